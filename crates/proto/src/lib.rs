@@ -1,0 +1,57 @@
+//! Wire formats for volley, with no IO: this crate never touches a socket, a clock or a
+//! task. Bytes come in as slices, time comes in as an argument, results go out as values.
+//!
+//! - [`wire::sdp`] and [`wire::scp`]: SpiNNaker's SDP header and SCP request/reply packets,
+//!   byte-identical to what rig and SpiNNMan put on the wire.
+//! - [`wire::frame`]: the SFTP-style frame `u32 BE length | u8 type | u32 BE id | body`,
+//!   with a fixed-size header so a payload can follow it uncopied in a vectored write, and
+//!   an incremental decoder that checks the length against a limit before anything is
+//!   reserved.
+//! - [`wire::sftp`]: SFTP v3 requests and replies (draft-ietf-secsh-filexfer-02 as OpenSSH
+//!   implements it), decoded by borrowing from the input.
+//! - [`time`]: microsecond `Instant` and `Duration` for the sans-IO state machines.
+//!
+//! The crate is `#![no_std]`; the `alloc` and `std` features (on by default) only add
+//! conveniences.
+//!
+//! # Example
+//!
+//! Build an SCP read request, parse the reply a board sends back:
+//!
+//! ```
+//! use volley_proto::wire::scp::{self, Command, ReplyRepr, ReturnCode};
+//! use volley_proto::wire::sdp::Address;
+//!
+//! let chip = Address::core(1, 2, 3);
+//! let mut request = scp::read_request(chip, 0x6024_0000, 8)?;
+//! request.seq = 7;
+//! let mut datagram = [0u8; scp::MAX_DATAGRAM_LEN];
+//! let n = request.emit(&mut datagram)?;
+//! assert_eq!(&datagram[..n], &[
+//!     0x00, 0x00, 0x87, 0xff, 0x03, 0xff, 0x02, 0x01, 0x00, 0x00, // pad + SDP header
+//!     0x02, 0x00, 0x07, 0x00,                                     // cmd read, seq 7
+//!     0x00, 0x00, 0x24, 0x60, 0x08, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+//! ]);
+//!
+//! // What the board answers: the request's addresses swapped, RC_OK, the same seq, data.
+//! let reply = [
+//!     0x00, 0x00, 0x07, 0xff, 0xff, 0x03, 0x00, 0x00, 0x02, 0x01,
+//!     0x80, 0x00, 0x07, 0x00, 1, 2, 3, 4, 5, 6, 7, 8,
+//! ];
+//! let reply = ReplyRepr::parse(&reply)?;
+//! assert_eq!(reply.rc, ReturnCode::OK);
+//! assert_eq!(reply.seq, 7);
+//! assert_eq!(reply.body, &[1, 2, 3, 4, 5, 6, 7, 8]);
+//! assert_eq!(request.cmd, Command::READ);
+//! # Ok::<(), volley_proto::wire::Error>(())
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(any(feature = "std", test))]
+extern crate std;
+
+pub mod time;
+pub mod wire;
