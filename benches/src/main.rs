@@ -1,1 +1,63 @@
-fn main() {}
+//! `volley-bench`, the binary behind `cargo xtask bench`: runs one suite, prints its table,
+//! writes its results as JSON and Markdown. Release builds only; ratios over absolute
+//! figures (the machines are shared and noisy); several rounds, medians.
+
+use std::env;
+use std::fs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod harness;
+mod suites;
+
+use harness::Mode;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("volley-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let mut args = env::args().skip(1);
+    let suite = args.next().ok_or(USAGE)?;
+    let mut mode = Mode::Quick;
+    let mut json = None;
+    let mut markdown = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => mode = Mode::Quick,
+            "--full" => mode = Mode::Full,
+            "--json" => json = Some(PathBuf::from(args.next().ok_or("--json needs a path")?)),
+            "--markdown" => {
+                markdown = Some(PathBuf::from(args.next().ok_or("--markdown needs a path")?));
+            }
+            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+        }
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("volley-bench: WARNING: a debug build; figures are meaningless");
+    }
+    let report = match suite.as_str() {
+        "codec" => suites::codec::run(mode),
+        other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
+    };
+    print!("{}", report.text());
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&report.json())
+            .map_err(|e| format!("cannot encode results: {e}"))?;
+        fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some(path) = markdown {
+        fs::write(&path, report.markdown())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+const USAGE: &str = "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH]
+suites: codec";

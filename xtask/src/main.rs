@@ -1,1 +1,79 @@
-fn main() {}
+//! volley's project automation, run as `cargo xtask <command>`:
+//!
+//! - `cargo xtask test [STEP..]`: installs the peers tests need when missing, then runs
+//!   every check: `fmt`, `clippy`, `doc`, `nostd`, `tests` (all of them if no step is named).
+//! - `cargo xtask bench [--suite NAME].. [--quick | --full]`: builds the benchmark suites in
+//!   release mode, runs them against embedded servers on loopback, prints their tables and
+//!   writes `target/bench/results.json` and `target/bench/report.md`.
+//!
+//! Plain code with no dependencies, in the rust-analyzer style.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+mod bench;
+mod peers;
+mod test;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
+        Some("-h" | "--help") | None => {
+            println!("{}", USAGE);
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage:
+  cargo xtask test [fmt|clippy|doc|nostd|tests]..   every check, or the named ones
+  cargo xtask bench [--suite NAME].. [--quick|--full]
+                                                    suites: codec (default: all)";
+
+/// The workspace root (the parent of this crate's directory).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The cargo that runs us, so `cargo +toolchain xtask` stays on that toolchain.
+fn cargo() -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+/// Runs a command, echoing it first; fails with its exit status.
+fn exec(cmd: &mut Command) -> Result<(), String> {
+    eprintln!("$ {}", describe(cmd));
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start `{}`: {e}", describe(cmd)))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{}` failed: {status}", describe(cmd)))
+    }
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut text = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}

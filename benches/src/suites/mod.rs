@@ -1,0 +1,3 @@
+//! The benchmark suites, one module each.
+
+pub(crate) mod codec;

@@ -1,0 +1,72 @@
+//! `cargo xtask bench`: builds the suites in release mode, runs each (they print their own
+//! tables), then gathers their JSON into `target/bench/results.json` and their Markdown
+//! into `target/bench/report.md`.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::{cargo, exec, root};
+
+/// Every suite, in the order `cargo xtask bench` runs them.
+const SUITES: &[&str] = &["codec"];
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let mut suites = Vec::new();
+    let mut mode = "--quick";
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--suite" => {
+                let name = args.next().ok_or("--suite needs a name")?;
+                if !SUITES.contains(&name.as_str()) {
+                    return Err(format!(
+                        "unknown suite `{name}`; suites are: {}",
+                        SUITES.join(", ")
+                    ));
+                }
+                suites.push(name.clone());
+            }
+            "--quick" | "--full" => mode = if arg == "--full" { "--full" } else { "--quick" },
+            other => return Err(format!("unknown bench option `{other}`\n\n{}", crate::USAGE)),
+        }
+    }
+    if suites.is_empty() {
+        suites = SUITES.iter().map(|s| s.to_string()).collect();
+    }
+
+    exec(cargo().args(["build", "--release", "-p", "volley-benches", "--bins"]))?;
+    let out_dir = root().join("target").join("bench");
+    fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let binary = root().join("target").join("release").join("volley-bench");
+
+    let mut json_parts = Vec::new();
+    let mut report = String::from("# volley benchmark report\n\n");
+    for suite in &suites {
+        let json = out_dir.join(format!("{suite}.json"));
+        let md = out_dir.join(format!("{suite}.md"));
+        exec(Command::new(&binary)
+            .current_dir(root())
+            .args([suite.as_str(), mode, "--json"])
+            .arg(&json)
+            .arg("--markdown")
+            .arg(&md))?;
+        json_parts.push(format!("\"{suite}\": {}", read(&json)?.trim()));
+        report.push_str(&read(&md)?);
+        report.push('\n');
+    }
+    let results = out_dir.join("results.json");
+    write(&results, &format!("{{\n\"mode\": \"{}\",\n{}\n}}\n", &mode[2..], json_parts.join(",\n")))?;
+    let report_path = out_dir.join("report.md");
+    write(&report_path, &report)?;
+    eprintln!("\nxtask bench: wrote {} and {}", results.display(), report_path.display());
+    Ok(())
+}
+
+fn read(path: &PathBuf) -> Result<String, String> {
+    fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn write(path: &PathBuf, text: &str) -> Result<(), String> {
+    fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
