@@ -3,7 +3,7 @@
 
 #![allow(missing_docs)]
 
-use std::hint::black_box;
+use core::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use volley_proto::wire::frame::Decoder;

@@ -1,8 +1,9 @@
 //! Measurement and reporting shared by every suite: timed rounds with medians, and a
 //! table rendered as text, Markdown and JSON.
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+use core::hint::black_box;
+use core::time::Duration;
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -59,7 +60,10 @@ impl Samples {
     }
 
     pub(crate) fn min(&self) -> f64 {
-        self.ops_per_sec.iter().copied().fold(f64::INFINITY, f64::min)
+        self.ops_per_sec
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
     }
 
     pub(crate) fn max(&self) -> f64 {
@@ -160,7 +164,12 @@ impl Report {
             out.push('\n');
             out
         };
-        let mut out = format!("\n{} ({} mode, {} rounds, medians)\n", self.title, self.mode.name(), self.mode.rounds());
+        let mut out = format!(
+            "\n{} ({} mode, {} rounds, medians)\n",
+            self.title,
+            self.mode.name(),
+            self.mode.rounds()
+        );
         out.push_str(&line(&mut self.columns.iter().copied()));
         let rules: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
         out.push_str(&line(&mut rules.iter().map(String::as_str)));
@@ -181,7 +190,11 @@ impl Report {
             self.mode.name(),
             self.mode.rounds(),
             self.columns.join(" | "),
-            self.columns.iter().map(|_| "---").collect::<Vec<_>>().join("|"),
+            self.columns
+                .iter()
+                .map(|_| "---")
+                .collect::<Vec<_>>()
+                .join("|"),
         );
         for row in &self.rows {
             out.push_str(&format!("| {} |\n", row.join(" | ")));

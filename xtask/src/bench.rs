@@ -28,7 +28,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 suites.push(name.clone());
             }
             "--quick" | "--full" => mode = if arg == "--full" { "--full" } else { "--quick" },
-            other => return Err(format!("unknown bench option `{other}`\n\n{}", crate::USAGE)),
+            other => {
+                return Err(format!(
+                    "unknown bench option `{other}`\n\n{}",
+                    crate::USAGE
+                ));
+            }
         }
     }
     if suites.is_empty() {
@@ -37,7 +42,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 
     exec(cargo().args(["build", "--release", "-p", "volley-benches", "--bins"]))?;
     let out_dir = root().join("target").join("bench");
-    fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let binary = root().join("target").join("release").join("volley-bench");
 
     let mut json_parts = Vec::new();
@@ -45,21 +51,34 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     for suite in &suites {
         let json = out_dir.join(format!("{suite}.json"));
         let md = out_dir.join(format!("{suite}.md"));
-        exec(Command::new(&binary)
-            .current_dir(root())
-            .args([suite.as_str(), mode, "--json"])
-            .arg(&json)
-            .arg("--markdown")
-            .arg(&md))?;
+        exec(
+            Command::new(&binary)
+                .current_dir(root())
+                .args([suite.as_str(), mode, "--json"])
+                .arg(&json)
+                .arg("--markdown")
+                .arg(&md),
+        )?;
         json_parts.push(format!("\"{suite}\": {}", read(&json)?.trim()));
         report.push_str(&read(&md)?);
         report.push('\n');
     }
     let results = out_dir.join("results.json");
-    write(&results, &format!("{{\n\"mode\": \"{}\",\n{}\n}}\n", &mode[2..], json_parts.join(",\n")))?;
+    write(
+        &results,
+        &format!(
+            "{{\n\"mode\": \"{}\",\n{}\n}}\n",
+            &mode[2..],
+            json_parts.join(",\n")
+        ),
+    )?;
     let report_path = out_dir.join("report.md");
     write(&report_path, &report)?;
-    eprintln!("\nxtask bench: wrote {} and {}", results.display(), report_path.display());
+    eprintln!(
+        "\nxtask bench: wrote {} and {}",
+        results.display(),
+        report_path.display()
+    );
     Ok(())
 }
 

@@ -36,7 +36,11 @@ fn ensure_rust_target(target: &str) -> bool {
         .args(["target", "list", "--installed"])
         .stderr(Stdio::null())
         .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == target))
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.trim() == target)
+        })
         .unwrap_or(false);
     if installed {
         return true;

@@ -31,9 +31,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 "-D",
                 "warnings",
             ]))?,
-            "doc" => exec(cargo()
-                .args(["doc", "--workspace", "--no-deps"])
-                .env("RUSTDOCFLAGS", "-D warnings"))?,
+            "doc" => exec(
+                cargo()
+                    .args(["doc", "--workspace", "--no-deps"])
+                    .env("RUSTDOCFLAGS", "-D warnings"),
+            )?,
             "nostd" => nostd()?,
             "tests" => exec(cargo().args(["test", "--workspace"]))?,
             _ => unreachable!("steps were checked above"),

@@ -2,8 +2,8 @@
 //! frames) per second and MB/s, and the price of copying a payload behind its header
 //! instead of writing the header alone (the pkg/sftp lesson).
 
+use core::hint::black_box;
 use serde_json::json;
-use std::hint::black_box;
 
 use volley_proto::wire::frame::{Decoder, Header};
 use volley_proto::wire::scp::{self, ReplyRepr, RequestRepr, ReturnCode};
@@ -46,9 +46,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     };
     let mut frame_buf = vec![0u8; write.encoded_len()];
     let big = vec![1u8; 261_120];
-    let data_reply = Response::Data { id: 9, data: &big }
-        .to_vec()
-        .expect("fits");
+    let data_reply = Response::Data { id: 9, data: &big }.to_vec().expect("fits");
 
     let mut cases: Vec<(&str, Samples)> = Vec::new();
     cases.push((
@@ -130,6 +128,8 @@ pub(crate) fn run(mode: Mode) -> Report {
         "encoding a 32 KiB SFTP WRITE's head alone is {zero_copy_ratio:.1}x faster than \
          copying its payload behind the head (same run, medians)"
     ));
-    report.data.push(json!({ "case": "sftp_write_head_vs_copy_ratio", "ratio": zero_copy_ratio }));
+    report
+        .data
+        .push(json!({ "case": "sftp_write_head_vs_copy_ratio", "ratio": zero_copy_ratio }));
     report
 }

@@ -55,3 +55,8 @@ extern crate std;
 
 pub mod time;
 pub mod wire;
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
