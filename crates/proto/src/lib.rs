@@ -9,6 +9,9 @@
 //!   reserved.
 //! - [`wire::sftp`]: SFTP v3 requests and replies (draft-ietf-secsh-filexfer-02 as OpenSSH
 //!   implements it), decoded by borrowing from the input.
+//! - `window` (feature `alloc`): the sans-IO sliding window that keeps many requests in
+//!   flight over a lossy datagram link, with exact retransmission and an RTT-estimated
+//!   timeout.
 //! - [`time`]: microsecond `Instant` and `Duration` for the sans-IO state machines.
 //!
 //! The crate is `#![no_std]`; the `alloc` and `std` features (on by default) only add
@@ -54,6 +57,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod time;
+#[cfg(feature = "alloc")]
+pub mod window;
 pub mod wire;
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
