@@ -233,8 +233,8 @@ fn rtt_samples_drive_the_timeout_and_skip_retransmissions() {
     let (window, out) = simulate(config, &mut link, 100, ok, |_, _| {});
     assert_eq!(out.completed.len(), 100);
     assert_eq!(window.rtt().srtt(), Some(Duration::from_millis(4)));
-    // SRTT 4 ms, variance decayed towards 0: the RTO sits at the 5 ms floor.
-    assert_eq!(window.rtt().rto(), Duration::from_millis(5));
+    // SRTT 4 ms, variance decayed towards 0: the RTO sits at the 10 ms floor.
+    assert_eq!(window.rtt().rto(), Duration::from_millis(10));
 
     // Karn: a request answered only after a retransmission gives no sample.
     let mut link = Link::new(7, 2, 0.0, 0.0, 0.0);

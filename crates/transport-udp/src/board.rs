@@ -1,0 +1,674 @@
+//! [`Board`]: a SpiNNaker-like board on a UDP socket, answering SCP as SC&MP does, with
+//! its 8-entry transient-IPTag pool (requests beyond it are dropped, as on hardware),
+//! lazily allocated SDRAM per chip, and knobs for delay and loss. It also listens on TCP
+//! for the same SCP packets carried in SFTP-style frames.
+
+use core::cmp::Reverse;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::time::Duration;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::BytesMut;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use volley_proto::wire::frame::{self, Decoder};
+use volley_proto::wire::scp::{
+    self, Command, DataType, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode, TtoInfo,
+    Version, VersionInfo,
+};
+use volley_proto::wire::sdp::{self, Address};
+
+use crate::SCP_FRAME_TYPE;
+
+/// Where SDRAM starts on every chip.
+pub const SDRAM_BASE: u32 = 0x6000_0000;
+/// SDRAM per chip: 128 MiB.
+pub const SDRAM_SIZE: u32 = 128 << 20;
+const PAGE: usize = 64 * 1024;
+
+/// Emulator settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoardConfig {
+    /// Chips across; chip addresses outside `width` x `height` answer `RC_ROUTE`.
+    pub width: u8,
+    /// Chips up.
+    pub height: u8,
+    /// Time to process each request before replying.
+    pub processing_delay: Duration,
+    /// Extra latency per P2P hop: a request to chip (x, y) waits `(x + y)` times this.
+    pub hop_latency: Duration,
+    /// Chance that a reply is lost inside the board; its tag stays taken until the
+    /// transient-tag timeout expires, as when a P2P reply never comes back.
+    pub reply_loss: f64,
+    /// Seed for the loss decisions.
+    pub seed: u64,
+    /// Transient IPTags: requests waiting for a reply at once over UDP.
+    pub pool_size: u8,
+    /// Transient-tag timeout code at start (9 = 2.56 s, SC&MP's default).
+    pub tto: u8,
+}
+
+/// A running emulated board.
+#[derive(Debug)]
+pub struct Board {
+    udp_addr: SocketAddr,
+    tcp_addr: Option<SocketAddr>,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Counters of what the board has seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoardStats {
+    /// Requests received (UDP and TCP).
+    pub requests: u64,
+    /// Replies sent.
+    pub replies: u64,
+    /// Replies with a return code other than `RC_OK`.
+    pub error_replies: u64,
+    /// Requests dropped because every transient tag was taken.
+    pub dropped_no_tag: u64,
+    /// Datagrams over 282 bytes, dropped unread.
+    pub dropped_oversize: u64,
+    /// Datagrams too short to carry a sequence number, dropped.
+    pub dropped_malformed: u64,
+    /// Replies lost inside the board (fault injection).
+    pub replies_lost: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: BoardConfig,
+    state: Mutex<State>,
+    requests: AtomicU64,
+    replies: AtomicU64,
+    error_replies: AtomicU64,
+    dropped_no_tag: AtomicU64,
+    dropped_oversize: AtomicU64,
+    dropped_malformed: AtomicU64,
+    replies_lost: AtomicU64,
+}
+
+#[derive(Debug)]
+struct State {
+    memory: HashMap<(u8, u8, u32), Box<[u8]>>,
+    tto: u8,
+    /// When each transient tag frees; `None` = free.
+    tags: Vec<Option<Instant>>,
+    rng: StdRng,
+}
+
+/// What the board does with one request.
+#[derive(Debug, PartialEq, Eq)]
+enum Action {
+    /// Reply with these many bytes of the output buffer after `delay`.
+    Reply { len: usize, delay: Duration },
+    /// Nothing to send.
+    Silent,
+}
+
+/// Replies waiting for their time, earliest first.
+#[derive(Debug)]
+struct Schedule<T: Ord> {
+    heap: BinaryHeap<Reverse<(Instant, u64, T)>>,
+    order: u64,
+}
+
+impl Default for BoardConfig {
+    /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9.
+    fn default() -> Self {
+        Self {
+            width: 8,
+            height: 8,
+            processing_delay: Duration::ZERO,
+            hop_latency: Duration::ZERO,
+            reply_loss: 0.0,
+            seed: 0,
+            pool_size: 8,
+            tto: 9,
+        }
+    }
+}
+
+impl Board {
+    /// Binds the UDP socket (and the TCP listener, if asked) and starts serving.
+    /// Port 0 picks a free port; see [`Board::udp_addr`].
+    pub async fn bind(
+        udp: SocketAddr,
+        tcp: Option<SocketAddr>,
+        config: BoardConfig,
+    ) -> io::Result<Self> {
+        let socket = UdpSocket::bind(udp).await?;
+        let udp_addr = socket.local_addr()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                memory: HashMap::new(),
+                tto: config.tto,
+                tags: vec![None; usize::from(config.pool_size)],
+                rng: StdRng::seed_from_u64(config.seed),
+            }),
+            config,
+            requests: AtomicU64::new(0),
+            replies: AtomicU64::new(0),
+            error_replies: AtomicU64::new(0),
+            dropped_no_tag: AtomicU64::new(0),
+            dropped_oversize: AtomicU64::new(0),
+            dropped_malformed: AtomicU64::new(0),
+            replies_lost: AtomicU64::new(0),
+        });
+        let mut tasks = vec![tokio::spawn(serve_udp(socket, shared.clone()))];
+        let mut tcp_addr = None;
+        if let Some(addr) = tcp {
+            let listener = TcpListener::bind(addr).await?;
+            tcp_addr = Some(listener.local_addr()?);
+            tasks.push(tokio::spawn(serve_tcp(listener, shared.clone())));
+        }
+        Ok(Self {
+            udp_addr,
+            tcp_addr,
+            shared,
+            tasks,
+        })
+    }
+
+    /// Where the board listens for SCP over UDP.
+    pub fn udp_addr(&self) -> SocketAddr {
+        self.udp_addr
+    }
+
+    /// Where the board listens for framed SCP over TCP, if it does.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_addr
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> BoardStats {
+        let s = &self.shared;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BoardStats {
+            requests: get(&s.requests),
+            replies: get(&s.replies),
+            error_replies: get(&s.error_replies),
+            dropped_no_tag: get(&s.dropped_no_tag),
+            dropped_oversize: get(&s.dropped_oversize),
+            dropped_malformed: get(&s.dropped_malformed),
+            replies_lost: get(&s.replies_lost),
+        }
+    }
+
+    /// Copies `len` bytes of chip (`x`, `y`)'s SDRAM from `address`, or `None` outside it.
+    pub fn read_memory(&self, x: u8, y: u8, address: u32, len: usize) -> Option<Vec<u8>> {
+        let mut out = vec![0; len];
+        self.shared
+            .lock()
+            .read(x, y, address, &mut out)
+            .then_some(out)
+    }
+
+    /// Writes into chip (`x`, `y`)'s SDRAM; `false` outside it.
+    pub fn write_memory(&self, x: u8, y: u8, address: u32, data: &[u8]) -> bool {
+        self.shared.lock().write(x, y, address, data)
+    }
+
+    /// The transient-tag timeout code in force.
+    pub fn tto(&self) -> u8 {
+        self.shared.lock().tto
+    }
+
+    /// Stops serving and waits for the tasks to end.
+    pub async fn shutdown(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave memory half-written in a way that
+        // matters to an emulator; carry on with the data.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Handles one request, writing any reply into `out`. Checks as SC&MP does:
+    /// oversize datagrams dropped, a short SDP part answered with `RC_LEN`, unknown
+    /// commands `RC_CMD`, bad arguments `RC_ARG`.
+    fn handle(
+        &self,
+        state: &mut State,
+        request: &[u8],
+        out: &mut [u8; MAX_DATAGRAM_LEN],
+    ) -> Action {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if request.len() > MAX_DATAGRAM_LEN {
+            self.dropped_oversize.fetch_add(1, Ordering::Relaxed);
+            return Action::Silent;
+        }
+        let Ok(parsed) = RequestRepr::parse(request) else {
+            // Under 24 bytes of SDP: RC_LEN, if there is a sequence number to echo.
+            let Ok(packet) = scp::Packet::new_checked(request) else {
+                self.dropped_malformed.fetch_add(1, Ordering::Relaxed);
+                return Action::Silent;
+            };
+            let header = sdp::Repr::parse(&packet.sdp());
+            let reply = ReplyRepr {
+                sdp: header.reply(),
+                rc: ReturnCode::LEN,
+                seq: packet.seq(),
+                body: &[],
+            };
+            return self.reply(&reply, out, Duration::ZERO, header.flags.reply_expected());
+        };
+        let mut dest = parsed.sdp.dest;
+        if (dest.x, dest.y) == (255, 255) {
+            // The Ethernet-attached chip answers for "whichever chip you are".
+            (dest.x, dest.y) = (0, 0);
+        }
+        let config = &self.config;
+        let hops = u32::from(dest.x) + u32::from(dest.y);
+        let delay = config.processing_delay + config.hop_latency * hops;
+        let wants_reply = parsed.sdp.flags.reply_expected();
+        if dest.x >= config.width || dest.y >= config.height {
+            return self.reply(&parsed.reply(ReturnCode::ROUTE), out, delay, wants_reply);
+        }
+        let mut body = [0u8; scp::MAX_DATA_LEN + 12];
+        let (rc, body_len) = execute(state, &parsed, dest, &mut body);
+        let reply = ReplyRepr {
+            body: &body[..body_len],
+            ..parsed.reply(rc)
+        };
+        self.reply(&reply, out, delay, wants_reply)
+    }
+
+    fn reply(
+        &self,
+        reply: &ReplyRepr<'_>,
+        out: &mut [u8; MAX_DATAGRAM_LEN],
+        delay: Duration,
+        wanted: bool,
+    ) -> Action {
+        if !wanted {
+            return Action::Silent;
+        }
+        if reply.rc != ReturnCode::OK {
+            self.error_replies.fetch_add(1, Ordering::Relaxed);
+        }
+        match reply.emit(out) {
+            Ok(len) => Action::Reply { len, delay },
+            Err(_) => Action::Silent,
+        }
+    }
+}
+
+/// Runs one parsed request against the board state; returns the return code and the
+/// reply body written into `body`.
+fn execute(
+    state: &mut State,
+    request: &RequestRepr<'_>,
+    chip: Address,
+    body: &mut [u8],
+) -> (ReturnCode, usize) {
+    match request.cmd {
+        Command::SVER => {
+            let info = VersionInfo {
+                core: chip,
+                phys_cpu: chip.cpu,
+                buffer_size: scp::MAX_DATA_LEN as u16,
+                build_date: 0,
+                name: "SC&MP/SpiNNaker",
+                version: Version::Semantic {
+                    major: 4,
+                    minor: 0,
+                    patch: 0,
+                },
+            };
+            match info.emit(body) {
+                Ok(n) => (ReturnCode::OK, n),
+                Err(_) => (ReturnCode::BUF, 0),
+            }
+        }
+        Command::READ => match request.transfer_args() {
+            Ok((address, len, ty)) if aligned(address, len, ty) => {
+                if state.read(chip.x, chip.y, address, &mut body[..len]) {
+                    (ReturnCode::OK, len)
+                } else {
+                    (ReturnCode::ARG, 0)
+                }
+            }
+            _ => (ReturnCode::ARG, 0),
+        },
+        Command::WRITE => match request.transfer_args() {
+            Ok((address, len, ty)) if aligned(address, len, ty) && len == request.data.len() => {
+                if state.write(chip.x, chip.y, address, request.data) {
+                    (ReturnCode::OK, 0)
+                } else {
+                    (ReturnCode::ARG, 0)
+                }
+            }
+            _ => (ReturnCode::ARG, 0),
+        },
+        Command::FILL => {
+            let [address, value, len] = request.args;
+            if address % 4 != 0 || len % 4 != 0 || !state.fill(chip.x, chip.y, address, value, len)
+            {
+                (ReturnCode::ARG, 0)
+            } else {
+                (ReturnCode::OK, 0)
+            }
+        }
+        Command::IPTAG if request.args[0] >> 16 == scp::IPTAG_TTO => {
+            let info = TtoInfo {
+                fixed_tags: 8,
+                pool_size: state.tags.len() as u8,
+                record_size: 32,
+                tto: state.tto,
+            };
+            // 0..=15 sets the timeout; anything larger only queries it.
+            if let code @ 0..=15 = request.args[1] {
+                state.tto = code as u8;
+            }
+            let out = info.to_body();
+            body[..4].copy_from_slice(&out);
+            (ReturnCode::OK, 4)
+        }
+        Command::IPTAG => (ReturnCode::ARG, 0),
+        _ => (ReturnCode::CMD, 0),
+    }
+}
+
+/// SC&MP moves words and halfwords only at matching alignment.
+fn aligned(address: u32, len: usize, ty: DataType) -> bool {
+    let unit = match ty {
+        DataType::Byte => 1,
+        DataType::Short => 2,
+        DataType::Word => 4,
+    };
+    address % unit == 0 && len % unit as usize == 0
+}
+
+impl State {
+    /// Visits each page-sized piece of `address..address + len` within SDRAM; `false`
+    /// (and no visit) if any of it is outside.
+    fn pieces(
+        address: u32,
+        len: usize,
+        mut visit: impl FnMut(u32, usize, core::ops::Range<usize>),
+    ) -> bool {
+        let start = u64::from(address);
+        let end = start + len as u64;
+        if start < u64::from(SDRAM_BASE) || end > u64::from(SDRAM_BASE) + u64::from(SDRAM_SIZE) {
+            return false;
+        }
+        let mut at = start;
+        while at < end {
+            let offset = (at - u64::from(SDRAM_BASE)) as usize;
+            let page = (offset / PAGE) as u32;
+            let in_page = offset % PAGE;
+            let n = (PAGE - in_page).min((end - at) as usize);
+            let done = (at - start) as usize;
+            visit(page, in_page, done..done + n);
+            at += n as u64;
+        }
+        true
+    }
+
+    fn read(&self, x: u8, y: u8, address: u32, out: &mut [u8]) -> bool {
+        Self::pieces(address, out.len(), |page, in_page, range| {
+            let n = range.len();
+            match self.memory.get(&(x, y, page)) {
+                Some(bytes) => out[range].copy_from_slice(&bytes[in_page..in_page + n]),
+                None => out[range].fill(0),
+            }
+        })
+    }
+
+    fn write(&mut self, x: u8, y: u8, address: u32, data: &[u8]) -> bool {
+        Self::pieces(address, data.len(), |page, in_page, range| {
+            let n = range.len();
+            let bytes = self
+                .memory
+                .entry((x, y, page))
+                .or_insert_with(|| vec![0; PAGE].into_boxed_slice());
+            bytes[in_page..in_page + n].copy_from_slice(&data[range]);
+        })
+    }
+
+    fn fill(&mut self, x: u8, y: u8, address: u32, value: u32, len: u32) -> bool {
+        let word = value.to_le_bytes();
+        Self::pieces(address, len as usize, |page, in_page, range| {
+            let n = range.len();
+            let bytes = self
+                .memory
+                .entry((x, y, page))
+                .or_insert_with(|| vec![0; PAGE].into_boxed_slice());
+            for (i, b) in bytes[in_page..in_page + n].iter_mut().enumerate() {
+                *b = word[(range.start + i) % 4];
+            }
+        })
+    }
+
+    /// Takes a free transient tag until `until`; `false` if all are taken.
+    fn take_tag(&mut self, now: Instant, until: Instant) -> bool {
+        match self
+            .tags
+            .iter_mut()
+            .find(|t| t.is_none_or(|busy| busy <= now))
+        {
+            Some(tag) => {
+                *tag = Some(until);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn tto_duration(&self) -> Option<Duration> {
+        scp::tto_millis(self.tto).map(Duration::from_millis)
+    }
+}
+
+impl<T: Ord> Default for Schedule<T> {
+    fn default() -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+            order: 0,
+        }
+    }
+}
+
+impl<T: Ord> Schedule<T> {
+    fn push(&mut self, at: Instant, item: T) {
+        self.order += 1;
+        self.heap.push(Reverse((at, self.order, item)));
+    }
+
+    fn next_at(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    fn pop_due(&mut self, now: Instant) -> Option<T> {
+        if self.next_at()? > now {
+            return None;
+        }
+        self.heap.pop().map(|Reverse((_, _, item))| item)
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => core::future::pending().await,
+    }
+}
+
+/// The UDP side: drains every ready datagram, answers each through a transient tag.
+async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; 2048];
+    let mut out = [0u8; MAX_DATAGRAM_LEN];
+    let mut delayed: Schedule<(Vec<u8>, SocketAddr)> = Schedule::default();
+    loop {
+        tokio::select! {
+            biased;
+            ready = socket.readable() => {
+                if ready.is_err() {
+                    return;
+                }
+                loop {
+                    let (n, from) = match socket.try_recv_from(&mut buf) {
+                        Ok(got) => got,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        // ICMP errors from earlier replies to vanished clients.
+                        Err(_) => continue,
+                    };
+                    let now = Instant::now();
+                    let action = {
+                        let mut state = shared.lock();
+                        let action = shared.handle(&mut state, &buf[..n], &mut out);
+                        match action {
+                            Action::Silent => None,
+                            Action::Reply { len, delay } => {
+                                let lost = shared.config.reply_loss > 0.0
+                                    && state.rng.random_bool(shared.config.reply_loss.min(1.0));
+                                // The tag is held until the reply leaves, or, if the reply
+                                // is lost, until the transient-tag timeout frees it.
+                                let hold = if lost {
+                                    state.tto_duration().map_or(now + Duration::from_secs(86_400 * 365), |t| now + delay + t)
+                                } else {
+                                    now + delay
+                                };
+                                if !state.take_tag(now, hold) {
+                                    shared.dropped_no_tag.fetch_add(1, Ordering::Relaxed);
+                                    None
+                                } else if lost {
+                                    shared.replies_lost.fetch_add(1, Ordering::Relaxed);
+                                    None
+                                } else {
+                                    Some((len, delay))
+                                }
+                            }
+                        }
+                    };
+                    if let Some((len, delay)) = action {
+                        if delay.is_zero() {
+                            if socket.send_to(&out[..len], from).await.is_ok() {
+                                shared.replies.fetch_add(1, Ordering::Relaxed);
+                            }
+                        } else {
+                            delayed.push(now + delay, (out[..len].to_vec(), from));
+                        }
+                    }
+                }
+            }
+            () = sleep_until(delayed.next_at()) => {}
+        }
+        let now = Instant::now();
+        while let Some((reply, to)) = delayed.pop_due(now) {
+            if socket.send_to(&reply, to).await.is_ok() {
+                shared.replies.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                connections.spawn(serve_connection(stream, shared.clone()));
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// One TCP connection: frames in, framed replies out, all replies to one read written
+/// together. No transient tags over TCP (there is no IPTag to hold).
+async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
+    let decoder = Decoder::new(frame::HEADER_LEN + MAX_DATAGRAM_LEN);
+    let mut read_buf = BytesMut::with_capacity(64 * 1024);
+    let mut write_buf = Vec::with_capacity(64 * 1024);
+    let mut out = [0u8; MAX_DATAGRAM_LEN];
+    let mut delayed: Schedule<Vec<u8>> = Schedule::default();
+    loop {
+        tokio::select! {
+            biased;
+            n = stream.read_buf(&mut read_buf) => {
+                match n {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let now = Instant::now();
+                loop {
+                    let (id, used, action) = match decoder.decode(&read_buf) {
+                        Ok(Some((frame, used))) if frame.ty == SCP_FRAME_TYPE => {
+                            let mut state = shared.lock();
+                            let datagram = &read_buf[frame::HEADER_LEN..used];
+                            (frame.id, used, shared.handle(&mut state, datagram, &mut out))
+                        }
+                        Ok(None) => break,
+                        // A frame of another type or a broken length: the stream's framing
+                        // cannot be trusted any more.
+                        Ok(Some(_)) | Err(_) => return,
+                    };
+                    let _ = read_buf.split_to(used);
+                    if let Action::Reply { len, delay } = action {
+                        let Ok(header) = frame::Header::new(SCP_FRAME_TYPE, id, len) else { return };
+                        if delay.is_zero() {
+                            write_buf.extend_from_slice(&header.encode());
+                            write_buf.extend_from_slice(&out[..len]);
+                        } else {
+                            let mut framed = header.encode().to_vec();
+                            framed.extend_from_slice(&out[..len]);
+                            delayed.push(now + delay, framed);
+                        }
+                    }
+                }
+                if read_buf.capacity() < 4096 {
+                    read_buf.reserve(64 * 1024);
+                }
+            }
+            () = sleep_until(delayed.next_at()) => {}
+        }
+        let now = Instant::now();
+        while let Some(framed) = delayed.pop_due(now) {
+            write_buf.extend_from_slice(&framed);
+        }
+        if !write_buf.is_empty() {
+            let replies = count_frames(&write_buf);
+            if stream.write_all(&write_buf).await.is_err() {
+                return;
+            }
+            shared.replies.fetch_add(replies, Ordering::Relaxed);
+            write_buf.clear();
+        }
+    }
+}
+
+fn count_frames(mut bytes: &[u8]) -> u64 {
+    let decoder = Decoder::new(usize::MAX);
+    let mut n = 0;
+    while let Ok(Some((_, used))) = decoder.decode(bytes) {
+        bytes = &bytes[used..];
+        n += 1;
+    }
+    n
+}

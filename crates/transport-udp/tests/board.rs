@@ -1,0 +1,138 @@
+//! The emulator against the bytes rig 2.4.1 and SpiNNMan put on the wire
+//! (REFERENCE.md §1), its errors, and its transient-tag pool.
+
+use core::time::Duration;
+
+use tokio::net::UdpSocket;
+use tokio::time::timeout;
+use volley_proto::wire::scp::{ReplyRepr, ReturnCode};
+use volley_transport_udp::{Board, BoardConfig};
+
+const SVER_REQ: &[u8] = &[
+    0x00, 0x00, 0x87, 0xff, 0x00, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+];
+const SVER_REP: &[u8] = &[
+    0x00, 0x00, 0x07, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x01, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0x53, 0x43, 0x26, 0x4d, 0x50, 0x2f,
+    0x53, 0x70, 0x69, 0x4e, 0x4e, 0x61, 0x6b, 0x65, 0x72, 0x00, 0x34, 0x2e, 0x30, 0x2e, 0x30, 0x00,
+];
+const WRITE_REQ: &[u8] = &[
+    0x00, 0x00, 0x87, 0xff, 0x03, 0xff, 0x02, 0x01, 0x00, 0x00, 0x03, 0x00, 0x01, 0x00, 0x02, 0x00,
+    0x24, 0x60, 0x06, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff,
+];
+const WRITE_REP: &[u8] = &[
+    0x00, 0x00, 0x07, 0xff, 0xff, 0x03, 0x00, 0x00, 0x02, 0x01, 0x80, 0x00, 0x01, 0x00,
+];
+const READ_REQ: &[u8] = &[
+    0x00, 0x00, 0x87, 0xff, 0x03, 0xff, 0x02, 0x01, 0x00, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00,
+    0x24, 0x60, 0x08, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+];
+const READ_REP: &[u8] = &[
+    0x00, 0x00, 0x07, 0xff, 0xff, 0x03, 0x00, 0x00, 0x02, 0x01, 0x80, 0x00, 0x02, 0x00, 0x00, 0x01,
+    0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+];
+
+const WAIT: Duration = Duration::from_secs(5);
+
+async fn board(config: BoardConfig) -> (Board, UdpSocket) {
+    let board = Board::bind("127.0.0.1:0".parse().unwrap(), None, config)
+        .await
+        .unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.connect(board.udp_addr()).await.unwrap();
+    (board, socket)
+}
+
+async fn exchange(socket: &UdpSocket, request: &[u8]) -> Vec<u8> {
+    socket.send(request).await.unwrap();
+    let mut buf = [0u8; 512];
+    let n = timeout(WAIT, socket.recv(&mut buf))
+        .await
+        .expect("the board did not answer within 5 s")
+        .unwrap();
+    buf[..n].to_vec()
+}
+
+#[tokio::test]
+async fn answers_rigs_captured_requests_byte_for_byte() {
+    let (board, socket) = board(BoardConfig::default()).await;
+    assert_eq!(exchange(&socket, SVER_REQ).await, SVER_REP);
+    assert_eq!(exchange(&socket, WRITE_REQ).await, WRITE_REP);
+    assert_eq!(
+        board.read_memory(1, 2, 0x6024_0002, 6).unwrap(),
+        [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]
+    );
+    board.write_memory(1, 2, 0x6024_0000, &[0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(exchange(&socket, READ_REQ).await, READ_REP);
+    // SpiNNMan's form of the same read (source 255, 255) gets the same data back.
+    let mut spinnman = READ_REQ.to_vec();
+    spinnman[8] = 0xff;
+    spinnman[9] = 0xff;
+    let reply = exchange(&socket, &spinnman).await;
+    assert_eq!(&reply[14..], &READ_REP[14..]);
+    assert_eq!(board.stats().replies, 4);
+}
+
+#[tokio::test]
+async fn bad_requests_get_the_return_codes_scamp_gives() {
+    let (board, socket) = board(BoardConfig::default()).await;
+    let rc = |reply: Vec<u8>| ReplyRepr::parse(&reply).unwrap().rc;
+
+    // Under 24 bytes of SDP: RC_LEN, seq echoed.
+    let reply = exchange(&socket, &READ_REQ[..20]).await;
+    assert_eq!((rc(reply.clone()), reply[12]), (ReturnCode::LEN, 2));
+    // Unknown command.
+    let mut unknown = READ_REQ.to_vec();
+    unknown[10] = 99;
+    assert_eq!(rc(exchange(&socket, &unknown).await), ReturnCode::CMD);
+    // Read of 257 bytes, a bad data type, and an address outside SDRAM.
+    let mut long = READ_REQ.to_vec();
+    long[18..22].copy_from_slice(&257u32.to_le_bytes());
+    assert_eq!(rc(exchange(&socket, &long).await), ReturnCode::ARG);
+    let mut ty = READ_REQ.to_vec();
+    ty[22] = 7;
+    assert_eq!(rc(exchange(&socket, &ty).await), ReturnCode::ARG);
+    let mut outside = READ_REQ.to_vec();
+    outside[14..18].copy_from_slice(&0x1000u32.to_le_bytes());
+    assert_eq!(rc(exchange(&socket, &outside).await), ReturnCode::ARG);
+    // A chip that is not on the board.
+    let mut far = READ_REQ.to_vec();
+    far[7] = 40;
+    assert_eq!(rc(exchange(&socket, &far).await), ReturnCode::ROUTE);
+
+    // Oversize datagrams are dropped; the next request is still answered.
+    socket.send(&[0u8; 300]).await.unwrap();
+    assert_eq!(rc(exchange(&socket, SVER_REQ).await), ReturnCode::OK);
+    assert_eq!(board.stats().dropped_oversize, 1);
+    assert_eq!(board.stats().error_replies, 6);
+}
+
+#[tokio::test]
+async fn requests_beyond_the_transient_tag_pool_are_dropped() {
+    // Every reply takes 300 ms: the pool of 8 tags fills, the 9th and 10th are dropped.
+    let (board, socket) = board(BoardConfig {
+        processing_delay: Duration::from_millis(300),
+        ..BoardConfig::default()
+    })
+    .await;
+    for seq in 0..10u8 {
+        let mut request = SVER_REQ.to_vec();
+        request[12] = seq;
+        socket.send(&request).await.unwrap();
+    }
+    let mut seqs = Vec::new();
+    let mut buf = [0u8; 512];
+    for _ in 0..8 {
+        let n = timeout(WAIT, socket.recv(&mut buf))
+            .await
+            .expect("a reply")
+            .unwrap();
+        seqs.push(ReplyRepr::parse(&buf[..n]).unwrap().seq);
+    }
+    seqs.sort();
+    assert_eq!(seqs, (0..8).collect::<Vec<u16>>());
+    assert_eq!(board.stats().dropped_no_tag, 2);
+    // With the tags free again, a new request is answered.
+    assert_eq!(exchange(&socket, SVER_REQ).await.len(), SVER_REP.len());
+}
