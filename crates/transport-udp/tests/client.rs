@@ -2,7 +2,8 @@
 //! transfers verified byte for byte, errors, timeouts, auto window, TCP.
 
 use core::future::Future;
-use std::time::{Duration, Instant};
+use core::time::Duration;
+use std::time::Instant;
 
 use volley_proto::window::Rto;
 use volley_proto::wire::scp::{self, Command, ReturnCode};
