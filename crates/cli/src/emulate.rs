@@ -1,0 +1,58 @@
+//! `volley emulate`: an emulated board on UDP (and framed TCP).
+
+use core::net::SocketAddr;
+use std::io::Write;
+
+use volley_transport_udp::{Board, BoardConfig};
+
+use crate::{fraction, millis, shutdown_signal};
+
+/// Options of `volley emulate`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// UDP address to serve SCP on (port 0 picks one).
+    #[arg(long, default_value = "127.0.0.1:17893")]
+    udp: SocketAddr,
+    /// Also serve framed SCP over TCP on this address.
+    #[arg(long)]
+    tcp: Option<SocketAddr>,
+    /// Chance a reply is lost inside the board; its transient tag stays taken until the
+    /// tag timeout expires, as on hardware.
+    #[arg(long, default_value = "0", value_parser = fraction)]
+    loss: f64,
+    /// Processing delay before each reply, in milliseconds (fractions allowed).
+    #[arg(long, default_value = "0", value_parser = millis)]
+    delay_ms: core::time::Duration,
+    /// Extra latency per P2P hop to chip (x, y): (x + y) times this, in milliseconds.
+    #[arg(long, default_value = "0", value_parser = millis)]
+    hop_ms: core::time::Duration,
+    /// Seed for the loss decisions.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+pub(crate) async fn run(args: Args) -> Result<(), String> {
+    let config = BoardConfig {
+        processing_delay: args.delay_ms,
+        hop_latency: args.hop_ms,
+        reply_loss: args.loss,
+        seed: args.seed,
+        ..BoardConfig::default()
+    };
+    let board = Board::bind(args.udp, args.tcp, config)
+        .await
+        .map_err(|e| format!("cannot bind the emulator: {e}"))?;
+    let tcp = board
+        .tcp_addr()
+        .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    println!("listening udp={} tcp={tcp}", board.udp_addr());
+    let _ = std::io::stdout().flush();
+    shutdown_signal().await?;
+    let stats = board.stats();
+    eprintln!(
+        "emulator stopped: {} requests, {} replies, {} dropped for want of a tag",
+        stats.requests, stats.replies, stats.dropped_no_tag
+    );
+    board.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! `volley`: run a SpiNNaker board emulator, a link simulator, or SCP transfers.
+//!
+//! ```text
+//! volley emulate --udp 127.0.0.1:17893 --tcp 127.0.0.1:17894
+//! volley netsim --listen 127.0.0.1:17900 --upstream 127.0.0.1:17893 --delay-ms 0.5 --loss 0.01
+//! volley scp write --target 127.0.0.1:17900 --addr 0x60000000 --window auto data.bin
+//! volley scp read --target 127.0.0.1:17900 --addr 0x60000000 --len 10485760 -o back.bin
+//! ```
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod emulate;
+mod netsim;
+mod scp;
+
+/// volley: fast request/response transports, and the tools to measure them.
+#[derive(Debug, Parser)]
+#[command(name = "volley", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run an emulated SpiNNaker board until SIGINT or SIGTERM.
+    Emulate(emulate::Args),
+    /// Run the link simulator (a UDP relay) until SIGINT or SIGTERM.
+    Netsim(netsim::Args),
+    /// Read or write a board's memory over SCP.
+    #[command(subcommand)]
+    Scp(scp::Command),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("volley: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Emulate(args) => emulate::run(args).await,
+            Command::Netsim(args) => netsim::run(args).await,
+            Command::Scp(command) => scp::run(command).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("volley: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn shutdown_signal() -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| format!("cannot watch SIGINT: {e}")),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+/// Parses a fraction in 0..=1 (0.05 = 5%).
+fn fraction(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|e| format!("`{text}` is not a number: {e}"))?;
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{value} is not a fraction between 0 and 1 (0.05 = 5%)"
+        ))
+    }
+}
+
+/// Parses non-negative fractional milliseconds into a duration.
+fn millis(text: &str) -> Result<core::time::Duration, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|e| format!("`{text}` is not a number: {e}"))?;
+    if value.is_finite() && value >= 0.0 {
+        Ok(core::time::Duration::from_secs_f64(value / 1000.0))
+    } else {
+        Err(format!(
+            "{value} is not a non-negative number of milliseconds"
+        ))
+    }
+}

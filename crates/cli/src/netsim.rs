@@ -1,0 +1,70 @@
+//! `volley netsim`: the link simulator as a standalone relay.
+
+use core::net::SocketAddr;
+use std::io::Write;
+
+use volley_transport_udp::{LinkConfig, LinkSim};
+
+use crate::{fraction, millis, shutdown_signal};
+
+/// Options of `volley netsim`. Delay and jitter apply in each direction, so the RTT
+/// grows by twice the delay; probabilities are per datagram per direction.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Address clients send to (port 0 picks one).
+    #[arg(long)]
+    listen: SocketAddr,
+    /// Address datagrams are relayed to.
+    #[arg(long)]
+    upstream: SocketAddr,
+    /// One-way delay in milliseconds (fractions allowed: 0.5).
+    #[arg(long, default_value = "0", value_parser = millis)]
+    delay_ms: core::time::Duration,
+    /// Extra one-way delay drawn from 0..=J milliseconds.
+    #[arg(long, default_value = "0", value_parser = millis)]
+    jitter_ms: core::time::Duration,
+    /// Chance of dropping a datagram (0.05 = 5%).
+    #[arg(long, default_value = "0", value_parser = fraction)]
+    loss: f64,
+    /// Chance of duplicating a datagram.
+    #[arg(long, default_value = "0", value_parser = fraction)]
+    dup: f64,
+    /// Chance of holding a datagram back so later ones overtake it.
+    #[arg(long, default_value = "0", value_parser = fraction)]
+    reorder: f64,
+    /// Rate cap per direction in Mbit/s (10^6 bits/s).
+    #[arg(long)]
+    rate_mbit: Option<f64>,
+    /// Seed for every random choice.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+pub(crate) async fn run(args: Args) -> Result<(), String> {
+    let rate_bps = match args.rate_mbit {
+        Some(r) if r.is_finite() && r > 0.0 => Some((r * 1e6) as u64),
+        Some(r) => return Err(format!("--rate-mbit {r} must be a positive number")),
+        None => None,
+    };
+    let config = LinkConfig {
+        delay: args.delay_ms,
+        jitter: args.jitter_ms,
+        loss: args.loss,
+        dup: args.dup,
+        reorder: args.reorder,
+        rate_bps,
+        seed: args.seed,
+    };
+    let link = LinkSim::start(args.listen, args.upstream, config)
+        .map_err(|e| format!("cannot start the link simulator: {e}"))?;
+    println!("listening {}", link.local_addr());
+    let _ = std::io::stdout().flush();
+    shutdown_signal().await?;
+    let s = link.stats();
+    eprintln!(
+        "netsim stopped: {} up, {} down, {} dropped, {} duplicated, {} reordered",
+        s.delivered_up, s.delivered_down, s.dropped, s.duplicated, s.reordered
+    );
+    link.stop();
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! The `volley` binary end to end: emulator, link simulator and transfers as separate
+//! processes, the way a user runs them.
+
+use core::time::Duration;
+use std::process::Stdio;
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::timeout;
+
+const VOLLEY: &str = env!("CARGO_BIN_EXE_volley");
+
+/// Starts a long-running `volley` command and returns it with the first line it prints.
+async fn spawn(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(VOLLEY)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("volley starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    timeout(
+        Duration::from_secs(10),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("volley printed its listening line within 10 s")
+    .expect("stdout readable");
+    (child, line.trim().to_owned())
+}
+
+/// Runs a `volley` command to completion (60 s at most) and returns (success, stderr).
+async fn run(args: &[&str]) -> (bool, String) {
+    let output = timeout(
+        Duration::from_secs(60),
+        Command::new(VOLLEY).args(args).kill_on_drop(true).output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("volley {args:?} did not finish within 60 s"))
+    .expect("volley runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9u32;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_mib_through_a_lossy_link_come_back_identical() {
+    let (_board, line) = spawn(&["emulate", "--udp", "127.0.0.1:0", "--tcp", "127.0.0.1:0"]).await;
+    let udp = line
+        .strip_prefix("listening udp=")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    assert!(line.contains(" tcp=127.0.0.1:"), "{line}");
+    let (_link, line) = spawn(&[
+        "netsim",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &udp,
+        "--delay-ms",
+        "0.1",
+        "--loss",
+        "0.05",
+        "--dup",
+        "0.01",
+        "--reorder",
+        "0.01",
+        "--seed",
+        "7",
+    ])
+    .await;
+    let relay = line
+        .strip_prefix("listening ")
+        .expect("listening ADDR")
+        .to_owned();
+
+    let dir = std::env::temp_dir().join(format!("volley-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.bin");
+    let output = dir.join("out.bin");
+    let data = pattern(10 << 20);
+    std::fs::write(&input, &data).unwrap();
+
+    let common = [
+        "--target",
+        relay.as_str(),
+        "--chip",
+        "0,0",
+        "--addr",
+        "0x60000000",
+        "--window",
+        "16",
+    ];
+    let mut args = vec!["scp", "write"];
+    args.extend(common);
+    args.push(input.to_str().unwrap());
+    let (ok, stderr) = run(&args).await;
+    assert!(ok, "write failed: {stderr}");
+    assert!(stderr.starts_with("Finished write after "), "{stderr}");
+    assert!(
+        stderr.contains(" ms. Throughput = ") && stderr.trim_end().ends_with(" Mbit/s"),
+        "{stderr}"
+    );
+
+    let len = data.len().to_string();
+    let mut args = vec!["scp", "read"];
+    args.extend(common);
+    args.extend(["--len", &len, "-o", output.to_str().unwrap()]);
+    let (ok, stderr) = run(&args).await;
+    assert!(ok, "read failed: {stderr}");
+    assert!(stderr.starts_with("Finished read after "), "{stderr}");
+    let back = std::fs::read(&output).unwrap();
+    assert!(
+        back == data,
+        "10 MiB read back through the lossy link differ"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_fails_with_a_timeout_in_tries_times_timeout() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let target = port.to_string();
+    let start = Instant::now();
+    let (ok, stderr) = run(&[
+        "scp",
+        "read",
+        "--target",
+        &target,
+        "--addr",
+        "60000000",
+        "--len",
+        "4096",
+        "-o",
+        "/dev/null",
+        "--timeout-ms",
+        "200",
+        "--tries",
+        "3",
+    ])
+    .await;
+    let elapsed = start.elapsed();
+    assert!(!ok, "a read from nothing succeeded");
+    assert!(stderr.contains("timed out after 3 tries"), "{stderr}");
+    assert!(stderr.contains("chip (0, 0, 0) at 0x60000000"), "{stderr}");
+    assert!(elapsed >= Duration::from_millis(600), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_return_code_and_sigterm_stops_the_emulator() {
+    let (mut board, line) = spawn(&["emulate", "--udp", "127.0.0.1:0"]).await;
+    assert!(line.ends_with(" tcp=-"), "{line}");
+    let udp = line["listening udp=".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    // 0x1000 is outside SDRAM: RC_ARG.
+    let (ok, stderr) = run(&[
+        "scp",
+        "read",
+        "--target",
+        &udp,
+        "--chip",
+        "1,2,3",
+        "--addr",
+        "0x1000",
+        "--len",
+        "8",
+        "-o",
+        "/dev/null",
+    ])
+    .await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("read to chip (1, 2, 3) at 0x00001000 failed: RC_ARG"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&[
+        "scp",
+        "read",
+        "--target",
+        &udp,
+        "--addr",
+        "zz",
+        "--len",
+        "8",
+        "-o",
+        "/dev/null",
+    ])
+    .await;
+    assert!(
+        !ok && stderr.contains("not a 32-bit hex address"),
+        "{stderr}"
+    );
+
+    let pid = board.id().expect("running").to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let exit = timeout(Duration::from_secs(10), board.wait())
+        .await
+        .expect("the emulator exits within 10 s of SIGTERM")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
