@@ -1,34 +1,96 @@
 //! The external things volley's tests and benchmarks need, checked for and installed when
 //! missing, so both README commands work on a fresh machine with nothing installed by hand.
-//! Later suites add their peers here (OpenSSH's sftp-server, a Python venv with rig).
+//! Later suites add their peers here (OpenSSH's sftp-server).
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use crate::exec;
+use crate::{exec, root};
 
 /// Something outside the workspace a command needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Peer {
     /// The `thumbv7em-none-eabihf` standard library, for the no_std build.
     ThumbTarget,
+    /// rig 2.4.1 (SpiNNaker's Python host library) in a venv under `target/peers/venv`.
+    Rig,
 }
+
+/// The rig release the interop tests and benchmarks run.
+const RIG_VERSION: &str = "2.4.1";
 
 /// The bare-metal target the no_std build proves itself on.
 pub(crate) const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 
-/// Makes every peer available; returns an error saying how to install one by hand if an
-/// automatic install fails. `ThumbTarget` is best effort: the caller falls back.
+/// Makes every peer available. A peer that cannot be installed is an error saying how
+/// to install it by hand, except `ThumbTarget`, which is best effort: it is returned as
+/// missing and the caller falls back.
 pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
     let mut missing = Vec::new();
     for &peer in peers {
-        let ok = match peer {
-            Peer::ThumbTarget => ensure_rust_target(NO_STD_TARGET),
-        };
-        if !ok {
-            missing.push(peer);
+        match peer {
+            Peer::ThumbTarget => {
+                if !ensure_rust_target(NO_STD_TARGET) {
+                    missing.push(peer);
+                }
+            }
+            Peer::Rig => ensure_rig()?,
         }
     }
     Ok(missing)
+}
+
+/// The Python interpreter of the venv that holds rig.
+pub(crate) fn venv_python() -> PathBuf {
+    root().join("target/peers/venv/bin/python")
+}
+
+fn ensure_rig() -> Result<(), String> {
+    let python = venv_python();
+    // rig 2.4.1 needs inspect.getargspec, which CPython 3.11 removed.
+    let check = format!(
+        "import inspect; inspect.getargspec = lambda f: tuple(inspect.getfullargspec(f))[:4]; \
+         import rig, rig.machine_control; assert rig.__version__ == '{RIG_VERSION}', rig.__version__"
+    );
+    let works = |python: &PathBuf| {
+        Command::new(python)
+            .args(["-c", &check])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if works(&python) {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing rig {RIG_VERSION} into {}",
+        python.display()
+    );
+    let venv = root().join("target/peers/venv");
+    let how = format!(
+        "install it by hand with `python3 -m venv {0} && {0}/bin/pip install rig=={RIG_VERSION}`",
+        venv.display()
+    );
+    if !python.exists() {
+        exec(Command::new("python3").arg("-m").arg("venv").arg(&venv))
+            .map_err(|e| format!("cannot create the rig venv ({e}); {how}"))?;
+    }
+    exec(Command::new(&python).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        &format!("rig=={RIG_VERSION}"),
+    ]))
+    .map_err(|e| format!("cannot install rig ({e}); {how}"))?;
+    if works(&python) {
+        Ok(())
+    } else {
+        Err(format!(
+            "rig {RIG_VERSION} was installed but does not import; {how}"
+        ))
+    }
 }
 
 fn ensure_rust_target(target: &str) -> bool {

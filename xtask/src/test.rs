@@ -37,7 +37,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .env("RUSTDOCFLAGS", "-D warnings"),
             )?,
             "nostd" => nostd()?,
-            "tests" => exec(cargo().args(["test", "--workspace"]))?,
+            "tests" => {
+                peers::ensure(&[Peer::Rig])?;
+                exec(cargo().args(["test", "--workspace"]))?;
+            }
             _ => unreachable!("steps were checked above"),
         }
     }

@@ -1,0 +1,92 @@
+//! rig 2.4.1 (the real SpiNNaker host library, in Python) against the emulator, directly
+//! and through the link simulator with 10% loss each way. `cargo xtask test` installs rig
+//! into a venv under `target/peers/venv`; `VOLLEY_PYTHON` may name another interpreter.
+
+use core::time::Duration;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use tokio::process::Command;
+use volley_transport_udp::{Board, BoardConfig, LinkConfig, LinkSim, SDRAM_BASE};
+
+fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("VOLLEY_PYTHON") {
+        return python.into();
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/venv/bin/python");
+    assert!(
+        venv.exists(),
+        "rig is not installed: run `cargo xtask test` (it creates {} with rig==2.4.1), \
+         or set VOLLEY_PYTHON to a Python with rig 2.4.1",
+        venv.display()
+    );
+    venv
+}
+
+/// Runs the rig script against `port`; panics with its output if it fails.
+async fn run_rig(port: u16, seed: u32, lossy: bool) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rig_interop.py");
+    let mut cmd = Command::new(python());
+    cmd.arg(&script).arg(port.to_string()).arg(seed.to_string());
+    if lossy {
+        cmd.arg("--lossy");
+    }
+    let output = tokio::time::timeout(
+        Duration::from_secs(240),
+        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("rig did not finish within 240 s")
+    .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "rig failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert!(
+        stdout.contains("machine-controller ok") && stdout.contains("scp-connection ok"),
+        "{stdout}"
+    );
+}
+
+async fn board() -> Board {
+    Board::bind("127.0.0.1:0".parse().unwrap(), None, BoardConfig::default())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rig_reads_and_writes_the_emulator() {
+    let board = board().await;
+    run_rig(board.udp_addr().port(), 11, false).await;
+    // What rig wrote is in the emulator's memory where rig put it.
+    let stats = board.stats();
+    assert!(stats.requests >= 4 * 4096, "{stats:?}");
+    assert_eq!(stats.error_replies, 0, "{stats:?}");
+    assert!(
+        board
+            .read_memory(1, 2, SDRAM_BASE, 1 << 20)
+            .unwrap()
+            .iter()
+            .any(|&b| b != 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rig_through_a_link_losing_ten_percent() {
+    let board = board().await;
+    let link = LinkSim::start(
+        "127.0.0.1:0".parse().unwrap(),
+        board.udp_addr(),
+        LinkConfig {
+            loss: 0.1,
+            seed: 5,
+            ..LinkConfig::default()
+        },
+    )
+    .unwrap();
+    run_rig(link.local_addr().port(), 12, true).await;
+    assert!(link.stats().dropped > 100, "{:?}", link.stats());
+}
