@@ -121,6 +121,8 @@ pub(crate) struct Report {
     pub(crate) suite: &'static str,
     pub(crate) title: String,
     pub(crate) mode: Mode,
+    /// Rounds behind each median (a suite may run fewer than `mode.rounds()`).
+    pub(crate) rounds: usize,
     pub(crate) columns: Vec<&'static str>,
     pub(crate) rows: Vec<Vec<String>>,
     pub(crate) notes: Vec<String>,
@@ -133,6 +135,7 @@ impl Report {
             suite,
             title: title.into(),
             mode,
+            rounds: mode.rounds(),
             columns: Vec::new(),
             rows: Vec::new(),
             notes: Vec::new(),
@@ -168,7 +171,7 @@ impl Report {
             "\n{} ({} mode, {} rounds, medians)\n",
             self.title,
             self.mode.name(),
-            self.mode.rounds()
+            self.rounds
         );
         out.push_str(&line(&mut self.columns.iter().copied()));
         let rules: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
@@ -188,7 +191,7 @@ impl Report {
             "## {}\n\n{} mode, {} rounds, medians.\n\n| {} |\n|{}|\n",
             self.title,
             self.mode.name(),
-            self.mode.rounds(),
+            self.rounds,
             self.columns.join(" | "),
             self.columns
                 .iter()
@@ -211,7 +214,7 @@ impl Report {
             "suite": self.suite,
             "title": self.title,
             "mode": self.mode.name(),
-            "rounds": self.mode.rounds(),
+            "rounds": self.rounds,
             "results": self.data,
             "notes": self.notes,
         })

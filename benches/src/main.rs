@@ -28,6 +28,7 @@ fn run() -> Result<(), String> {
     let mut mode = Mode::Quick;
     let mut json = None;
     let mut markdown = None;
+    let mut python = env::var("VOLLEY_PYTHON").ok();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => mode = Mode::Quick,
@@ -36,6 +37,7 @@ fn run() -> Result<(), String> {
             "--markdown" => {
                 markdown = Some(PathBuf::from(args.next().ok_or("--markdown needs a path")?));
             }
+            "--python" => python = Some(args.next().ok_or("--python needs a path")?),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
@@ -44,6 +46,7 @@ fn run() -> Result<(), String> {
     }
     let report = match suite.as_str() {
         "codec" => suites::codec::run(mode),
+        "scp" => suites::scp::run(mode, python.as_deref()),
         other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
     };
     print!("{}", report.text());
@@ -59,5 +62,6 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-const USAGE: &str = "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH]
-suites: codec";
+const USAGE: &str =
+    "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--python PATH]
+suites: codec, scp (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

@@ -6,10 +6,11 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::peers::{self, Peer};
 use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
-const SUITES: &[&str] = &["codec"];
+const SUITES: &[&str] = &["codec", "scp"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();
@@ -40,6 +41,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         suites = SUITES.iter().map(|s| s.to_string()).collect();
     }
 
+    if suites.iter().any(|s| s == "scp") {
+        peers::ensure(&[Peer::Rig])?;
+    }
     exec(cargo().args(["build", "--release", "-p", "volley-benches", "--bins"]))?;
     let out_dir = root().join("target").join("bench");
     fs::create_dir_all(&out_dir)
@@ -54,6 +58,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         exec(
             Command::new(&binary)
                 .current_dir(root())
+                .env("VOLLEY_PYTHON", peers::venv_python())
                 .args([suite.as_str(), mode, "--json"])
                 .arg(&json)
                 .arg("--markdown")

@@ -1,3 +1,4 @@
 //! The benchmark suites, one module each.
 
 pub(crate) mod codec;
+pub(crate) mod scp;

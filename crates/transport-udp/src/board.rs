@@ -53,6 +53,9 @@ pub struct BoardConfig {
     pub pool_size: u8,
     /// Transient-tag timeout code at start (9 = 2.56 s, SC&MP's default).
     pub tto: u8,
+    /// After answering, keep polling the socket this long before parking the task, as a
+    /// board's dedicated core answers without a wake-up; zero parks at once.
+    pub spin: Duration,
 }
 
 /// A running emulated board.
@@ -122,7 +125,7 @@ struct Schedule<T: Ord> {
 }
 
 impl Default for BoardConfig {
-    /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9.
+    /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9, 50 us of polling.
     fn default() -> Self {
         Self {
             width: 8,
@@ -133,6 +136,7 @@ impl Default for BoardConfig {
             seed: 0,
             pool_size: 8,
             tto: 9,
+            spin: Duration::from_micros(50),
         }
     }
 }
@@ -145,7 +149,10 @@ impl Board {
         tcp: Option<SocketAddr>,
         config: BoardConfig,
     ) -> io::Result<Self> {
-        let socket = UdpSocket::bind(udp).await?;
+        let socket = std::net::UdpSocket::bind(udp)?;
+        socket.set_nonblocking(true)?;
+        let poller = socket.try_clone()?;
+        let socket = UdpSocket::from_std(socket)?;
         let udp_addr = socket.local_addr()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -163,7 +170,7 @@ impl Board {
             dropped_malformed: AtomicU64::new(0),
             replies_lost: AtomicU64::new(0),
         });
-        let mut tasks = vec![tokio::spawn(serve_udp(socket, shared.clone()))];
+        let mut tasks = vec![tokio::spawn(serve_udp(socket, poller, shared.clone()))];
         let mut tcp_addr = None;
         if let Some(addr) = tcp {
             let listener = TcpListener::bind(addr).await?;
@@ -518,11 +525,16 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// The UDP side: drains every ready datagram, answers each through a transient tag.
-async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
+/// The UDP side: drains every ready datagram, answers each through a transient tag.
+/// After traffic it polls the socket for `spin` before parking, as a board's dedicated
+/// core would answer without a wake-up.
+async fn serve_udp(socket: UdpSocket, poller: std::net::UdpSocket, shared: Arc<Shared>) {
     let mut buf = vec![0u8; 2048];
     let mut out = [0u8; MAX_DATAGRAM_LEN];
     let mut delayed: Schedule<(Vec<u8>, SocketAddr)> = Schedule::default();
+    let spin = shared.config.spin;
     loop {
+        let mut active = false;
         tokio::select! {
             biased;
             ready = socket.readable() => {
@@ -530,59 +542,98 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
                     return;
                 }
                 loop {
-                    let (n, from) = match socket.try_recv_from(&mut buf) {
-                        Ok(got) => got,
+                    match socket.try_recv_from(&mut buf) {
+                        Ok((n, from)) => {
+                            active = true;
+                            if let Some(len) = on_datagram(&shared, &buf[..n], from, &mut out, &mut delayed) {
+                                send_reply(&socket, &shared, &out[..len], from).await;
+                            }
+                        }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         // ICMP errors from earlier replies to vanished clients.
                         Err(_) => continue,
-                    };
-                    let now = Instant::now();
-                    let action = {
-                        let mut state = shared.lock();
-                        let action = shared.handle(&mut state, &buf[..n], &mut out);
-                        match action {
-                            Action::Silent => None,
-                            Action::Reply { len, delay } => {
-                                let lost = shared.config.reply_loss > 0.0
-                                    && state.rng.random_bool(shared.config.reply_loss.min(1.0));
-                                // The tag is held until the reply leaves, or, if the reply
-                                // is lost, until the transient-tag timeout frees it.
-                                let hold = if lost {
-                                    state.tto_duration().map_or(now + Duration::from_secs(86_400 * 365), |t| now + delay + t)
-                                } else {
-                                    now + delay
-                                };
-                                if !state.take_tag(now, hold) {
-                                    shared.dropped_no_tag.fetch_add(1, Ordering::Relaxed);
-                                    None
-                                } else if lost {
-                                    shared.replies_lost.fetch_add(1, Ordering::Relaxed);
-                                    None
-                                } else {
-                                    Some((len, delay))
-                                }
-                            }
-                        }
-                    };
-                    if let Some((len, delay)) = action {
-                        if delay.is_zero() {
-                            if socket.send_to(&out[..len], from).await.is_ok() {
-                                shared.replies.fetch_add(1, Ordering::Relaxed);
-                            }
-                        } else {
-                            delayed.push(now + delay, (out[..len].to_vec(), from));
-                        }
                     }
                 }
             }
             () = sleep_until(delayed.next_at()) => {}
         }
-        let now = Instant::now();
-        while let Some((reply, to)) = delayed.pop_due(now) {
-            if socket.send_to(&reply, to).await.is_ok() {
-                shared.replies.fetch_add(1, Ordering::Relaxed);
+        if active && !spin.is_zero() {
+            let mut until = std::time::Instant::now() + spin;
+            loop {
+                match poller.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        until = std::time::Instant::now() + spin;
+                        if let Some(len) =
+                            on_datagram(&shared, &buf[..n], from, &mut out, &mut delayed)
+                        {
+                            send_reply(&socket, &shared, &out[..len], from).await;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if std::time::Instant::now() >= until {
+                            break;
+                        }
+                        core::hint::spin_loop();
+                    }
+                    Err(_) => {}
+                }
+                if delayed.next_at().is_some_and(|at| at <= Instant::now()) {
+                    break;
+                }
             }
         }
+        let now = Instant::now();
+        while let Some((reply, to)) = delayed.pop_due(now) {
+            send_reply(&socket, &shared, &reply, to).await;
+        }
+    }
+}
+
+async fn send_reply(socket: &UdpSocket, shared: &Shared, reply: &[u8], to: SocketAddr) {
+    if socket.send_to(reply, to).await.is_ok() {
+        shared.replies.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Handles one datagram: takes a transient tag for its reply (dropping the request if
+/// none is free) and returns the length of a reply to send now, or schedules a delayed
+/// one.
+fn on_datagram(
+    shared: &Shared,
+    datagram: &[u8],
+    from: SocketAddr,
+    out: &mut [u8; MAX_DATAGRAM_LEN],
+    delayed: &mut Schedule<(Vec<u8>, SocketAddr)>,
+) -> Option<usize> {
+    let now = Instant::now();
+    let mut state = shared.lock();
+    let Action::Reply { len, delay } = shared.handle(&mut state, datagram, out) else {
+        return None;
+    };
+    let lost =
+        shared.config.reply_loss > 0.0 && state.rng.random_bool(shared.config.reply_loss.min(1.0));
+    // The tag is held until the reply leaves or, if the reply is lost, until the
+    // transient-tag timeout frees it (code 0: never).
+    let hold = if lost {
+        state
+            .tto_duration()
+            .map_or(now + Duration::from_secs(86_400 * 365), |t| now + delay + t)
+    } else {
+        now + delay
+    };
+    if !state.take_tag(now, hold) {
+        shared.dropped_no_tag.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    if lost {
+        shared.replies_lost.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    if delay.is_zero() {
+        Some(len)
+    } else {
+        delayed.push(now + delay, (out[..len].to_vec(), from));
+        None
     }
 }
 

@@ -2,8 +2,10 @@
 //! address that delays, jitters, drops, duplicates, reorders and rate-limits datagrams in
 //! each direction, from a seed, because `tc netem` is not available on our machines.
 //!
-//! It runs on its own thread with plain non-blocking sockets and sleeps of at most
-//! 50 us, so sub-millisecond delays hold (tokio's timers tick in whole milliseconds).
+//! It runs on its own thread with plain non-blocking sockets, polling them and spinning
+//! (with `yield_now`) while traffic is in flight, so sub-millisecond delays hold to a few
+//! microseconds (tokio's timers tick in whole milliseconds, and a sleep oversleeps by the
+//! kernel's timer slack). Idle, it sleeps.
 
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -192,20 +194,18 @@ impl Relay {
                 idle_since = Instant::now();
                 continue;
             }
-            // Sleep until the next delivery, but never long enough to miss arrivals by
-            // much; after a long idle spell, sleep longer to spare the CPU.
+            // Nothing arrived. While datagrams are in flight or traffic is recent, spin
+            // (yielding the core to anyone who wants it): a sleep would oversleep by the
+            // timer slack (~50-100 us) and add that to every hop. Idle, sleep.
             let now = Instant::now();
-            let cap = if now - idle_since > Duration::from_millis(50) && self.queue.is_empty() {
-                Duration::from_millis(1)
+            let idle = now - idle_since;
+            if !self.queue.is_empty() || idle < Duration::from_millis(5) {
+                thread::yield_now();
+            } else if idle < Duration::from_millis(100) {
+                thread::sleep(Duration::from_micros(50));
             } else {
-                Duration::from_micros(50)
-            };
-            let until_next = self
-                .queue
-                .keys()
-                .next()
-                .map_or(cap, |(at, _)| at.saturating_duration_since(now));
-            thread::sleep(until_next.min(cap));
+                thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 

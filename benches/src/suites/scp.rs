@@ -1,0 +1,496 @@
+//! `scp`: the seed's measure (rig PR #117): a block written then read back through SCP,
+//! in Mbit/s (2^20 bits/s, as rig's scripts print), for volley at windows 1/2/4/8/16 and
+//! rig 2.4.1 at windows 1 and 8, against the same emulator, directly (RTT 0) and through
+//! the link simulator at 1 ms RTT and at 1 ms RTT with 1% loss each way. The raw UDP
+//! request/response ceiling of this machine (a bare echo of the same datagram sizes) is
+//! the limit.
+//!
+//! The emulator (and the echo server) run on a thread of their own, as a board is a
+//! separate device; volley's client runs on the bench's thread, rig in its own process.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use volley_proto::wire::scp::{self, MAX_DATA_LEN};
+use volley_proto::wire::sdp::Address;
+use volley_transport_udp::{Board, BoardConfig, LinkConfig, LinkSim, ScpClient, ScpConfig};
+
+use crate::harness::{Mode, Report, median};
+
+const BASE: u32 = 0x6000_0000;
+const MIB: usize = 1 << 20;
+/// The clients, in table order: (name, is rig, window).
+const CLIENTS: [(&str, bool, usize); 8] = [
+    ("volley w1", false, 1),
+    ("volley w2", false, 2),
+    ("volley w4", false, 4),
+    ("volley w8", false, 8),
+    ("volley w16", false, 16),
+    ("rig w1", true, 1),
+    ("rig w8", true, 8),
+    ("rig w16", true, 16),
+];
+
+/// One link condition: a target RTT and a loss rate each way.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    name: &'static str,
+    rtt: Duration,
+    loss: f64,
+}
+
+const LINKS: [Link; 3] = [
+    Link {
+        name: "RTT 0",
+        rtt: Duration::ZERO,
+        loss: 0.0,
+    },
+    Link {
+        name: "RTT 1 ms",
+        rtt: Duration::from_millis(1),
+        loss: 0.0,
+    },
+    Link {
+        name: "RTT 1 ms + 1% loss",
+        rtt: Duration::from_millis(1),
+        loss: 0.01,
+    },
+];
+
+/// Figures of one cell in one round.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    write_mbit: f64,
+    read_mbit: f64,
+    srtt_us: f64,
+    retransmits: f64,
+}
+
+/// A server running on its own thread and runtime until dropped.
+struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+fn mbit(bytes: usize, elapsed: Duration) -> f64 {
+    bytes as f64 * 8.0 / f64::from(1u32 << 20) / elapsed.as_secs_f64().max(1e-9)
+}
+
+pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(run_async(mode, python))
+}
+
+async fn run_async(mode: Mode, python: Option<&str>) -> Report {
+    let rounds = match mode {
+        Mode::Quick => 3,
+        Mode::Full => 5,
+    };
+    // Quick mode moves 10 MiB where the link is fast (2 MiB for rig, which is slower),
+    // 512 KiB through the 1 ms link (window 1 needs ~6 s per MiB there) and less for rig
+    // on the lossy link (each loss costs it a fixed 0.5 s); full mode moves the seed's
+    // 10 MiB everywhere.
+    let size_for = |link: &Link, rig: bool| match (mode, link.rtt.is_zero(), link.loss > 0.0, rig) {
+        (Mode::Full, ..) => 10 * MIB,
+        (Mode::Quick, true, _, false) => 10 * MIB,
+        (Mode::Quick, true, _, true) => 2 * MIB,
+        (Mode::Quick, false, _, false) => MIB / 2,
+        (Mode::Quick, false, false, true) => MIB / 4,
+        (Mode::Quick, false, true, true) => MIB / 8,
+    };
+    let board = Server::board();
+    let ceiling = raw_ceiling(mode).await;
+    // The relay itself adds latency; take it off the configured delay so the link's RTT
+    // is the target's. The table shows the RTT volley measured.
+    let relay_rtt = relay_overhead(board.addr).await;
+    let mut samples: Vec<Vec<Vec<Sample>>> = vec![vec![Vec::new(); CLIENTS.len()]; LINKS.len()];
+    let mut rig_error = None;
+
+    for round in 0..rounds {
+        for (li, link) in LINKS.iter().enumerate() {
+            let relay = (!link.rtt.is_zero() || link.loss > 0.0).then(|| {
+                LinkSim::start(
+                    "127.0.0.1:0".parse().expect("addr"),
+                    board.addr,
+                    LinkConfig {
+                        delay: link.rtt.saturating_sub(relay_rtt) / 2,
+                        loss: link.loss,
+                        seed: round as u64,
+                        ..LinkConfig::default()
+                    },
+                )
+                .expect("the link simulator starts")
+            });
+            let target = relay.as_ref().map_or(board.addr, LinkSim::local_addr);
+            for (ci, &(_, rig, window)) in CLIENTS.iter().enumerate() {
+                let size = size_for(link, rig);
+                let sample = if rig {
+                    rig_round(python, target.port(), window, size)
+                } else {
+                    Ok(volley_round(target, window, size).await)
+                };
+                match sample {
+                    Ok(sample) => samples[li][ci].push(sample),
+                    Err(e) => rig_error = Some(e),
+                }
+            }
+            eprintln!("scp: round {}/{rounds}: {} done", round + 1, link.name);
+        }
+    }
+
+    let mut report = Report::new(
+        "scp",
+        "SCP: write then read back (Mbit/s = 2^20 bits/s), emulator on loopback",
+        mode,
+    );
+    report.rounds = rounds;
+    report.columns = vec![
+        "link",
+        "client",
+        "size",
+        "write Mbit/s",
+        "read Mbit/s",
+        "RTT us",
+        "retx/round",
+    ];
+    // medians[link][client] = (write, read)
+    let mut medians = vec![vec![(f64::NAN, f64::NAN); CLIENTS.len()]; LINKS.len()];
+    for (li, link) in LINKS.iter().enumerate() {
+        for (ci, &(name, rig, _)) in CLIENTS.iter().enumerate() {
+            let cell = &samples[li][ci];
+            if cell.is_empty() {
+                continue;
+            }
+            let pick = |f: fn(&Sample) -> f64| median(&cell.iter().map(f).collect::<Vec<_>>());
+            let (w, r) = (pick(|s| s.write_mbit), pick(|s| s.read_mbit));
+            medians[li][ci] = (w, r);
+            let rtt = pick(|s| s.srtt_us);
+            let size = size_for(link, rig);
+            report.rows.push(vec![
+                link.name.to_owned(),
+                name.to_owned(),
+                format!("{} KiB", size / 1024),
+                format!("{w:.2}"),
+                format!("{r:.2}"),
+                if rtt.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{rtt:.0}")
+                },
+                if rig {
+                    "-".into()
+                } else {
+                    format!("{:.0}", pick(|s| s.retransmits))
+                },
+            ]);
+            report.data.push(json!({
+                "link": link.name,
+                "client": name,
+                "bytes": size,
+                "write_mbit_s": w,
+                "read_mbit_s": r,
+                "write_rounds": cell.iter().map(|s| s.write_mbit).collect::<Vec<_>>(),
+                "read_rounds": cell.iter().map(|s| s.read_mbit).collect::<Vec<_>>(),
+                "srtt_us": if rtt.is_nan() { Value::Null } else { json!(rtt) },
+            }));
+        }
+    }
+    for (name, value) in [
+        ("raw UDP echo, 16 in flight", ceiling.mbit_16),
+        ("raw UDP echo, 1 in flight", ceiling.mbit_1),
+    ] {
+        report.rows.push(vec![
+            "RTT 0".into(),
+            name.into(),
+            "-".into(),
+            format!("{value:.2}"),
+            format!("{value:.2}"),
+            "-".into(),
+            "-".into(),
+        ]);
+    }
+
+    let client = |name: &str| CLIENTS.iter().position(|c| c.0 == name).expect("a client");
+    let mut ratios: Vec<Value> = Vec::new();
+    let mut notes = Vec::new();
+    let mut say = |name: String, a: (f64, f64), b: (f64, f64)| {
+        let (w, r) = (a.0 / b.0, a.1 / b.1);
+        if w.is_finite() && r.is_finite() {
+            notes.push(format!("{name}: write {w:.2}x, read {r:.2}x"));
+            ratios.push(json!({ "ratio": name, "write": w, "read": r }));
+        }
+    };
+    for li in [1, 2] {
+        say(
+            format!("{}: volley window 8 / window 1", LINKS[li].name),
+            medians[li][client("volley w8")],
+            medians[li][client("volley w1")],
+        );
+    }
+    for w in [1, 8] {
+        for (li, link) in LINKS.iter().enumerate() {
+            say(
+                format!("{}: volley / rig at window {w}", link.name),
+                medians[li][client(&format!("volley w{w}"))],
+                medians[li][client(&format!("rig w{w}"))],
+            );
+        }
+    }
+    let best = CLIENTS
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.1)
+        .map(|(ci, _)| medians[0][ci].0.min(medians[0][ci].1))
+        .fold(0.0, f64::max);
+    notes.push(format!(
+        "volley's best RTT-0 figure (the slower of write and read) is {:.0}% of the raw UDP \
+         echo ceiling with 16 in flight ({:.2} Mbit/s)",
+        100.0 * best / ceiling.mbit_16,
+        ceiling.mbit_16
+    ));
+    notes.push(format!(
+        "the relay's own RTT ({} us) was taken off the configured 1 ms",
+        relay_rtt.as_micros()
+    ));
+    if let Some(e) = rig_error {
+        notes.push(format!("rig did not run in every round: {e}"));
+    }
+    ratios.push(json!({ "ratio": "volley best / raw ceiling", "value": best / ceiling.mbit_16 }));
+    report.data.push(json!({
+        "ratios": ratios,
+        "ceiling_mbit_s_16": ceiling.mbit_16,
+        "ceiling_mbit_s_1": ceiling.mbit_1,
+        "relay_rtt_us": relay_rtt.as_micros() as u64,
+    }));
+    report.notes = notes;
+    drop(board);
+    report
+}
+
+impl Server {
+    /// Runs `serve` on a new thread with its own runtime; it sends its address, then
+    /// serves until the stop signal.
+    fn start<F, Fut>(serve: F) -> Self
+    where
+        F: FnOnce(mpsc::Sender<SocketAddr>, oneshot::Receiver<()>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()>,
+    {
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let thread = thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime")
+                .block_on(serve(addr_tx, stop_rx));
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the server started");
+        Self {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// The emulator with its default settings.
+    fn board() -> Self {
+        Self::start(|addr, stop| async move {
+            let board = Board::bind(
+                "127.0.0.1:0".parse().expect("addr"),
+                None,
+                BoardConfig::default(),
+            )
+            .await
+            .expect("the emulator binds");
+            let _ = addr.send(board.udp_addr());
+            let _ = stop.await;
+            board.shutdown().await;
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn volley_round(target: SocketAddr, window: usize, size: usize) -> Sample {
+    let config = ScpConfig {
+        max_tries: 20,
+        ..ScpConfig::default().with_window(window)
+    };
+    let mut client = ScpClient::connect(target, config).await.expect("socket");
+    let chip = Address::core(0, 0, 0);
+    let data: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
+    let start = Instant::now();
+    client.write(chip, BASE, &data).await.expect("volley write");
+    let wrote = start.elapsed();
+    let start = Instant::now();
+    let back = client
+        .read_bytes(chip, BASE, size)
+        .await
+        .expect("volley read");
+    let read = start.elapsed();
+    assert!(back == data, "volley read back differs from what it wrote");
+    let stats = client.stats();
+    Sample {
+        write_mbit: mbit(size, wrote),
+        read_mbit: mbit(size, read),
+        srtt_us: stats.srtt.map_or(f64::NAN, |d| d.as_micros() as f64),
+        retransmits: stats.retransmits as f64,
+    }
+}
+
+/// The RTT the relay adds by itself (no delay configured), from volley's estimator.
+async fn relay_overhead(board: SocketAddr) -> Duration {
+    let relay = LinkSim::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        board,
+        LinkConfig::default(),
+    )
+    .expect("the link simulator starts");
+    let sample = volley_round(relay.local_addr(), 1, 256 * 1024).await;
+    Duration::from_micros(if sample.srtt_us.is_finite() {
+        sample.srtt_us as u64
+    } else {
+        0
+    })
+}
+
+fn rig_round(
+    python: Option<&str>,
+    port: u16,
+    window: usize,
+    size: usize,
+) -> Result<Sample, String> {
+    let python = python.ok_or("no Python with rig (run it through `cargo xtask bench`)")?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/rig_scp.py");
+    let output = Command::new(python)
+        .args([
+            script,
+            &port.to_string(),
+            &size.to_string(),
+            &window.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "rig failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let line: Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("rig printed no JSON: {e}"))?;
+    let secs = |k: &str| line[k].as_f64().ok_or(format!("rig printed no {k}"));
+    Ok(Sample {
+        write_mbit: mbit(size, Duration::from_secs_f64(secs("write_s")?)),
+        read_mbit: mbit(size, Duration::from_secs_f64(secs("read_s")?)),
+        srtt_us: f64::NAN,
+        retransmits: f64::NAN,
+    })
+}
+
+/// The machine's UDP request/response limit for SCP-sized datagrams.
+#[derive(Clone, Copy, Debug)]
+struct Ceiling {
+    mbit_1: f64,
+    mbit_16: f64,
+}
+
+/// 282-byte requests to a bare echo answering with 270 bytes (a 256-byte write and a
+/// 256-byte read reply), 1 and 16 in flight, as Mbit/s of 256-byte payloads. Both ends
+/// are plain threads busy-polling non-blocking sockets: no runtime, no parsing, no
+/// wake-ups, the fastest request/response loop this machine runs.
+async fn raw_ceiling(mode: Mode) -> Ceiling {
+    tokio::task::spawn_blocking(move || raw_ceiling_blocking(mode))
+        .await
+        .expect("the ceiling measurement ran")
+}
+
+fn raw_ceiling_blocking(mode: Mode) -> Ceiling {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    use std::net::UdpSocket as StdSocket;
+    use std::sync::Arc;
+
+    let server = StdSocket::bind("127.0.0.1:0").expect("bind");
+    server.set_nonblocking(true).expect("nonblocking");
+    let server_addr = server.local_addr().expect("addr");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_echo = stop.clone();
+    let echo = thread::spawn(move || {
+        let reply = [0u8; scp::REPLY_HEADER_LEN + MAX_DATA_LEN];
+        let mut buf = [0u8; 2048];
+        while !stop_echo.load(Ordering::Relaxed) {
+            match server.recv_from(&mut buf) {
+                Ok((_, from)) => {
+                    let _ = server.send_to(&reply, from);
+                }
+                Err(_) => core::hint::spin_loop(),
+            }
+        }
+    });
+    let client = StdSocket::bind("127.0.0.1:0").expect("bind");
+    client.connect(server_addr).expect("connect");
+    client.set_nonblocking(true).expect("nonblocking");
+    let request = [0u8; scp::REQUEST_HEADER_LEN + MAX_DATA_LEN];
+    let mut buf = [0u8; 2048];
+    let per_round = match mode {
+        Mode::Quick => Duration::from_millis(300),
+        Mode::Full => Duration::from_secs(1),
+    };
+    let mut result = [0.0; 2];
+    for (i, in_flight) in [1usize, 16].into_iter().enumerate() {
+        let mut rates = Vec::new();
+        for _ in 0..mode.rounds() {
+            for _ in 0..in_flight {
+                let _ = client.send(&request);
+            }
+            let start = Instant::now();
+            let mut last_reply = start;
+            let mut done = 0u64;
+            while start.elapsed() < per_round {
+                if client.recv(&mut buf).is_ok() {
+                    done += 1;
+                    last_reply = Instant::now();
+                    let _ = client.send(&request);
+                } else if last_reply.elapsed() > Duration::from_millis(100) {
+                    // A datagram was lost: put another in flight.
+                    last_reply = Instant::now();
+                    let _ = client.send(&request);
+                }
+            }
+            rates.push(done as f64 / start.elapsed().as_secs_f64());
+            // Drain what is still in flight.
+            let drain = Instant::now();
+            while drain.elapsed() < Duration::from_millis(20) {
+                let _ = client.recv(&mut buf);
+            }
+        }
+        result[i] = median(&rates) * MAX_DATA_LEN as f64 * 8.0 / f64::from(1u32 << 20);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = echo.join();
+    Ceiling {
+        mbit_1: result[0],
+        mbit_16: result[1],
+    }
+}
