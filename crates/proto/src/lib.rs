@@ -60,8 +60,3 @@ pub mod time;
 #[cfg(feature = "alloc")]
 pub mod window;
 pub mod wire;
-
-/// The README's examples, compiled and run as doctests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
