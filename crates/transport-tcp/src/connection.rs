@@ -1,0 +1,540 @@
+//! [`Connection`] and [`Pipeline`]: ids, waiters, slots, and the handle callers use.
+
+use core::fmt;
+use core::future::poll_fn;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::task::{Poll, Waker};
+use core::time::Duration;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+use tokio::process::{Child, Command};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use volley_proto::wire::frame::{self, Header};
+
+use crate::{reader, writer};
+
+/// Connection settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Most requests outstanding at once; senders wait for a slot beyond it.
+    pub max_in_flight: usize,
+    /// Largest frame accepted or sent, length field included.
+    pub max_frame_len: usize,
+    /// Payloads shorter than this are copied into the coalescing buffer (cheaper than an
+    /// iovec entry of their own); longer ones go to the socket uncopied.
+    pub copy_threshold: usize,
+    /// How the reader wakes waiters.
+    pub signal: Signal,
+    /// Bytes the reader asks for per read.
+    pub read_chunk: usize,
+}
+
+/// How the reader signals a waiter that replies arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Once per batch: when a waiter's queue goes from empty to non-empty (the first
+    /// frame, so early), not again until it has drained it.
+    Batched,
+    /// On every frame (kept so the comparison stays runnable).
+    PerFrame,
+}
+
+/// A reply frame; `body` shares the reader's buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// Frame type.
+    pub ty: u8,
+    /// The request id it answers.
+    pub id: u32,
+    /// Everything after the id.
+    pub body: Bytes,
+}
+
+/// Why a call failed. Cloneable: one failure of the connection reaches every waiter.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The peer closed the stream.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// This side closed the connection.
+    #[error("the connection was closed")]
+    Shutdown,
+    /// The stream failed.
+    #[error("connection I/O error: {message}")]
+    Io {
+        /// The kind of error.
+        kind: io::ErrorKind,
+        /// Its text.
+        message: String,
+    },
+    /// The peer sent bytes that are not a frame; the stream cannot be trusted after it.
+    #[error("the peer sent a malformed frame: {0}")]
+    Protocol(volley_proto::wire::Error),
+    /// A request too large to frame.
+    #[error("request of {len} bytes exceeds the {max}-byte frame limit")]
+    TooLarge {
+        /// Frame length asked for.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// `recv` on a pipeline with nothing outstanding.
+    #[error("no request outstanding to wait for")]
+    NothingOutstanding,
+    /// A deadline passed.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// The deadline.
+        after: Duration,
+    },
+}
+
+/// Counters kept by the reader and writer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames sent.
+    pub frames_sent: u64,
+    /// Write calls made (vectored or not).
+    pub writes: u64,
+    /// Payload bytes copied into the coalescing buffer.
+    pub bytes_copied: u64,
+    /// Frames received.
+    pub frames_received: u64,
+    /// Reads made.
+    pub reads: u64,
+    /// Waker calls made by the reader.
+    pub wakeups: u64,
+    /// Replies to ids nobody waits for (cancelled requests).
+    pub unmatched: u64,
+}
+
+/// A cheap, cloneable handle to a framed connection.
+#[derive(Clone)]
+pub struct Connection {
+    shared: Arc<Shared>,
+}
+
+/// Requests in flight whose replies come back to one waiter, in any order.
+/// Dropping it cancels what is still outstanding.
+pub struct Pipeline {
+    shared: Arc<Shared>,
+    waiter: Arc<Waiter>,
+    outstanding: HashSet<u32>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    state: Mutex<State>,
+    slots: Arc<Semaphore>,
+    tx: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
+    pub(crate) counters: Counters,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) frames_sent: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) bytes_copied: AtomicU64,
+    pub(crate) frames_received: AtomicU64,
+    pub(crate) reads: AtomicU64,
+    pub(crate) wakeups: AtomicU64,
+    pub(crate) unmatched: AtomicU64,
+}
+
+struct State {
+    pending: HashMap<u32, Entry>,
+    next_id: u32,
+    failed: Option<Error>,
+}
+
+struct Entry {
+    waiter: Arc<Waiter>,
+    _slot: OwnedSemaphorePermit,
+}
+
+pub(crate) struct Waiter {
+    state: Mutex<WaiterState>,
+}
+
+#[derive(Default)]
+struct WaiterState {
+    replies: VecDeque<Reply>,
+    waker: Option<Waker>,
+}
+
+/// A frame for the writer: its header, a small head copied inline, and a payload.
+pub(crate) struct Outgoing {
+    pub(crate) header: [u8; frame::HEADER_LEN],
+    pub(crate) head: Bytes,
+    pub(crate) payload: Bytes,
+}
+
+impl Default for Config {
+    /// 256 in flight, OpenSSH's 256 KiB frame limit, copies under 512 bytes, batched
+    /// signalling, 256 KiB reads.
+    fn default() -> Self {
+        Self {
+            max_in_flight: 256,
+            max_frame_len: frame::DEFAULT_MAX_FRAME_LEN,
+            copy_threshold: 512,
+            signal: Signal::Batched,
+            read_chunk: 256 * 1024,
+        }
+    }
+}
+
+impl Connection {
+    /// Starts the reader and writer tasks over the two halves of a stream. Must be
+    /// called within a tokio runtime.
+    pub fn new<R, W>(reader: R, writer: W, config: Config) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let config = Config {
+            max_in_flight: config.max_in_flight.max(1),
+            max_frame_len: config.max_frame_len.max(frame::HEADER_LEN),
+            read_chunk: config.read_chunk.max(4096),
+            ..config
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            config,
+            state: Mutex::new(State {
+                pending: HashMap::new(),
+                next_id: 1,
+                failed: None,
+            }),
+            slots: Arc::new(Semaphore::new(config.max_in_flight)),
+            tx: Mutex::new(Some(tx)),
+            counters: Counters::default(),
+        });
+        tokio::spawn(reader::run(reader, shared.clone()));
+        tokio::spawn(writer::run(writer, rx, shared.clone()));
+        Self { shared }
+    }
+
+    /// Connects over TCP with Nagle's algorithm off (the writer batches by itself).
+    pub async fn connect_tcp(addr: SocketAddr, config: Config) -> io::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (read, write) = stream.into_split();
+        Ok(Self::new(read, write, config))
+    }
+
+    /// Connects to a Unix socket.
+    pub async fn connect_unix(path: impl AsRef<Path>, config: Config) -> io::Result<Self> {
+        let (read, write) = UnixStream::connect(path).await?.into_split();
+        Ok(Self::new(read, write, config))
+    }
+
+    /// Spawns `command` with its stdin and stdout on one end of a socketpair (faster
+    /// than pipes) and talks to it over the other end.
+    pub fn spawn(command: &mut Command, config: Config) -> io::Result<(Self, Child)> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let theirs_out = theirs.try_clone()?;
+        command
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)));
+        let child = command.spawn()?;
+        ours.set_nonblocking(true)?;
+        let (read, write) = UnixStream::from_std(ours)?.into_split();
+        Ok((Self::new(read, write, config), child))
+    }
+
+    /// A new pipeline on this connection.
+    pub fn pipeline(&self) -> Pipeline {
+        Pipeline {
+            shared: self.shared.clone(),
+            waiter: Arc::new(Waiter {
+                state: Mutex::new(WaiterState::default()),
+            }),
+            outstanding: HashSet::new(),
+        }
+    }
+
+    /// Sends one request (`head` copied, `payload` not) and waits for its reply.
+    pub async fn call(&self, ty: u8, head: &[u8], payload: Bytes) -> Result<Reply, Error> {
+        let mut pipeline = self.pipeline();
+        pipeline.send(ty, head, payload).await?;
+        pipeline.recv().await
+    }
+
+    /// [`Connection::call`] with a deadline.
+    pub async fn call_timeout(
+        &self,
+        ty: u8,
+        head: &[u8],
+        payload: Bytes,
+        deadline: Duration,
+    ) -> Result<Reply, Error> {
+        tokio::time::timeout(deadline, self.call(ty, head, payload))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: format!("the reply to a type-{ty} request"),
+                    after: deadline,
+                })
+            })
+    }
+
+    /// Stops sending: the writer flushes what is queued and shuts its half down, so the
+    /// peer sees end of stream. Replies still arrive until the peer closes.
+    pub fn close(&self) {
+        self.shared.lock_tx().take();
+    }
+
+    /// The error that ended the connection, if it has ended.
+    pub fn failure(&self) -> Option<Error> {
+        self.shared.lock().failed.clone()
+    }
+
+    /// Requests outstanding now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.lock().pending.len()
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> Config {
+        self.shared.config
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        let c = &self.shared.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            frames_sent: get(&c.frames_sent),
+            writes: get(&c.writes),
+            bytes_copied: get(&c.bytes_copied),
+            frames_received: get(&c.frames_received),
+            reads: get(&c.reads),
+            wakeups: get(&c.wakeups),
+            unmatched: get(&c.unmatched),
+        }
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("config", &self.shared.config)
+            .field("in_flight", &self.in_flight())
+            .field("failure", &self.failure())
+            .finish()
+    }
+}
+
+impl Pipeline {
+    /// Queues a request once a slot is free and returns its id. `head` (the small part of
+    /// the body) is copied; `payload` follows it on the wire uncopied.
+    pub async fn send(&mut self, ty: u8, head: &[u8], payload: Bytes) -> Result<u32, Error> {
+        let body_len = head.len() + payload.len();
+        let frame_len = body_len as u64 + frame::HEADER_LEN as u64;
+        if frame_len > self.shared.config.max_frame_len as u64 {
+            return Err(Error::TooLarge {
+                len: frame_len,
+                max: self.shared.config.max_frame_len as u64,
+            });
+        }
+        if let Some(e) = self.shared.lock().failed.clone() {
+            return Err(e);
+        }
+        let slot = self
+            .shared
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| self.shared.lock().failed.clone().unwrap_or(Error::Shutdown))?;
+        let id = {
+            let mut state = self.shared.lock();
+            if let Some(e) = state.failed.clone() {
+                return Err(e);
+            }
+            let id = state.allocate_id();
+            state.pending.insert(
+                id,
+                Entry {
+                    waiter: self.waiter.clone(),
+                    _slot: slot,
+                },
+            );
+            id
+        };
+        let header = Header::new(ty, id, body_len).map_err(Error::Protocol)?;
+        let outgoing = Outgoing {
+            header: header.encode(),
+            head: Bytes::copy_from_slice(head),
+            payload,
+        };
+        let sent = self.shared.lock_tx().as_ref().map(|tx| tx.send(outgoing));
+        match sent {
+            Some(Ok(())) => {
+                self.outstanding.insert(id);
+                Ok(id)
+            }
+            _ => {
+                self.shared.lock().pending.remove(&id);
+                Err(Error::Shutdown)
+            }
+        }
+    }
+
+    /// The next reply to any of this pipeline's requests.
+    pub async fn recv(&mut self) -> Result<Reply, Error> {
+        if self.outstanding.is_empty() {
+            return Err(Error::NothingOutstanding);
+        }
+        let reply = poll_fn(|cx| {
+            let mut state = lock(&self.waiter.state);
+            if let Some(reply) = state.replies.pop_front() {
+                return Poll::Ready(Ok(reply));
+            }
+            // Register before checking for failure, so a failure recorded after the check
+            // still finds the waker.
+            state.waker = Some(cx.waker().clone());
+            drop(state);
+            match self.shared.lock().failed.clone() {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            }
+        })
+        .await?;
+        self.outstanding.remove(&reply.id);
+        Ok(reply)
+    }
+
+    /// [`Pipeline::recv`] with a deadline.
+    pub async fn recv_timeout(&mut self, deadline: Duration) -> Result<Reply, Error> {
+        tokio::time::timeout(deadline, self.recv())
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: format!("one of {} outstanding replies", self.outstanding.len()),
+                    after: deadline,
+                })
+            })
+    }
+
+    /// Requests sent whose replies have not been taken by `recv`.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // Cancel: forget the ids (their slots free now; late replies count as unmatched).
+        let mut state = self.shared.lock();
+        for id in &self.outstanding {
+            state.pending.remove(id);
+        }
+    }
+}
+
+impl fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("outstanding", &self.outstanding.len())
+            .finish()
+    }
+}
+
+impl State {
+    fn allocate_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1);
+            if !self.pending.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn lock_tx(&self) -> MutexGuard<'_, Option<mpsc::UnboundedSender<Outgoing>>> {
+        lock(&self.tx)
+    }
+
+    /// Hands a reply to whoever waits for its id.
+    pub(crate) fn deliver(&self, reply: Reply) {
+        let entry = self.lock().pending.remove(&reply.id);
+        match entry {
+            Some(entry) => entry.waiter.push(reply, self),
+            None => {
+                self.counters.unmatched.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Ends the connection: every waiter, now and later, gets `error`.
+    pub(crate) fn fail(&self, error: Error) {
+        let entries: Vec<Entry> = {
+            let mut state = self.lock();
+            if state.failed.is_none() {
+                state.failed = Some(error);
+            }
+            state.pending.drain().map(|(_, e)| e).collect()
+        };
+        self.slots.close();
+        for entry in entries {
+            entry.waiter.wake();
+        }
+    }
+}
+
+impl Waiter {
+    fn push(&self, reply: Reply, shared: &Shared) {
+        let mut state = lock(&self.state);
+        let was_empty = state.replies.is_empty();
+        state.replies.push_back(reply);
+        let waker = match shared.config.signal {
+            Signal::Batched if was_empty => state.waker.take(),
+            Signal::Batched => None,
+            Signal::PerFrame => state.waker.clone(),
+        };
+        drop(state);
+        if let Some(waker) = waker {
+            shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
+            waker.wake();
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = lock(&self.state).waker.take() {
+            waker.wake();
+        }
+    }
+}
+
+/// Locks a mutex, carrying on with the data if a panicking thread poisoned it (every
+/// critical section here leaves the data consistent).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Self::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
