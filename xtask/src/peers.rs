@@ -1,6 +1,6 @@
 //! The external things volley's tests and benchmarks need, checked for and installed when
 //! missing, so both README commands work on a fresh machine with nothing installed by hand.
-//! Later suites add their peers here (OpenSSH's sftp-server).
+//! rig 2.4.1 in a venv, OpenSSH's sftp-server and client from Debian, a Rust target.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -14,7 +14,12 @@ pub(crate) enum Peer {
     ThumbTarget,
     /// rig 2.4.1 (SpiNNaker's Python host library) in a venv under `target/peers/venv`.
     Rig,
+    /// OpenSSH's sftp-server (Debian's openssh-sftp-server) and `sftp` client.
+    OpenSsh,
 }
+
+/// Where Debian puts OpenSSH's sftp-server.
+pub(crate) const SFTP_SERVER: &str = "/usr/lib/openssh/sftp-server";
 
 /// The rig release the interop tests and benchmarks run.
 const RIG_VERSION: &str = "2.4.1";
@@ -35,6 +40,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
                 }
             }
             Peer::Rig => ensure_rig()?,
+            Peer::OpenSsh => ensure_openssh()?,
         }
     }
     Ok(missing)
@@ -90,6 +96,32 @@ fn ensure_rig() -> Result<(), String> {
         Err(format!(
             "rig {RIG_VERSION} was installed but does not import; {how}"
         ))
+    }
+}
+
+fn ensure_openssh() -> Result<(), String> {
+    let have = |path: &str| std::path::Path::new(path).exists();
+    if have(SFTP_SERVER) && have("/usr/bin/sftp") {
+        return Ok(());
+    }
+    let how = "install it by hand with `apt-get update && apt-get install -y \
+               --no-install-recommends openssh-sftp-server openssh-client`";
+    eprintln!("xtask: installing OpenSSH's sftp-server and client with apt-get");
+    exec(Command::new("apt-get").arg("update").arg("-qq"))
+        .map_err(|e| format!("cannot update the package lists ({e}); {how}"))?;
+    exec(Command::new("apt-get").args([
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        "openssh-sftp-server",
+        "openssh-client",
+    ]))
+    .map_err(|e| format!("cannot install OpenSSH ({e}); {how}"))?;
+    if have(SFTP_SERVER) {
+        Ok(())
+    } else {
+        Err(format!("{SFTP_SERVER} is still missing; {how}"))
     }
 }
 

@@ -38,7 +38,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             )?,
             "nostd" => nostd()?,
             "tests" => {
-                peers::ensure(&[Peer::Rig])?;
+                peers::ensure(&[Peer::Rig, Peer::OpenSsh])?;
                 exec(cargo().args(["test", "--workspace"]))?;
             }
             _ => unreachable!("steps were checked above"),

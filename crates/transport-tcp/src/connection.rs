@@ -87,6 +87,9 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// `send_with_id` with an id already outstanding.
+    #[error("request id {0} is already outstanding")]
+    IdInUse(u32),
     /// `recv` on a pipeline with nothing outstanding.
     #[error("no request outstanding to wait for")]
     NothingOutstanding,
@@ -340,6 +343,30 @@ impl Pipeline {
     /// Queues a request once a slot is free and returns its id. `head` (the small part of
     /// the body) is copied; `payload` follows it on the wire uncopied.
     pub async fn send(&mut self, ty: u8, head: &[u8], payload: Bytes) -> Result<u32, Error> {
+        self.send_inner(ty, None, head, payload).await
+    }
+
+    /// [`Pipeline::send`] with the id chosen by the caller, for handshakes that put
+    /// something else in the id field (SFTP's INIT and VERSION carry the protocol
+    /// version there). Fails with [`Error::IdInUse`] if a request with that id is
+    /// outstanding.
+    pub async fn send_with_id(
+        &mut self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        payload: Bytes,
+    ) -> Result<u32, Error> {
+        self.send_inner(ty, Some(id), head, payload).await
+    }
+
+    async fn send_inner(
+        &mut self,
+        ty: u8,
+        fixed_id: Option<u32>,
+        head: &[u8],
+        payload: Bytes,
+    ) -> Result<u32, Error> {
         let body_len = head.len() + payload.len();
         let frame_len = body_len as u64 + frame::HEADER_LEN as u64;
         if frame_len > self.shared.config.max_frame_len as u64 {
@@ -363,7 +390,11 @@ impl Pipeline {
             if let Some(e) = state.failed.clone() {
                 return Err(e);
             }
-            let id = state.allocate_id();
+            let id = match fixed_id {
+                Some(id) if state.pending.contains_key(&id) => return Err(Error::IdInUse(id)),
+                Some(id) => id,
+                None => state.allocate_id(),
+            };
             state.pending.insert(
                 id,
                 Entry {
@@ -531,10 +562,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl From<io::Error> for Error {
+    /// A broken pipe or a reset is the peer having gone away: [`Error::Closed`].
     fn from(e: io::Error) -> Self {
-        Self::Io {
-            kind: e.kind(),
-            message: e.to_string(),
+        match e.kind() {
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => Self::Closed,
+            kind => Self::Io {
+                kind,
+                message: e.to_string(),
+            },
         }
     }
 }

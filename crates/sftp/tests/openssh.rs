@@ -1,0 +1,324 @@
+//! The client against OpenSSH's own sftp-server: every transfer checked byte for byte,
+//! file and directory operations, errors, and a server that dies mid-transfer.
+//! `cargo xtask test` installs the server (Debian's openssh-sftp-server) when missing.
+
+use core::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+use volley_sftp::{FileAttrs, OpenFlags, SftpClient, SftpError, StatusCode, TransferOptions};
+
+fn server_path() -> PathBuf {
+    let path = std::env::var_os("VOLLEY_SFTP_SERVER").map_or_else(
+        || PathBuf::from("/usr/lib/openssh/sftp-server"),
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask test` (it installs it), or \
+         `apt-get install --no-install-recommends openssh-sftp-server`, or set VOLLEY_SFTP_SERVER",
+        path.display()
+    );
+    path
+}
+
+fn server() -> Command {
+    let mut command = Command::new(server_path());
+    command.args(["-e", "-l", "ERROR"]).stderr(Stdio::null());
+    command
+}
+
+/// Fails the test if `f` takes longer than `secs`.
+async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("volley-sftp-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn bytes(&self, name: &str) -> Vec<u8> {
+        self.path(name).into_os_string().into_encoded_bytes()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
+    within(120, async {
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        let limits = sftp.limits().expect("OpenSSH states its limits");
+        assert_eq!(limits.max_read_len, 261_120);
+        assert_eq!(limits.max_write_len, 261_120);
+        let chunk = limits.max_write_len as usize;
+        let dir = TempDir::new("sizes");
+        let sizes = [0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 17, 5 << 20];
+        for (i, &size) in sizes.iter().enumerate() {
+            let local = dir.path(&format!("in-{i}"));
+            let back = dir.path(&format!("back-{i}"));
+            std::fs::write(&local, pattern(size, i as u64)).unwrap();
+            let remote = dir.bytes(&format!("remote-{i}"));
+            let mut last = 0;
+            let put = sftp
+                .put(&local, &remote, &TransferOptions::default(), |p| {
+                    last = p.done
+                })
+                .await
+                .unwrap();
+            assert_eq!(put, size as u64);
+            assert_eq!(last, size as u64);
+            assert_eq!(sftp.stat(&remote).await.unwrap().size, Some(size as u64));
+            let got = sftp
+                .get(&remote, &back, &TransferOptions::default(), |_| {})
+                .await
+                .unwrap();
+            assert_eq!(got, size as u64, "size {size}");
+            assert!(same_file(&local, &back), "size {size}: read back differs");
+            assert!(
+                same_file(&local, &dir.path(&format!("remote-{i}"))),
+                "size {size}: server's copy differs"
+            );
+        }
+        // Small chunks and odd request counts exercise the pipeline differently.
+        let opts = TransferOptions {
+            requests: 7,
+            chunk: Some(1000),
+        };
+        let local = dir.path("odd");
+        std::fs::write(&local, pattern(123_457, 99)).unwrap();
+        sftp.put(&local, &dir.bytes("odd-remote"), &opts, |_| {})
+            .await
+            .unwrap();
+        sftp.get(
+            &dir.bytes("odd-remote"),
+            &dir.path("odd-back"),
+            &opts,
+            |_| {},
+        )
+        .await
+        .unwrap();
+        assert!(same_file(&local, &dir.path("odd-back")));
+        sftp.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_and_directory_operations() {
+    within(60, async {
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        assert!(sftp.has_extension(b"posix-rename@openssh.com"));
+        let dir = TempDir::new("ops");
+        let sub = dir.bytes("sub");
+        sftp.mkdir(&sub, FileAttrs::with_permissions(0o755))
+            .await
+            .unwrap();
+        assert!(sftp.stat(&sub).await.unwrap().is_dir());
+        // More than OpenSSH's 100 names per READDIR reply.
+        for i in 0..150 {
+            std::fs::write(dir.path(&format!("sub/f{i:03}")), b"x").unwrap();
+        }
+        let entries = sftp.read_dir(&sub).await.unwrap();
+        let names: Vec<_> = entries
+            .iter()
+            .filter(|e| e.name.starts_with(b"f"))
+            .collect();
+        assert_eq!(names.len(), 150);
+        assert!(entries.iter().all(|e| !e.longname.is_empty()));
+
+        // Write and read through handles; a read past the end is EOF, a short read is not.
+        let file = dir.bytes("sub/data");
+        let handle = sftp
+            .open(
+                &file,
+                OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC,
+                FileAttrs::with_permissions(0o600),
+            )
+            .await
+            .unwrap();
+        sftp.write(&handle, 0, bytes::Bytes::from_static(b"hello world"))
+            .await
+            .unwrap();
+        assert_eq!(sftp.fstat(&handle).await.unwrap().size, Some(11));
+        sftp.close(&handle).await.unwrap();
+        let handle = sftp
+            .open(&file, OpenFlags::READ, FileAttrs::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            sftp.read(&handle, 6, 100).await.unwrap().as_deref(),
+            Some(&b"world"[..])
+        );
+        assert_eq!(sftp.read(&handle, 11, 100).await.unwrap(), None);
+        sftp.close(&handle).await.unwrap();
+
+        sftp.setstat(&file, FileAttrs::with_permissions(0o640))
+            .await
+            .unwrap();
+        assert_eq!(
+            sftp.stat(&file)
+                .await
+                .unwrap()
+                .permissions
+                .map(|p| p & 0o777),
+            Some(0o640)
+        );
+
+        // rename refuses an existing target; posix-rename replaces it.
+        let other = dir.bytes("sub/other");
+        std::fs::write(dir.path("sub/other"), b"old").unwrap();
+        assert!(matches!(
+            sftp.rename(&file, &other).await,
+            Err(SftpError::Status { .. })
+        ));
+        sftp.posix_rename(&file, &other).await.unwrap();
+        assert_eq!(
+            std::fs::read(dir.path("sub/other")).unwrap(),
+            b"hello world"
+        );
+
+        let link = dir.bytes("sub/link");
+        sftp.symlink(&other, &link).await.unwrap();
+        assert_eq!(sftp.readlink(&link).await.unwrap(), other);
+        assert!(sftp.lstat(&link).await.unwrap().is_symlink());
+        assert_eq!(sftp.stat(&link).await.unwrap().size, Some(11));
+        let real = sftp.realpath(&dir.bytes("sub/../sub/other")).await.unwrap();
+        assert_eq!(
+            real,
+            std::fs::canonicalize(dir.path("sub/other"))
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
+        );
+
+        sftp.remove(&link).await.unwrap();
+        sftp.remove(&other).await.unwrap();
+        for i in 0..150 {
+            sftp.remove(&dir.bytes(&format!("sub/f{i:03}")))
+                .await
+                .unwrap();
+        }
+        sftp.rmdir(&sub).await.unwrap();
+        assert!(!dir.path("sub").exists());
+        sftp.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_carry_the_status_and_path() {
+    within(30, async {
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        let missing = b"/nonexistent/volley/file";
+        let err = sftp.stat(missing).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SftpError::Status {
+                    code: StatusCode::NO_SUCH_FILE,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("/nonexistent/volley/file"),
+            "{err}"
+        );
+        let err = sftp
+            .get(
+                missing,
+                Path::new("/dev/null"),
+                &TransferOptions::default(),
+                |_| {},
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SftpError::Status { op: "open", .. }), "{err}");
+        let err = sftp
+            .put(
+                Path::new("/nonexistent/local"),
+                b"/tmp/x",
+                &TransferOptions::default(),
+                |_| {},
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SftpError::Io { .. }), "{err}");
+        sftp.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
+    within(60, async {
+        let dir = TempDir::new("dies");
+        std::fs::write(dir.path("big"), pattern(64 << 20, 5)).unwrap();
+        // Run the server ourselves so the test can kill it.
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let out = theirs.try_clone().unwrap();
+        let mut child = server()
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(out)))
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let (read, write) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+        let sftp = SftpClient::connect(read, write).await.unwrap();
+        let mut killed = false;
+        let err = sftp
+            .get(
+                &dir.bytes("big"),
+                &dir.path("copy"),
+                &TransferOptions::default(),
+                |p| {
+                    if !killed && p.done > 0 {
+                        killed = true;
+                        child.start_kill().unwrap();
+                    }
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(killed);
+        assert!(matches!(err, SftpError::Connection { .. }), "{err}");
+        assert!(err.to_string().contains("closed"), "{err}");
+    })
+    .await;
+}
