@@ -5,6 +5,7 @@
 //! volley netsim --listen 127.0.0.1:17900 --upstream 127.0.0.1:17893 --delay-ms 0.5 --loss 0.01
 //! volley scp write --target 127.0.0.1:17900 --addr 0x60000000 --window auto data.bin
 //! volley scp read --target 127.0.0.1:17900 --addr 0x60000000 --len 10485760 -o back.bin
+//! volley sftp put big.bin /dev/shm/big.bin
 //! ```
 
 use std::process::ExitCode;
@@ -14,6 +15,7 @@ use clap::{Parser, Subcommand};
 mod emulate;
 mod netsim;
 mod scp;
+mod sftp;
 
 /// volley: fast request/response transports, and the tools to measure them.
 #[derive(Debug, Parser)]
@@ -32,6 +34,9 @@ enum Command {
     /// Read or write a board's memory over SCP.
     #[command(subcommand)]
     Scp(scp::Command),
+    /// Copy files over SFTP with many requests in flight.
+    #[command(subcommand)]
+    Sftp(sftp::SftpCommand),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +56,7 @@ fn main() -> ExitCode {
             Command::Emulate(args) => emulate::run(args).await,
             Command::Netsim(args) => netsim::run(args).await,
             Command::Scp(command) => scp::run(command).await,
+            Command::Sftp(command) => sftp::run(command).await,
         }
     });
     match result {

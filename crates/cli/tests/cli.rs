@@ -228,3 +228,47 @@ async fn errors_name_the_return_code_and_sigterm_stops_the_emulator() {
         .unwrap();
     assert!(exit.success(), "{exit:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sftp_put_then_get_through_openssh() {
+    let server = "/usr/lib/openssh/sftp-server";
+    assert!(
+        std::path::Path::new(server).exists(),
+        "{server} is missing: run `cargo xtask test`, which installs it"
+    );
+    let dir = std::env::temp_dir().join(format!("volley-cli-sftp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = pattern(3 << 20);
+    let (input, remote, back) = (dir.join("in"), dir.join("remote"), dir.join("back"));
+    std::fs::write(&input, &data).unwrap();
+    let (ok, stderr) = run(&[
+        "sftp",
+        "put",
+        "--requests",
+        "16",
+        input.to_str().unwrap(),
+        remote.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("{} bytes in ", data.len()))
+            && stderr.trim_end().ends_with(" MB/s"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        remote.to_str().unwrap(),
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "sftp get returned different bytes"
+    );
+    let (ok, stderr) = run(&["sftp", "get", "/nonexistent/file", back.to_str().unwrap()]).await;
+    assert!(!ok && stderr.contains("No such file"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

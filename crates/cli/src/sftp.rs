@@ -1,0 +1,123 @@
+//! `volley sftp get|put`: whole-file transfers with many requests in flight, reported as
+//! `N bytes in T ms, X MB/s` (MB = 10^6 bytes).
+
+use core::net::SocketAddr;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::process::Command;
+use volley_sftp::{Progress, SftpClient, TransferOptions};
+
+/// `volley sftp` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum SftpCommand {
+    /// Copy a remote file to a local one.
+    Get {
+        #[command(flatten)]
+        server: Server,
+        /// Remote path.
+        src: String,
+        /// Local path.
+        dst: PathBuf,
+    },
+    /// Copy a local file to a remote one.
+    Put {
+        #[command(flatten)]
+        server: Server,
+        /// Local path.
+        src: PathBuf,
+        /// Remote path.
+        dst: String,
+    },
+}
+
+/// Which server and how hard to drive it.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Server {
+    /// Command that runs an SFTP server on its stdin and stdout.
+    #[arg(
+        long,
+        default_value = "/usr/lib/openssh/sftp-server -e -l ERROR",
+        conflicts_with = "connect"
+    )]
+    server_cmd: String,
+    /// Address of a TCP server speaking raw SFTP, instead of spawning one.
+    #[arg(long)]
+    connect: Option<SocketAddr>,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 64)]
+    requests: usize,
+    /// Bytes per READ or WRITE (default: the server's limit).
+    #[arg(long)]
+    chunk: Option<usize>,
+}
+
+pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
+    let (server, what) = match &command {
+        SftpCommand::Get { server, .. } => (server, "get"),
+        SftpCommand::Put { server, .. } => (server, "put"),
+    };
+    let sftp = connect(server).await?;
+    let opts = TransferOptions {
+        requests: server.requests.max(1),
+        chunk: server.chunk,
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let on_progress = |p: Progress| {
+        if let Some(total) = p.total {
+            bar.set_length(total);
+        }
+        bar.set_position(p.done);
+    };
+    let start = Instant::now();
+    let moved = match command {
+        SftpCommand::Get { src, dst, .. } => {
+            sftp.get(src.as_bytes(), &dst, &opts, on_progress).await
+        }
+        SftpCommand::Put { src, dst, .. } => {
+            sftp.put(&src, dst.as_bytes(), &opts, on_progress).await
+        }
+    }
+    .map_err(|e| format!("{what} failed: {e}"))?;
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    sftp.shutdown().await.map_err(|e| e.to_string())?;
+    eprintln!(
+        "{moved} bytes in {} ms, {:.1} MB/s",
+        elapsed.as_millis(),
+        moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
+
+async fn connect(server: &Server) -> Result<SftpClient, String> {
+    if let Some(addr) = server.connect {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (read, write) = stream.into_split();
+        return SftpClient::connect(read, write)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    let mut words = server.server_cmd.split_whitespace();
+    let program = words.next().ok_or("--server-cmd is empty")?;
+    let mut command = Command::new(program);
+    command.args(words);
+    SftpClient::spawn(&mut command)
+        .await
+        .map_err(|e| format!("cannot start `{}`: {e}", server.server_cmd))
+}
