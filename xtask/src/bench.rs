@@ -10,7 +10,7 @@ use crate::peers::{self, Peer};
 use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
-const SUITES: &[&str] = &["codec", "scp"];
+const SUITES: &[&str] = &["codec", "scp", "sftp"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();
@@ -44,7 +44,18 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if suites.iter().any(|s| s == "scp") {
         peers::ensure(&[Peer::Rig])?;
     }
-    exec(cargo().args(["build", "--release", "-p", "volley-benches", "--bins"]))?;
+    if suites.iter().any(|s| s == "sftp") {
+        peers::ensure(&[Peer::OpenSsh])?;
+    }
+    exec(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "volley-benches",
+        "-p",
+        "volley-cli",
+        "--bins",
+    ]))?;
     let out_dir = root().join("target").join("bench");
     fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;

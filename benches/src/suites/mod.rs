@@ -2,3 +2,4 @@
 
 pub(crate) mod codec;
 pub(crate) mod scp;
+pub(crate) mod sftp;

@@ -1,0 +1,288 @@
+//! `sftp`: 256 MiB get and put through OpenSSH's sftp-server by volley (`volley sftp`)
+//! and by OpenSSH's own client (`sftp -D`, batch mode), both as child processes so they
+//! are timed and charged CPU alike, in interleaved rounds; a chunk-size sweep of volley's
+//! put; and the socketpair ceiling (plain bytes through the same kind of channel).
+//! Files live in /dev/shm so the disk is not what is measured.
+
+use core::time::Duration;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::harness::{Mode, Report, median};
+
+const SERVER: &str = "/usr/lib/openssh/sftp-server";
+const MIB: u64 = 1 << 20;
+
+/// One timed transfer: seconds of wall time and of CPU (client and server).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    secs: f64,
+    cpu_secs: f64,
+}
+
+pub(crate) fn run(mode: Mode) -> Report {
+    let rounds = match mode {
+        Mode::Quick => 5,
+        Mode::Full => 9,
+    };
+    let size = 256 * MIB;
+    let dir = PathBuf::from("/dev/shm").join(format!("volley-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory in /dev/shm");
+    let source = dir.join("source");
+    write_random(&source, size);
+    let volley = std::env::current_exe()
+        .expect("the bench's own path")
+        .with_file_name("volley");
+    assert!(
+        volley.exists(),
+        "{} is missing: build it with `cargo build --release -p volley-cli` (cargo xtask bench does)",
+        volley.display()
+    );
+
+    // (client, direction) -> runs
+    let mut runs: Vec<((&str, &str), Vec<Run>)> = Vec::new();
+    let mut push = |key: (&'static str, &'static str), run: Run| match runs
+        .iter_mut()
+        .find(|(k, _)| *k == key)
+    {
+        Some((_, v)) => v.push(run),
+        None => runs.push((key, vec![run])),
+    };
+    for round in 0..rounds {
+        let mut jobs: Vec<(&'static str, &'static str)> = vec![
+            ("volley", "get"),
+            ("OpenSSH sftp -D", "get"),
+            ("volley", "put"),
+            ("OpenSSH sftp -D", "put"),
+        ];
+        if round % 2 == 1 {
+            jobs.reverse();
+        }
+        for (client, direction) in jobs {
+            let target = dir.join(format!("{direction}-{}", client.len()));
+            let run = match client {
+                "volley" => {
+                    let mut cmd = Command::new(&volley);
+                    cmd.args(["sftp", direction]).arg(&source).arg(&target);
+                    timed(&mut cmd)
+                }
+                _ => {
+                    let batch = dir.join("batch");
+                    std::fs::write(
+                        &batch,
+                        format!("{direction} {} {}\n", source.display(), target.display()),
+                    )
+                    .expect("batch file");
+                    let mut cmd = Command::new("sftp");
+                    cmd.args(["-q", "-D", SERVER, "-b"]).arg(&batch);
+                    timed(&mut cmd)
+                }
+            };
+            assert!(
+                same(&source, &target),
+                "{client} {direction} produced different bytes"
+            );
+            let _ = std::fs::remove_file(&target);
+            push((client, direction), run);
+        }
+        eprintln!("sftp: round {}/{rounds} done", round + 1);
+    }
+
+    // The chunk-size sweep: volley put of 64 MiB with each request size.
+    let sweep_source = dir.join("sweep");
+    write_random(&sweep_source, 64 * MIB);
+    let mut sweep = Vec::new();
+    for chunk in [
+        1024usize,
+        16 * 1024,
+        32 * 1024,
+        64 * 1024,
+        128 * 1024,
+        255 * 1024,
+    ] {
+        let mut secs = Vec::new();
+        for _ in 0..rounds.min(3) {
+            let target = dir.join("sweep-out");
+            let mut cmd = Command::new(&volley);
+            cmd.args(["sftp", "put", "--chunk", &chunk.to_string()])
+                .arg(&sweep_source)
+                .arg(&target);
+            secs.push(timed(&mut cmd).secs);
+            assert!(
+                same(&sweep_source, &target),
+                "volley put --chunk {chunk} produced different bytes"
+            );
+        }
+        sweep.push((chunk, 64.0 * MIB as f64 / 1e6 / median(&secs)));
+    }
+    let ceiling = socketpair_ceiling(size);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut report = Report::new(
+        "sftp",
+        "SFTP: 256 MiB through OpenSSH's sftp-server, files in /dev/shm",
+        mode,
+    );
+    report.rounds = rounds;
+    report.columns = vec!["client", "direction", "MB/s", "MB/s min..max", "CPU s/GiB"];
+    let mut medians = std::collections::HashMap::new();
+    for ((client, direction), list) in &runs {
+        let rates: Vec<f64> = list.iter().map(|r| size as f64 / 1e6 / r.secs).collect();
+        let cpu: Vec<f64> = list
+            .iter()
+            .map(|r| r.cpu_secs / (size as f64 / (1u64 << 30) as f64))
+            .collect();
+        let rate = median(&rates);
+        medians.insert((*client, *direction), rate);
+        report.rows.push(vec![
+            client.to_string(),
+            direction.to_string(),
+            format!("{rate:.0}"),
+            format!(
+                "{:.0}..{:.0}",
+                rates.iter().copied().fold(f64::INFINITY, f64::min),
+                rates.iter().copied().fold(0.0, f64::max)
+            ),
+            format!("{:.2}", median(&cpu)),
+        ]);
+        report.data.push(json!({
+            "client": client, "direction": direction, "bytes": size,
+            "mb_per_sec": rate, "mb_per_sec_rounds": rates, "cpu_sec_per_gib": median(&cpu),
+        }));
+    }
+    report.rows.push(vec![
+        "socketpair ceiling".into(),
+        "-".into(),
+        format!("{ceiling:.0}"),
+        "-".into(),
+        "-".into(),
+    ]);
+    for (chunk, rate) in &sweep {
+        report.rows.push(vec![
+            format!("volley put, {} KiB requests", chunk / 1024),
+            "put (64 MiB)".into(),
+            format!("{rate:.0}"),
+            "-".into(),
+            "-".into(),
+        ]);
+        report
+            .data
+            .push(json!({ "sweep_chunk": chunk, "mb_per_sec": rate }));
+    }
+    for direction in ["get", "put"] {
+        let ratio = medians[&("volley", direction)] / medians[&("OpenSSH sftp -D", direction)];
+        report.notes.push(format!(
+            "{direction}: volley / OpenSSH sftp -D = {ratio:.2}x (medians of interleaved rounds)"
+        ));
+        report
+            .data
+            .push(json!({ "ratio": format!("{direction} volley / sftp -D"), "value": ratio }));
+    }
+    report.notes.push(format!(
+        "socketpair ceiling: {ceiling:.0} MB/s of plain bytes in 256 KiB writes"
+    ));
+    report
+        .data
+        .push(json!({ "socketpair_ceiling_mb_per_sec": ceiling }));
+    report
+}
+
+fn write_random(path: &Path, size: u64) {
+    let mut file = std::fs::File::create(path).expect("create a test file");
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut block = vec![0u8; MIB as usize];
+    for _ in 0..size / MIB {
+        for word in block.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            word.copy_from_slice(&x.to_le_bytes());
+        }
+        file.write_all(&block).expect("write a test file");
+    }
+}
+
+fn same(a: &Path, b: &Path) -> bool {
+    match (std::fs::read(a), std::fs::read(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Runs a command to completion, timing it and charging it the CPU its process tree
+/// used (children are charged to us once waited for).
+fn timed(cmd: &mut Command) -> Run {
+    let before = children_cpu();
+    let start = Instant::now();
+    let output = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("the client runs");
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        output.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Run {
+        secs,
+        cpu_secs: children_cpu() - before,
+    }
+}
+
+/// CPU seconds (user + system) of every child this process has waited for, from
+/// /proc/self/stat (cutime, cstime; USER_HZ is 100 on Linux).
+fn children_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the comm field: state is field 3, cutime 16 and cstime 17.
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (field(16) + field(17)) / 100.0
+}
+
+/// Plain bytes through a socketpair in 256 KiB writes: what any client over the same
+/// channel could reach at best.
+fn socketpair_ceiling(size: u64) -> f64 {
+    let mut rates = Vec::new();
+    for _ in 0..3 {
+        let (mut a, mut b) = UnixStream::pair().expect("socketpair");
+        let writer = thread::spawn(move || {
+            let block = vec![7u8; 256 * 1024];
+            let mut left = size;
+            while left > 0 {
+                let n = left.min(block.len() as u64) as usize;
+                a.write_all(&block[..n]).expect("write");
+                left -= n as u64;
+            }
+        });
+        let start = Instant::now();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut got = 0u64;
+        while got < size {
+            match b.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n as u64,
+            }
+        }
+        rates.push(got as f64 / 1e6 / start.elapsed().as_secs_f64());
+        let _ = writer.join();
+        thread::sleep(Duration::from_millis(1));
+    }
+    median(&rates)
+}
