@@ -48,6 +48,7 @@ fn run() -> Result<(), String> {
         "codec" => suites::codec::run(mode),
         "scp" => suites::scp::run(mode, python.as_deref()),
         "sftp" => suites::sftp::run(mode),
+        "wake" => suites::wake::run(mode),
         other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
     };
     print!("{}", report.text());
@@ -65,4 +66,4 @@ fn run() -> Result<(), String> {
 
 const USAGE: &str =
     "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--python PATH]
-suites: codec, scp, sftp (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";
+suites: codec, scp, sftp, wake (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

@@ -39,7 +39,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage:
   cargo xtask test [fmt|clippy|doc|nostd|tests]..   every check, or the named ones
   cargo xtask bench [--suite NAME].. [--quick|--full]
-                                                    suites: codec, scp, sftp (default: all)";
+                                                    suites: codec, scp, sftp, wake (default: all)";
 
 /// The workspace root (the parent of this crate's directory).
 fn root() -> PathBuf {

@@ -3,3 +3,4 @@
 pub(crate) mod codec;
 pub(crate) mod scp;
 pub(crate) mod sftp;
+pub(crate) mod wake;

@@ -1,0 +1,144 @@
+//! `wake`: small request/response frames over loopback TCP through volley's connection
+//! with 1, 16 and 256 requests in flight; the reader's wake-ups per delivered frame and
+//! p50/p99 latency, batched signalling (wake on the first frame of a batch) against
+//! signalling every frame (the Linux SCTP lesson).
+
+use core::time::Duration;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde_json::json;
+use tokio::net::TcpListener;
+use volley_transport_tcp::{Config, Connection, Signal, testing};
+
+use crate::harness::{Mode, Report, median};
+
+pub(crate) fn run(mode: Mode) -> Report {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let rounds = mode.rounds();
+    let requests: usize = match mode {
+        Mode::Quick => 100_000,
+        Mode::Full => 500_000,
+    };
+    let server = echo_server();
+    let mut report = Report::new(
+        "wake",
+        "Wake-ups per frame and latency, 64-byte frames over loopback TCP",
+        mode,
+    );
+    report.columns = vec![
+        "in flight",
+        "signal",
+        "wake-ups/frame",
+        "p50 us",
+        "p99 us",
+        "frames/s",
+    ];
+    for in_flight in [1usize, 16, 256] {
+        for signal in [Signal::PerFrame, Signal::Batched] {
+            let mut wakes = Vec::new();
+            let mut p50 = Vec::new();
+            let mut p99 = Vec::new();
+            let mut rates = Vec::new();
+            for _ in 0..rounds {
+                let r = runtime.block_on(one_run(server, signal, in_flight, requests));
+                wakes.push(r.0);
+                p50.push(r.1);
+                p99.push(r.2);
+                rates.push(r.3);
+            }
+            let name = match signal {
+                Signal::Batched => "batched",
+                Signal::PerFrame => "per frame",
+            };
+            let (w, a, b, f) = (median(&wakes), median(&p50), median(&p99), median(&rates));
+            report.rows.push(vec![
+                in_flight.to_string(),
+                name.into(),
+                format!("{w:.3}"),
+                format!("{a:.1}"),
+                format!("{b:.1}"),
+                crate::harness::si(f),
+            ]);
+            report.data.push(json!({
+                "in_flight": in_flight, "signal": name, "wakeups_per_frame": w,
+                "p50_us": a, "p99_us": b, "frames_per_sec": f,
+            }));
+        }
+        eprintln!("wake: {in_flight} in flight done");
+    }
+    report
+}
+
+/// An echo server on its own thread and runtime.
+fn echo_server() -> core::net::SocketAddr {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+            .block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                let _ = tx.send(listener.local_addr().expect("addr"));
+                while let Ok((stream, _)) = listener.accept().await {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(testing::echo(stream));
+                }
+            });
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the echo server started")
+}
+
+/// Returns (wake-ups per frame, p50 us, p99 us, frames/s).
+async fn one_run(
+    server: core::net::SocketAddr,
+    signal: Signal,
+    in_flight: usize,
+    requests: usize,
+) -> (f64, f64, f64, f64) {
+    let config = Config {
+        signal,
+        max_in_flight: in_flight.max(1),
+        ..Config::default()
+    };
+    let conn = Connection::connect_tcp(server, config)
+        .await
+        .expect("connect");
+    let mut pipeline = conn.pipeline();
+    let head = [7u8; 64];
+    let mut sent_at = std::collections::HashMap::with_capacity(in_flight * 2);
+    let mut latencies = Vec::with_capacity(requests);
+    let start = Instant::now();
+    let mut sent = 0;
+    while latencies.len() < requests {
+        while sent < requests && pipeline.outstanding() < in_flight {
+            let id = pipeline.send(1, &head, Bytes::new()).await.expect("send");
+            sent_at.insert(id, Instant::now());
+            sent += 1;
+        }
+        let reply = tokio::time::timeout(Duration::from_secs(10), pipeline.recv())
+            .await
+            .expect("a reply within 10 s")
+            .expect("a reply");
+        if let Some(at) = sent_at.remove(&reply.id) {
+            latencies.push(at.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let rate = requests as f64 / start.elapsed().as_secs_f64();
+    let stats = conn.stats();
+    latencies.sort_by(f64::total_cmp);
+    let pick = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    (
+        stats.wakeups as f64 / stats.frames_received.max(1) as f64,
+        pick(0.5),
+        pick(0.99),
+        rate,
+    )
+}
