@@ -34,3 +34,9 @@ mod transfer;
 pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError};
 pub use transfer::{Progress, TransferOptions};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
+
+/// The README's examples, compiled and run as doctests so they cannot rot (this crate
+/// sees every crate the README shows examples of).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -40,9 +40,3 @@ pub use netsim::{LinkConfig, LinkSim, LinkStats};
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |
 /// datagram`); the id is the request's sequence number, echoed in the reply.
 pub const SCP_FRAME_TYPE: u8 = 0x53;
-
-/// The README's examples, compiled and run as doctests so they cannot rot (this is the
-/// crate that sees every crate the README shows).
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
