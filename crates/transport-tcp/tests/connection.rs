@@ -264,6 +264,17 @@ async fn read_frames(stream: &mut DuplexStream, n: usize) -> Vec<(u8, u32, Vec<u
     frames
 }
 
+/// A connection over an in-memory pipe, and the far end of the pipe.
+fn connected(max_in_flight: usize) -> (Connection, DuplexStream) {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(ours);
+    let config = Config {
+        max_in_flight,
+        ..Config::default()
+    };
+    (Connection::new(read, write, config), theirs)
+}
+
 fn frame(ty: u8, id: u32, body: &[u8]) -> Vec<u8> {
     let mut out = Header::new(ty, id, body.len()).unwrap().encode().to_vec();
     out.extend_from_slice(body);
@@ -273,16 +284,7 @@ fn frame(ty: u8, id: u32, body: &[u8]) -> Vec<u8> {
 #[tokio::test]
 async fn in_flight_is_bounded_and_replies_may_come_in_any_order() {
     within(30, async {
-        let (ours, mut theirs) = tokio::io::duplex(1 << 20);
-        let (read, write) = tokio::io::split(ours);
-        let conn = Connection::new(
-            read,
-            write,
-            Config {
-                max_in_flight: 4,
-                ..Config::default()
-            },
-        );
+        let (conn, mut theirs) = connected(4);
         let mut pipeline = conn.pipeline();
         for i in 0..4u8 {
             pipeline.send(1, &[i], Bytes::new()).await.unwrap();
@@ -320,16 +322,7 @@ async fn in_flight_is_bounded_and_replies_may_come_in_any_order() {
 #[tokio::test]
 async fn dropping_a_pipeline_cancels_its_requests() {
     within(30, async {
-        let (ours, mut theirs) = tokio::io::duplex(1 << 20);
-        let (read, write) = tokio::io::split(ours);
-        let conn = Connection::new(
-            read,
-            write,
-            Config {
-                max_in_flight: 2,
-                ..Config::default()
-            },
-        );
+        let (conn, mut theirs) = connected(2);
         let mut pipeline = conn.pipeline();
         pipeline.send(1, b"a", Bytes::new()).await.unwrap();
         pipeline.send(1, b"b", Bytes::new()).await.unwrap();
@@ -361,9 +354,7 @@ async fn dropping_a_pipeline_cancels_its_requests() {
 async fn every_waiter_hears_when_the_peer_closes_or_sends_garbage() {
     within(30, async {
         for garbage in [false, true] {
-            let (ours, mut theirs) = tokio::io::duplex(1 << 20);
-            let (read, write) = tokio::io::split(ours);
-            let conn = Connection::new(read, write, Config::default());
+            let (conn, mut theirs) = connected(Config::default().max_in_flight);
             let mut a = conn.pipeline();
             let mut b = conn.pipeline();
             a.send(1, b"x", Bytes::new()).await.unwrap();
@@ -395,9 +386,7 @@ async fn every_waiter_hears_when_the_peer_closes_or_sends_garbage() {
 #[tokio::test]
 async fn deadlines_and_limits_are_clear_errors() {
     within(30, async {
-        let (ours, _silent) = tokio::io::duplex(1 << 20);
-        let (read, write) = tokio::io::split(ours);
-        let conn = Connection::new(read, write, Config::default());
+        let (conn, _silent) = connected(Config::default().max_in_flight);
         let err = conn
             .call_timeout(7, b"", Bytes::new(), Duration::from_millis(50))
             .await

@@ -690,5 +690,6 @@ fn format_u16(mut n: u16, buf: &mut [u8; 5]) -> &[u8] {
     }
 }
 
+pub mod fixtures;
 #[cfg(test)]
 mod tests;
