@@ -122,16 +122,31 @@ pub struct Stats {
     pub unmatched: u64,
 }
 
-/// A cheap, cloneable handle to a framed connection.
+/// A cheap, cloneable handle to a framed connection. When the last handle (and the last
+/// [`Pipeline`]) is dropped, the connection closes as by [`Connection::close`].
 #[derive(Clone)]
 pub struct Connection {
     shared: Arc<Shared>,
+    owner: Arc<Owner>,
+}
+
+/// Closes the connection when the last user-held handle goes; the reader and writer
+/// tasks hold `Shared` only, so they cannot keep it open by themselves.
+struct Owner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.shared.lock_tx().take();
+    }
 }
 
 /// Requests in flight whose replies come back to one waiter, in any order.
 /// Dropping it cancels what is still outstanding.
 pub struct Pipeline {
     shared: Arc<Shared>,
+    _owner: Arc<Owner>,
     waiter: Arc<Waiter>,
     outstanding: HashSet<u32>,
 }
@@ -225,7 +240,10 @@ impl Connection {
         });
         tokio::spawn(reader::run(reader, shared.clone()));
         tokio::spawn(writer::run(writer, rx, shared.clone()));
-        Self { shared }
+        let owner = Arc::new(Owner {
+            shared: shared.clone(),
+        });
+        Self { shared, owner }
     }
 
     /// Connects over TCP with Nagle's algorithm off (the writer batches by itself).
@@ -260,6 +278,7 @@ impl Connection {
     pub fn pipeline(&self) -> Pipeline {
         Pipeline {
             shared: self.shared.clone(),
+            _owner: self.owner.clone(),
             waiter: Arc::new(Waiter {
                 state: Mutex::new(WaiterState::default()),
             }),

@@ -457,3 +457,22 @@ async fn over_a_child_process_tcp_and_unix_sockets() {
 fn header_len_matches_the_wire() {
     assert_eq!(HEADER_LEN, 9);
 }
+
+#[tokio::test]
+async fn dropping_every_handle_closes_the_stream() {
+    within(30, async {
+        let (conn, mut theirs) = connected(4);
+        let pipeline = conn.pipeline();
+        drop(conn);
+        // A pipeline still holds the connection open.
+        assert!(theirs.read_u8().now_or_never().is_none());
+        drop(pipeline);
+        let mut rest = Vec::new();
+        assert_eq!(
+            theirs.read_to_end(&mut rest).await.unwrap(),
+            0,
+            "the peer sees end of stream"
+        );
+    })
+    .await;
+}
