@@ -52,4 +52,4 @@ mod reader;
 pub mod testing;
 mod writer;
 
-pub use connection::{Config, Connection, Error, Pipeline, Reply, Signal, Stats};
+pub use connection::{Config, Connection, Error, Pipeline, Reply, SOCKET_BUFFER, Signal, Stats};
