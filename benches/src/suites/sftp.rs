@@ -1,6 +1,7 @@
-//! `sftp`: 256 MiB get and put through OpenSSH's sftp-server by volley (`volley sftp`)
-//! and by OpenSSH's own client (`sftp -D`, batch mode), both as child processes so they
-//! are timed and charged CPU alike, in interleaved rounds; a chunk-size sweep of volley's
+//! `sftp`: 256 MiB get and put through OpenSSH's sftp-server by volley (`volley sftp`),
+//! by OpenSSH's own client (`sftp -D`, batch mode) and by the Rust clients russh-sftp and
+//! openssh-sftp-client (`sftp-peer`), all as child processes so they are timed and
+//! charged CPU alike, in interleaved rounds; a chunk-size sweep of volley's
 //! put; and the socketpair ceiling (plain bytes through the same kind of channel).
 //! Files live in /dev/shm so the disk is not what is measured.
 
@@ -17,6 +18,10 @@ use serde_json::json;
 use crate::harness::{Mode, Report, median};
 
 const SERVER: &str = "/usr/lib/openssh/sftp-server";
+const RUSSH: &str = "russh-sftp 3.0.1";
+const OPENSSH_RUST: &str = "openssh-sftp-client 0.15.11";
+/// The clients, in table order.
+const CLIENTS: [&str; 4] = ["volley", "OpenSSH sftp -D", RUSSH, OPENSSH_RUST];
 const MIB: u64 = 1 << 20;
 
 /// One timed transfer: seconds of wall time and of CPU (client and server).
@@ -39,6 +44,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     let volley = std::env::current_exe()
         .expect("the bench's own path")
         .with_file_name("volley");
+    let peer = volley.with_file_name("sftp-peer");
     assert!(
         volley.exists(),
         "{} is missing: build it with `cargo build --release -p volley-cli` (cargo xtask bench does)",
@@ -55,21 +61,31 @@ pub(crate) fn run(mode: Mode) -> Report {
         None => runs.push((key, vec![run])),
     };
     for round in 0..rounds {
-        let mut jobs: Vec<(&'static str, &'static str)> = vec![
-            ("volley", "get"),
-            ("OpenSSH sftp -D", "get"),
-            ("volley", "put"),
-            ("OpenSSH sftp -D", "put"),
-        ];
+        let mut jobs: Vec<(&'static str, &'static str)> = Vec::new();
+        for direction in ["get", "put"] {
+            for client in CLIENTS {
+                jobs.push((client, direction));
+            }
+        }
         if round % 2 == 1 {
             jobs.reverse();
         }
         for (client, direction) in jobs {
-            let target = dir.join(format!("{direction}-{}", client.len()));
+            let target = dir.join(format!("{direction}-{}", client.replace(' ', "_")));
             let run = match client {
                 "volley" => {
                     let mut cmd = Command::new(&volley);
                     cmd.args(["sftp", direction]).arg(&source).arg(&target);
+                    timed(&mut cmd)
+                }
+                RUSSH | OPENSSH_RUST => {
+                    let mut cmd = Command::new(&peer);
+                    let name = if client == RUSSH {
+                        "russh"
+                    } else {
+                        "openssh-rust"
+                    };
+                    cmd.args([name, direction]).arg(&source).arg(&target);
                     timed(&mut cmd)
                 }
                 _ => {
@@ -183,6 +199,17 @@ pub(crate) fn run(mode: Mode) -> Report {
         report
             .data
             .push(json!({ "ratio": format!("{direction} volley / sftp -D"), "value": ratio }));
+        let (best, rate) = [RUSSH, OPENSSH_RUST]
+            .into_iter()
+            .map(|c| (c, medians[&(c, direction)]))
+            .fold(("", 0.0), |a, b| if b.1 > a.1 { b } else { a });
+        let ratio = medians[&("volley", direction)] / rate;
+        report.notes.push(format!(
+            "{direction}: volley / best other Rust client ({best}) = {ratio:.2}x"
+        ));
+        report
+            .data
+            .push(json!({ "ratio": format!("{direction} volley / {best}"), "value": ratio }));
     }
     report.notes.push(format!(
         "socketpair ceiling: {ceiling:.0} MB/s of plain bytes in 256 KiB writes"
