@@ -5,7 +5,7 @@
 //!
 //! Usage: `sftp-peer russh|openssh-rust get|put SRC DST`
 
-use std::num::NonZeroUsize;
+use core::num::NonZeroUsize;
 use std::os::fd::OwnedFd;
 use std::process::{ExitCode, Stdio};
 
