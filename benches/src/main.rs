@@ -10,6 +10,10 @@ use std::process::ExitCode;
 mod harness;
 mod suites;
 
+/// Every allocation is counted, so suites can report allocations per operation.
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
 use harness::Mode;
 
 fn main() -> ExitCode {

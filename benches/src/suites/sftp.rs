@@ -110,9 +110,14 @@ pub(crate) fn run(mode: Mode) -> Report {
         eprintln!("sftp: round {}/{rounds} done", round + 1);
     }
 
-    // The chunk-size sweep: volley put of 64 MiB with each request size.
+    // The pkg/sftp-style request-size sweep: volley's put of 64 MiB in-process with each
+    // request size, counting allocations per WRITE.
     let sweep_source = dir.join("sweep");
     write_random(&sweep_source, 64 * MIB);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
     let mut sweep = Vec::new();
     for chunk in [
         1024usize,
@@ -122,20 +127,23 @@ pub(crate) fn run(mode: Mode) -> Report {
         128 * 1024,
         255 * 1024,
     ] {
-        let mut secs = Vec::new();
+        let mut rates = Vec::new();
+        let mut allocs = Vec::new();
+        let mut bytes = Vec::new();
         for _ in 0..rounds.min(3) {
             let target = dir.join("sweep-out");
-            let mut cmd = Command::new(&volley);
-            cmd.args(["sftp", "put", "--chunk", &chunk.to_string()])
-                .arg(&sweep_source)
-                .arg(&target);
-            secs.push(timed(&mut cmd).secs);
+            let (secs, count, alloc_bytes) =
+                runtime.block_on(put_in_process(&sweep_source, &target, chunk));
             assert!(
                 same(&sweep_source, &target),
-                "volley put --chunk {chunk} produced different bytes"
+                "volley put with {chunk}-byte requests produced different bytes"
             );
+            let ops = (64 * MIB).div_ceil(chunk as u64) as f64;
+            rates.push(64.0 * MIB as f64 / 1e6 / secs);
+            allocs.push(count as f64 / ops);
+            bytes.push(alloc_bytes as f64 / ops);
         }
-        sweep.push((chunk, 64.0 * MIB as f64 / 1e6 / median(&secs)));
+        sweep.push((chunk, median(&rates), median(&allocs), median(&bytes)));
     }
     let ceiling = socketpair_ceiling(size);
     let _ = std::fs::remove_dir_all(&dir);
@@ -179,17 +187,17 @@ pub(crate) fn run(mode: Mode) -> Report {
         "-".into(),
         "-".into(),
     ]);
-    for (chunk, rate) in &sweep {
+    for (chunk, rate, allocs, bytes) in &sweep {
         report.rows.push(vec![
             format!("volley put, {} KiB requests", chunk / 1024),
             "put (64 MiB)".into(),
             format!("{rate:.0}"),
-            "-".into(),
-            "-".into(),
+            format!("{allocs:.1} allocs/op"),
+            format!("{bytes:.0} B alloc/op"),
         ]);
-        report
-            .data
-            .push(json!({ "sweep_chunk": chunk, "mb_per_sec": rate }));
+        report.data.push(json!({
+            "sweep_chunk": chunk, "mb_per_sec": rate, "allocs_per_op": allocs, "alloc_bytes_per_op": bytes,
+        }));
     }
     for direction in ["get", "put"] {
         let ratio = medians[&("volley", direction)] / medians[&("OpenSSH sftp -D", direction)];
@@ -312,4 +320,32 @@ fn socketpair_ceiling(size: u64) -> f64 {
         thread::sleep(Duration::from_millis(1));
     }
     median(&rates)
+}
+
+/// volley's put in this process: (seconds, allocations, bytes allocated) from the open
+/// to the close, the server's process not counted.
+async fn put_in_process(source: &Path, target: &Path, chunk: usize) -> (f64, u64, u64) {
+    let mut server = tokio::process::Command::new(SERVER);
+    server.args(["-e", "-l", "ERROR"]);
+    let sftp = volley_sftp::SftpClient::spawn(&mut server)
+        .await
+        .expect("sftp-server starts");
+    let opts = volley_sftp::TransferOptions {
+        requests: 64,
+        chunk: Some(chunk),
+    };
+    let remote = target.as_os_str().as_encoded_bytes().to_vec();
+    let region = stats_alloc::Region::new(crate::GLOBAL);
+    let start = Instant::now();
+    sftp.put(source, &remote, &opts, |_| {})
+        .await
+        .expect("volley put");
+    let secs = start.elapsed().as_secs_f64();
+    let change = region.change();
+    sftp.shutdown().await.expect("sftp-server exits");
+    (
+        secs,
+        change.allocations as u64,
+        change.bytes_allocated as u64,
+    )
 }

@@ -2,6 +2,7 @@
 //! large payloads uncopied; a flush when the queue runs dry.
 
 use core::sync::atomic::Ordering;
+use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
     let threshold = shared.config.copy_threshold;
     let mut batch = Vec::with_capacity(64);
     let mut small = BytesMut::with_capacity(64 * 1024);
-    let mut segments: Vec<Bytes> = Vec::with_capacity(128);
+    let mut segments: VecDeque<Bytes> = VecDeque::with_capacity(128);
     loop {
         let Some(first) = rx.recv().await else {
             // Every sender is gone (the connection was closed or dropped).
@@ -51,13 +52,13 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
                 small.extend_from_slice(&out.payload);
             } else if !out.payload.is_empty() {
                 if !small.is_empty() {
-                    segments.push(small.split().freeze());
+                    segments.push_back(small.split().freeze());
                 }
-                segments.push(out.payload);
+                segments.push_back(out.payload);
             }
         }
         if !small.is_empty() {
-            segments.push(small.split().freeze());
+            segments.push_back(small.split().freeze());
         }
         if let Err(e) = write_all(&mut writer, &mut segments, vectored, &shared).await {
             return shared.fail(e.into());
@@ -75,16 +76,17 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
 }
 
 /// Writes every segment, in as few calls as the stream allows, handling short writes.
+/// Each segment is dropped as soon as it is fully written, so a caller waiting to reuse a
+/// payload's buffer gets it back without waiting for the rest of the batch.
 async fn write_all<W: AsyncWrite + Unpin>(
     writer: &mut W,
-    segments: &mut Vec<Bytes>,
+    segments: &mut VecDeque<Bytes>,
     vectored: bool,
     shared: &Shared,
 ) -> io::Result<()> {
-    let mut first = 0;
-    while first < segments.len() {
+    while !segments.is_empty() {
         let n = if vectored {
-            let slices: Vec<IoSlice<'_>> = segments[first..]
+            let slices: Vec<IoSlice<'_>> = segments
                 .iter()
                 .take(MAX_IOV)
                 .map(|s| IoSlice::new(s))
@@ -93,7 +95,7 @@ async fn write_all<W: AsyncWrite + Unpin>(
         } else {
             // A stream that does not forward vectored writes would write one slice per
             // call anyway; say so by writing them one at a time.
-            writer.write(&segments[first]).await?
+            writer.write(&segments[0]).await?
         };
         shared.counters.writes.fetch_add(1, Ordering::Relaxed);
         if n == 0 {
@@ -101,16 +103,17 @@ async fn write_all<W: AsyncWrite + Unpin>(
         }
         let mut left = n;
         while left > 0 {
-            let seg = &mut segments[first];
+            let Some(seg) = segments.front_mut() else {
+                break;
+            };
             if left >= seg.len() {
                 left -= seg.len();
-                first += 1;
+                segments.pop_front();
             } else {
                 seg.advance(left);
                 left = 0;
             }
         }
     }
-    segments.clear();
     Ok(())
 }
