@@ -197,7 +197,7 @@ struct WaiterState {
 /// A frame for the writer: its header, a small head copied inline, and a payload.
 pub(crate) struct Outgoing {
     pub(crate) header: [u8; frame::HEADER_LEN],
-    pub(crate) head: Bytes,
+    pub(crate) head: Head,
     pub(crate) payload: Bytes,
 }
 
@@ -444,7 +444,7 @@ impl Pipeline {
         let header = Header::new(ty, id, body_len).map_err(Error::Protocol)?;
         let outgoing = Outgoing {
             header: header.encode(),
-            head: Bytes::copy_from_slice(head),
+            head: Head::new(head),
             payload,
         };
         let sent = self.shared.lock_tx().as_ref().map(|tx| tx.send(outgoing));
@@ -517,6 +517,38 @@ impl fmt::Debug for Pipeline {
         f.debug_struct("Pipeline")
             .field("outstanding", &self.outstanding.len())
             .finish()
+    }
+}
+
+/// Bytes of a head kept inside the frame descriptor instead of on the heap.
+const INLINE_HEAD: usize = 64;
+
+/// A request's small head: inline when short (no allocation per request), else on the heap.
+pub(crate) enum Head {
+    Inline { len: u8, bytes: [u8; INLINE_HEAD] },
+    Heap(Bytes),
+}
+
+impl Head {
+    fn new(head: &[u8]) -> Self {
+        if head.len() <= INLINE_HEAD {
+            let mut bytes = [0; INLINE_HEAD];
+            bytes[..head.len()].copy_from_slice(head);
+            // Fits: at most INLINE_HEAD (64) bytes.
+            Self::Inline {
+                len: head.len() as u8,
+                bytes,
+            }
+        } else {
+            Self::Heap(Bytes::copy_from_slice(head))
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Self::Heap(bytes) => bytes,
+        }
     }
 }
 

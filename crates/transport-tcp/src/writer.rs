@@ -43,7 +43,7 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
         let frames = batch.len() as u64;
         for out in batch.drain(..) {
             small.extend_from_slice(&out.header);
-            small.extend_from_slice(&out.head);
+            small.extend_from_slice(out.head.as_slice());
             if out.payload.len() < threshold {
                 shared
                     .counters

@@ -476,3 +476,20 @@ async fn dropping_every_handle_closes_the_stream() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn heads_of_any_length_arrive_intact() {
+    within(30, async {
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(ours);
+        let conn = Connection::new(read, write, Config::default());
+        tokio::spawn(testing::echo(theirs));
+        for len in [0usize, 1, 63, 64, 65, 1000] {
+            let head: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let reply = conn.call(2, &head, Bytes::from_static(b"!")).await.unwrap();
+            assert_eq!(&reply.body[..len], &head[..], "head of {len} bytes");
+            assert_eq!(&reply.body[len..], b"!");
+        }
+    })
+    .await;
+}
