@@ -657,6 +657,7 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
     let decoder = Decoder::new(frame::HEADER_LEN + MAX_DATAGRAM_LEN);
     let mut read_buf = BytesMut::with_capacity(64 * 1024);
     let mut write_buf = Vec::with_capacity(64 * 1024);
+    let mut replies = 0u64;
     let mut out = [0u8; MAX_DATAGRAM_LEN];
     let mut delayed: Schedule<Vec<u8>> = Schedule::default();
     loop {
@@ -684,6 +685,7 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
                     if let Action::Reply { len, delay } = action {
                         let Ok(header) = frame::Header::new(SCP_FRAME_TYPE, id, len) else { return };
                         if delay.is_zero() {
+                            replies += 1;
                             write_buf.extend_from_slice(&header.encode());
                             write_buf.extend_from_slice(&out[..len]);
                         } else {
@@ -701,25 +703,16 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
         }
         let now = Instant::now();
         while let Some(framed) = delayed.pop_due(now) {
+            replies += 1;
             write_buf.extend_from_slice(&framed);
         }
         if !write_buf.is_empty() {
-            let replies = count_frames(&write_buf);
             if stream.write_all(&write_buf).await.is_err() {
                 return;
             }
             shared.replies.fetch_add(replies, Ordering::Relaxed);
+            replies = 0;
             write_buf.clear();
         }
     }
-}
-
-fn count_frames(mut bytes: &[u8]) -> u64 {
-    let decoder = Decoder::new(usize::MAX);
-    let mut n = 0;
-    while let Ok(Some((_, used))) = decoder.decode(bytes) {
-        bytes = &bytes[used..];
-        n += 1;
-    }
-    n
 }
