@@ -40,23 +40,25 @@ pub(crate) fn run(mode: Mode) -> Report {
         "frames/s",
     ];
     for in_flight in [1usize, 16, 256] {
-        for signal in [Signal::PerFrame, Signal::Batched] {
-            let mut wakes = Vec::new();
-            let mut p50 = Vec::new();
-            let mut p99 = Vec::new();
-            let mut rates = Vec::new();
-            for _ in 0..rounds {
-                let r = runtime.block_on(one_run(server, signal, in_flight, requests));
-                wakes.push(r.0);
-                p50.push(r.1);
-                p99.push(r.2);
-                rates.push(r.3);
+        // Both modes in every round, alternating which goes first, so drift in the
+        // machine's load falls on both alike.
+        let modes = [Signal::PerFrame, Signal::Batched];
+        let mut results: [Vec<(f64, f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..rounds {
+            for k in 0..2 {
+                let m = if round % 2 == 0 { k } else { 1 - k };
+                results[m].push(runtime.block_on(one_run(server, modes[m], in_flight, requests)));
             }
+        }
+        for (m, signal) in modes.into_iter().enumerate() {
+            let pick = |f: fn(&(f64, f64, f64, f64)) -> f64| {
+                median(&results[m].iter().map(f).collect::<Vec<_>>())
+            };
             let name = match signal {
                 Signal::Batched => "batched",
                 Signal::PerFrame => "per frame",
             };
-            let (w, a, b, f) = (median(&wakes), median(&p50), median(&p99), median(&rates));
+            let (w, a, b, f) = (pick(|r| r.0), pick(|r| r.1), pick(|r| r.2), pick(|r| r.3));
             report.rows.push(vec![
                 in_flight.to_string(),
                 name.into(),
