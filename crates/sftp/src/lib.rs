@@ -13,17 +13,27 @@
 //!
 //! # Example
 //!
-//! ```no_run
+//! ```
 //! use volley_sftp::{SftpClient, TransferOptions};
 //!
-//! # async fn demo() -> Result<(), volley_sftp::SftpError> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = std::env::temp_dir().join(format!("volley-sftp-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! std::fs::write(dir.join("local.bin"), vec![42u8; 1 << 20])?;
+//!
 //! let mut command = tokio::process::Command::new("/usr/lib/openssh/sftp-server");
 //! command.args(["-e", "-l", "ERROR"]);
 //! let sftp = SftpClient::spawn(&mut command).await?;
-//! let moved = sftp.put("/tmp/local.bin".as_ref(), b"/tmp/remote.bin", &TransferOptions::default(), |_| {}).await?;
-//! let back = sftp.get(b"/tmp/remote.bin", "/tmp/back.bin".as_ref(), &TransferOptions::default(), |_| {}).await?;
-//! assert_eq!(moved, back);
+//! let remote = dir.join("remote.bin");
+//! let remote = remote.to_str().ok_or("a UTF-8 temp dir")?.as_bytes();
+//! let opts = TransferOptions::default(); // 64 requests in flight
+//! let sent = sftp.put(&dir.join("local.bin"), remote, &opts, |_| {}).await?;
+//! let got = sftp.get(remote, &dir.join("back.bin"), &opts, |_| {}).await?;
+//! assert_eq!((sent, got), (1 << 20, 1 << 20));
+//! assert_eq!(std::fs::read(dir.join("back.bin"))?, vec![42u8; 1 << 20]);
 //! sftp.shutdown().await?;
+//! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(())
 //! # }
 //! ```
