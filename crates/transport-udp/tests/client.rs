@@ -297,3 +297,44 @@ async fn the_same_workload_over_tcp() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_leaves_nothing_behind_for_the_next() {
+    within(30, async {
+        // Nothing listens: a batch of many chunks times out, several at once.
+        let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let config = ScpConfig {
+            rto: Rto::Fixed(volley_proto::time::Duration::from_millis(20)),
+            max_tries: 2,
+            ..ScpConfig::default().with_window(8)
+        };
+        let mut client = ScpClient::connect(addr, config).await.unwrap();
+        let chip = Address::core(0, 0, 0);
+        let mut big = vec![0u8; 64 * 1024];
+        let mut small = vec![0u8; 4];
+        let mut ops = [
+            Op::Read {
+                chip,
+                address: SDRAM,
+                buf: &mut small,
+            },
+            Op::Read {
+                chip,
+                address: SDRAM,
+                buf: &mut big,
+            },
+        ];
+        assert!(matches!(
+            client.execute(&mut ops).await,
+            Err(ScpError::Timeout { .. })
+        ));
+        // The next operation, with fewer ops, sees only its own outcome.
+        let mut one = [0u8; 4];
+        let err = client.read(chip, SDRAM, &mut one).await.unwrap_err();
+        assert!(matches!(err, ScpError::Timeout { tries: 2, .. }), "{err}");
+    })
+    .await;
+}

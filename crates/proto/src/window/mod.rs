@@ -397,12 +397,16 @@ impl<P: Protocol, T> Window<P, T> {
         self.events.pop_front()
     }
 
-    /// Drops every queued and outstanding request (replies to them will count as
-    /// unknown) and returns their tokens and bytes. Sequence numbers carry on.
+    /// Drops every queued and outstanding request and every unreported event (replies to
+    /// them will count as unknown) and returns their tokens and bytes. Sequence numbers
+    /// carry on.
     pub fn clear(&mut self) -> Vec<(T, Vec<u8>)> {
         let mut dropped: Vec<(T, Vec<u8>)> =
             self.slots.drain(..).map(|s| (s.token, s.bytes)).collect();
         dropped.extend(self.queue.drain(..).map(|(bytes, token)| (token, bytes)));
+        dropped.extend(self.events.drain(..).map(|event| match event {
+            Event::TimedOut { token, request, .. } => (token, request),
+        }));
         dropped
     }
 

@@ -400,3 +400,20 @@ fn window_limits_requests_in_flight_and_clear_drops_them() {
     assert!(window.is_idle());
     assert_eq!(window.poll_timeout(), None);
 }
+
+#[test]
+fn clear_also_drops_unreported_timeouts() {
+    let mut window: Window<ScpProtocol, u32> = Window::new(
+        ScpProtocol::default(),
+        Config::fixed(Duration::from_millis(10), 1, 4),
+    );
+    window.push(request(1), 1);
+    window.push(request(2), 2);
+    while window.poll_transmit(Instant::ZERO).is_some() {}
+    // Both give up at once; the caller reads one event, then abandons the operation.
+    window.handle_timeout(Instant::from_millis(10));
+    assert!(matches!(window.poll_event(), Some(Event::TimedOut { .. })));
+    assert_eq!(window.clear().len(), 1);
+    assert!(window.is_idle());
+    assert_eq!(window.poll_event(), None);
+}
