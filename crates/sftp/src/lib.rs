@@ -1,5 +1,5 @@
 //! An SFTP v3 client for OpenSSH's sftp-server that keeps many READ and WRITE requests in
-//! flight, sized from the server's own limits (`limits@openssh.com`), over volley's
+//! flight, within the server's own limits (`limits@openssh.com`), over volley's
 //! pipelined framed connection: WRITE payloads reach the socket uncopied and DATA
 //! payloads are slices of the read buffer.
 //!
