@@ -9,7 +9,7 @@ use core::num::NonZeroUsize;
 use std::os::fd::OwnedFd;
 use std::process::{ExitCode, Stdio};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
@@ -63,6 +63,32 @@ fn spawn_server() -> Result<(UnixStream, Child), String> {
     ))
 }
 
+/// Copies a remote file (read through `remote`) into the local file `dst`.
+async fn download(remote: impl AsyncBufRead + Unpin, dst: &str) -> Result<(), String> {
+    let mut remote = remote;
+    let mut local = tokio::fs::File::create(dst)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::io::copy_buf(&mut remote, &mut local)
+        .await
+        .map_err(|e| format!("get: {e}"))?;
+    local.flush().await.map_err(|e| e.to_string())
+}
+
+/// Copies the local file `src` into a remote file (written through `remote`), then
+/// closes the remote file.
+async fn upload(src: &str, remote: impl AsyncWrite + Unpin) -> Result<(), String> {
+    let mut remote = remote;
+    let local = tokio::fs::File::open(src)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut local = tokio::io::BufReader::with_capacity(BUF, local);
+    tokio::io::copy_buf(&mut local, &mut remote)
+        .await
+        .map_err(|e| format!("put: {e}"))?;
+    remote.shutdown().await.map_err(|e| format!("close: {e}"))
+}
+
 async fn russh(stream: UnixStream, direction: &str, src: &str, dst: &str) -> Result<(), String> {
     let session = russh_sftp::client::SftpSession::new(stream)
         .await
@@ -70,28 +96,14 @@ async fn russh(stream: UnixStream, direction: &str, src: &str, dst: &str) -> Res
     match direction {
         "get" => {
             let remote = session.open(src).await.map_err(|e| format!("open: {e}"))?;
-            let mut remote = tokio::io::BufReader::with_capacity(BUF, remote);
-            let mut local = tokio::fs::File::create(dst)
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::io::copy_buf(&mut remote, &mut local)
-                .await
-                .map_err(|e| format!("get: {e}"))?;
-            local.flush().await.map_err(|e| e.to_string())?;
+            download(tokio::io::BufReader::with_capacity(BUF, remote), dst).await?;
         }
         _ => {
-            let local = tokio::fs::File::open(src)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut local = tokio::io::BufReader::with_capacity(BUF, local);
-            let mut remote = session
+            let remote = session
                 .create(dst)
                 .await
                 .map_err(|e| format!("create: {e}"))?;
-            tokio::io::copy_buf(&mut local, &mut remote)
-                .await
-                .map_err(|e| format!("put: {e}"))?;
-            remote.shutdown().await.map_err(|e| format!("close: {e}"))?;
+            upload(src, remote).await?;
         }
     }
     session.close().await.map_err(|e| e.to_string())
@@ -110,35 +122,23 @@ async fn openssh_rust(
     let sftp = Sftp::new(write, read, SftpOptions::default())
         .await
         .map_err(|e| format!("openssh-sftp-client init: {e}"))?;
+    let capacity = NonZeroUsize::new(BUF).expect("BUF is not zero");
     match direction {
         "get" => {
             let remote = sftp.open(src).await.map_err(|e| format!("open: {e}"))?;
-            let mut remote = Box::pin(TokioCompatFile::with_capacity(
-                remote,
-                NonZeroUsize::new(BUF).expect("non-zero"),
-            ));
-            let mut local = tokio::fs::File::create(dst)
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::io::copy_buf(&mut remote, &mut local)
-                .await
-                .map_err(|e| format!("get: {e}"))?;
-            local.flush().await.map_err(|e| e.to_string())?;
+            download(
+                Box::pin(TokioCompatFile::with_capacity(remote, capacity)),
+                dst,
+            )
+            .await?;
         }
         _ => {
             let remote = sftp.create(dst).await.map_err(|e| format!("create: {e}"))?;
-            let mut remote = Box::pin(TokioCompatFile::with_capacity(
-                remote,
-                NonZeroUsize::new(BUF).expect("non-zero"),
-            ));
-            let local = tokio::fs::File::open(src)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut local = tokio::io::BufReader::with_capacity(BUF, local);
-            tokio::io::copy_buf(&mut local, &mut remote)
-                .await
-                .map_err(|e| format!("put: {e}"))?;
-            remote.shutdown().await.map_err(|e| format!("close: {e}"))?;
+            upload(
+                src,
+                Box::pin(TokioCompatFile::with_capacity(remote, capacity)),
+            )
+            .await?;
         }
     }
     sftp.close().await.map_err(|e| e.to_string())

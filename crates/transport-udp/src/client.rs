@@ -15,7 +15,7 @@ use volley_proto::time::{Duration, Instant};
 use volley_proto::window::{Config, Event, ReplyOutcome, Rto, ScpProtocol, Window};
 use volley_proto::wire::frame::{self, Decoder};
 use volley_proto::wire::scp::{
-    self, Command, MAX_DATA_LEN, ReplyRepr, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo,
+    self, Command, MAX_DATA_LEN, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo,
 };
 use volley_proto::wire::sdp::Address;
 
@@ -666,7 +666,9 @@ fn on_reply(
     match window.handle_reply(now, datagram) {
         ReplyOutcome::Completed { token, request, .. } => {
             spare.push(request);
-            let body = ReplyRepr::parse(datagram)?.body;
+            // The window has already checked the header; take the body from the view.
+            let packet = scp::Packet::new_checked(datagram)?;
+            let body = packet.body();
             match &mut ops[token.op] {
                 Op::Read { chip, address, buf } => {
                     if body.len() != token.len {

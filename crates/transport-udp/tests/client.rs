@@ -33,6 +33,21 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
+/// A client for a port nothing listens on (a socket bound, then dropped), with a fixed
+/// retransmit timeout of `timeout_ms` and `tries` sends per request.
+async fn dead_board_client(timeout_ms: u64, tries: u32, base: ScpConfig) -> ScpClient {
+    let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = ScpConfig {
+        rto: Rto::Fixed(volley_proto::time::Duration::from_millis(timeout_ms)),
+        max_tries: tries,
+        ..base
+    };
+    ScpClient::connect(addr, config).await.unwrap()
+}
+
 async fn board() -> Board {
     Board::bind(
         "127.0.0.1:0".parse().unwrap(),
@@ -87,17 +102,7 @@ async fn ten_mib_survive_loss_duplication_and_reordering() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_board_times_out_after_n_tries() {
     within(30, async {
-        // Bind then drop a socket to get a port nothing listens on.
-        let addr = std::net::UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let config = ScpConfig {
-            rto: Rto::Fixed(volley_proto::time::Duration::from_millis(100)),
-            max_tries: 3,
-            ..ScpConfig::default()
-        };
-        let mut client = ScpClient::connect(addr, config).await.unwrap();
+        let mut client = dead_board_client(100, 3, ScpConfig::default()).await;
         let start = Instant::now();
         let err = client
             .read_bytes(Address::core(0, 0, 0), SDRAM, 1024)
@@ -302,16 +307,7 @@ async fn the_same_workload_over_tcp() {
 async fn a_failed_batch_leaves_nothing_behind_for_the_next() {
     within(30, async {
         // Nothing listens: a batch of many chunks times out, several at once.
-        let addr = std::net::UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let config = ScpConfig {
-            rto: Rto::Fixed(volley_proto::time::Duration::from_millis(20)),
-            max_tries: 2,
-            ..ScpConfig::default().with_window(8)
-        };
-        let mut client = ScpClient::connect(addr, config).await.unwrap();
+        let mut client = dead_board_client(20, 2, ScpConfig::default().with_window(8)).await;
         let chip = Address::core(0, 0, 0);
         let mut big = vec![0u8; 64 * 1024];
         let mut small = vec![0u8; 4];

@@ -357,6 +357,13 @@ trait Message {
         Ok(w.position())
     }
 
+    #[cfg(feature = "alloc")]
+    fn to_vec(&self) -> Result<alloc::vec::Vec<u8>> {
+        let mut out = alloc::vec![0; self.encoded_len()];
+        self.encode(&mut out)?;
+        Ok(out)
+    }
+
     fn encode(&self, buf: &mut [u8]) -> Result<usize> {
         let total = self.encoded_len();
         if buf.len() < total {

@@ -369,9 +369,7 @@ impl<'a> Request<'a> {
     /// Encodes the whole frame into a new vector.
     #[cfg(feature = "alloc")]
     pub fn to_vec(&self) -> Result<alloc::vec::Vec<u8>> {
-        let mut out = alloc::vec![0; self.encoded_len()];
-        self.encode(&mut out)?;
-        Ok(out)
+        Message::to_vec(self)
     }
 }
 

@@ -199,9 +199,7 @@ impl<'a> Response<'a> {
     /// Encodes the whole frame into a new vector.
     #[cfg(feature = "alloc")]
     pub fn to_vec(&self) -> Result<alloc::vec::Vec<u8>> {
-        let mut out = alloc::vec![0; self.encoded_len()];
-        self.encode(&mut out)?;
-        Ok(out)
+        Message::to_vec(self)
     }
 }
 
