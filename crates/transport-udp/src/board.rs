@@ -26,6 +26,7 @@ use volley_proto::wire::scp::{
 use volley_proto::wire::sdp::{self, Address};
 
 use crate::SCP_FRAME_TYPE;
+use crate::datagrams::{Datagrams, Sent};
 
 /// Where SDRAM starts on every chip.
 pub const SDRAM_BASE: u32 = 0x6000_0000;
@@ -151,7 +152,6 @@ impl Board {
     ) -> io::Result<Self> {
         let socket = std::net::UdpSocket::bind(udp)?;
         socket.set_nonblocking(true)?;
-        let poller = socket.try_clone()?;
         let socket = UdpSocket::from_std(socket)?;
         let udp_addr = socket.local_addr()?;
         let shared = Arc::new(Shared {
@@ -170,7 +170,7 @@ impl Board {
             dropped_malformed: AtomicU64::new(0),
             replies_lost: AtomicU64::new(0),
         });
-        let mut tasks = vec![tokio::spawn(serve_udp(socket, poller, shared.clone()))];
+        let mut tasks = vec![tokio::spawn(serve_udp(socket, shared.clone()))];
         let mut tcp_addr = None;
         if let Some(addr) = tcp {
             let listener = TcpListener::bind(addr).await?;
@@ -524,12 +524,12 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The UDP side: drains every ready datagram, answers each through a transient tag.
-/// The UDP side: drains every ready datagram, answers each through a transient tag.
-/// After traffic it polls the socket for `spin` before parking, as a board's dedicated
-/// core would answer without a wake-up.
-async fn serve_udp(socket: UdpSocket, poller: std::net::UdpSocket, shared: Arc<Shared>) {
-    let mut buf = vec![0u8; 2048];
+/// The UDP side: drains every ready datagram, answers each through a transient tag, and
+/// sends each batch of replies in as few system calls as the kernel allows. After
+/// traffic it polls the socket for `spin` before parking, as a board's dedicated core
+/// would answer without a wake-up.
+async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
+    let mut io = Datagrams::new(&socket);
     let mut out = [0u8; MAX_DATAGRAM_LEN];
     let mut delayed: Schedule<(Vec<u8>, SocketAddr)> = Schedule::default();
     let spin = shared.config.spin;
@@ -542,12 +542,10 @@ async fn serve_udp(socket: UdpSocket, poller: std::net::UdpSocket, shared: Arc<S
                     return;
                 }
                 loop {
-                    match socket.try_recv_from(&mut buf) {
-                        Ok((n, from)) => {
+                    match io.rx.try_recv(&socket, false) {
+                        Ok(()) => {
                             active = true;
-                            if let Some(len) = on_datagram(&shared, &buf[..n], from, &mut out, &mut delayed) {
-                                send_reply(&socket, &shared, &out[..len], from).await;
-                            }
+                            answer(&socket, &mut io, &shared, &mut out, &mut delayed).await;
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         // ICMP errors from earlier replies to vanished clients.
@@ -560,14 +558,10 @@ async fn serve_udp(socket: UdpSocket, poller: std::net::UdpSocket, shared: Arc<S
         if active && !spin.is_zero() {
             let mut until = std::time::Instant::now() + spin;
             loop {
-                match poller.recv_from(&mut buf) {
-                    Ok((n, from)) => {
+                match io.rx.try_recv(&socket, true) {
+                    Ok(()) => {
                         until = std::time::Instant::now() + spin;
-                        if let Some(len) =
-                            on_datagram(&shared, &buf[..n], from, &mut out, &mut delayed)
-                        {
-                            send_reply(&socket, &shared, &out[..len], from).await;
-                        }
+                        answer(&socket, &mut io, &shared, &mut out, &mut delayed).await;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         if std::time::Instant::now() >= until {
@@ -584,14 +578,36 @@ async fn serve_udp(socket: UdpSocket, poller: std::net::UdpSocket, shared: Arc<S
         }
         let now = Instant::now();
         while let Some((reply, to)) = delayed.pop_due(now) {
-            send_reply(&socket, &shared, &reply, to).await;
+            let sent = io.tx.queue(&socket, &reply, to).await;
+            count_sent(&shared, sent);
         }
+        count_sent(&shared, io.tx.flush(&socket).await);
     }
 }
 
-async fn send_reply(socket: &UdpSocket, shared: &Shared, reply: &[u8], to: SocketAddr) {
-    if socket.send_to(reply, to).await.is_ok() {
-        shared.replies.fetch_add(1, Ordering::Relaxed);
+/// Handles the datagrams of one receive call and sends their replies.
+async fn answer(
+    socket: &UdpSocket,
+    io: &mut Datagrams,
+    shared: &Shared,
+    out: &mut [u8; MAX_DATAGRAM_LEN],
+    delayed: &mut Schedule<(Vec<u8>, SocketAddr)>,
+) {
+    for (datagram, from) in io.rx.datagrams() {
+        let Some(from) = from else { continue };
+        if let Some(len) = on_datagram(shared, datagram, from, out, delayed) {
+            count_sent(shared, io.tx.queue(socket, &out[..len], from).await);
+        }
+    }
+    count_sent(shared, io.tx.flush(socket).await);
+}
+
+/// Counts the replies a send delivered (a failed send loses them, as a dropped reply).
+fn count_sent(shared: &Shared, sent: io::Result<Sent>) {
+    if let Ok(sent) = sent {
+        shared
+            .replies
+            .fetch_add(sent.datagrams as u64, Ordering::Relaxed);
     }
 }
 

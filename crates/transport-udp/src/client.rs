@@ -20,6 +20,7 @@ use volley_proto::wire::scp::{
 use volley_proto::wire::sdp::Address;
 
 use crate::SCP_FRAME_TYPE;
+use crate::datagrams::{Datagrams, refused};
 
 /// How many requests the client keeps in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +185,9 @@ pub struct ClientStats {
     pub retry_replies: u64,
     /// "Connection refused" reports from the kernel (nothing listening).
     pub refused: u64,
+    /// Send and receive system calls on the UDP socket (each may carry many datagrams;
+    /// zero over TCP).
+    pub syscalls: u64,
     /// Smoothed RTT, once measured.
     pub srtt: Option<Duration>,
     /// The current retransmit timeout.
@@ -196,7 +200,6 @@ pub struct ScpClient {
     link: Link,
     window: Window<ScpProtocol, Token>,
     epoch: StdInstant,
-    recv_buf: Box<[u8]>,
     spare: Vec<Vec<u8>>,
     refused: u64,
     peer: SocketAddr,
@@ -205,8 +208,8 @@ pub struct ScpClient {
 
 #[derive(Debug)]
 enum Link {
-    /// The socket, and a second handle to it for polling without the reactor.
-    Udp(UdpSocket, std::net::UdpSocket),
+    /// The socket and its batched I/O.
+    Udp(UdpSocket, Box<Datagrams>),
     Tcp(TcpLink),
 }
 
@@ -285,10 +288,9 @@ impl ScpClient {
         };
         socket.bind(&any.into())?;
         socket.connect(&addr.into())?;
-        let socket: std::net::UdpSocket = socket.into();
-        let poller = socket.try_clone()?;
-        let socket = UdpSocket::from_std(socket)?;
-        Self::start(Link::Udp(socket, poller), addr, config).await
+        let socket = UdpSocket::from_std(socket.into())?;
+        let io = Box::new(Datagrams::new(&socket));
+        Self::start(Link::Udp(socket, io), addr, config).await
     }
 
     /// Connects over TCP to volley's emulator, which carries the same SCP datagrams in
@@ -322,7 +324,6 @@ impl ScpClient {
                 window_config,
             ),
             epoch: StdInstant::now(),
-            recv_buf: vec![0; 2048].into_boxed_slice(),
             spare: Vec::new(),
             refused: 0,
             peer,
@@ -375,6 +376,10 @@ impl ScpClient {
             unknown: s.unknown,
             retry_replies: s.retry_replies,
             refused: self.refused,
+            syscalls: match &self.link {
+                Link::Udp(_, io) => io.syscalls(),
+                Link::Tcp(_) => 0,
+            },
             srtt: self.window.rtt().srtt(),
             rto: self.window.rtt().rto(),
         }
@@ -525,16 +530,14 @@ impl ScpClient {
     /// Sends everything the window has ready.
     async fn transmit(&mut self, now: Instant) -> Result<(), ScpError> {
         match &mut self.link {
-            Link::Udp(socket, _) => {
+            Link::Udp(socket, io) => {
+                // Everything ready goes out in as few system calls as the kernel allows.
+                // Nothing listening (an earlier ICMP error) counts as loss: the requests
+                // are retried until they time out.
                 while let Some(datagram) = self.window.poll_transmit(now) {
-                    match socket.send(datagram).await {
-                        Ok(_) => {}
-                        // Nothing listening (an earlier ICMP error): keep trying until
-                        // the request times out, as with any other loss.
-                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.refused += 1,
-                        Err(e) => return Err(e.into()),
-                    }
+                    self.refused += io.tx.queue(socket, datagram, self.peer).await?.refused as u64;
                 }
+                self.refused += io.tx.flush(socket).await?.refused as u64;
             }
             Link::Tcp(tcp) => {
                 // Small packets: coalesced into one write (copying 282 bytes is cheaper
@@ -574,57 +577,53 @@ impl ScpClient {
             .srtt()
             .is_some_and(|srtt| core::time::Duration::from(srtt) <= self.spin);
         match &mut self.link {
-            Link::Udp(socket, poller) => {
+            Link::Udp(socket, io) => {
                 if spin {
                     // Spin, then park (the ARTIQ lesson): on a fast link the reply often
                     // arrives before a sleep and wake-up would even finish.
                     let until = StdInstant::now() + self.spin;
-                    let mut got = false;
                     loop {
-                        match poller.recv(&mut self.recv_buf) {
-                            Ok(n) => {
-                                got = true;
+                        match io.rx.try_recv(socket, true) {
+                            Ok(()) => {
                                 let now =
                                     Instant::from_micros(self.epoch.elapsed().as_micros() as u64);
-                                on_reply(
+                                for (datagram, _) in io.rx.datagrams() {
+                                    on_reply(
+                                        &mut self.window,
+                                        &mut self.spare,
+                                        ops,
+                                        now,
+                                        datagram,
+                                    )?;
+                                }
+                                // Take whatever else is ready, without waiting.
+                                self.refused += drain(
+                                    socket,
+                                    io,
+                                    true,
                                     &mut self.window,
                                     &mut self.spare,
                                     ops,
-                                    now,
-                                    &self.recv_buf[..n],
+                                    self.epoch,
                                 )?;
+                                return Ok(());
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                                if got || StdInstant::now() >= until {
+                                if StdInstant::now() >= until {
                                     break;
                                 }
                                 core::hint::spin_loop();
                             }
-                            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                                self.refused += 1
-                            }
+                            Err(e) if refused(&e) => self.refused += 1,
                             Err(e) => return Err(e.into()),
                         }
-                    }
-                    if got {
-                        return Ok(());
                     }
                 }
                 tokio::select! {
                     biased;
                     ready = socket.readable() => {
                         ready?;
-                        loop {
-                            match socket.try_recv(&mut self.recv_buf) {
-                                Ok(n) => {
-                                    let now = Instant::from_micros(self.epoch.elapsed().as_micros() as u64);
-                                    on_reply(&mut self.window, &mut self.spare, ops, now, &self.recv_buf[..n])?;
-                                }
-                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.refused += 1,
-                                Err(e) => return Err(e.into()),
-                            }
-                        }
+                        self.refused += drain(socket, io, false, &mut self.window, &mut self.spare, ops, self.epoch)?;
                     }
                     () = sleep => {}
                 }
@@ -652,6 +651,33 @@ impl ScpClient {
             }
         }
         Ok(())
+    }
+}
+
+/// Handles every reply that is ready, without waiting; returns how many "connection
+/// refused" reports came instead.
+fn drain(
+    socket: &UdpSocket,
+    io: &mut Datagrams,
+    poll: bool,
+    window: &mut Window<ScpProtocol, Token>,
+    spare: &mut Vec<Vec<u8>>,
+    ops: &mut [Op<'_>],
+    epoch: StdInstant,
+) -> Result<u64, ScpError> {
+    let mut refused_count = 0;
+    loop {
+        match io.rx.try_recv(socket, poll) {
+            Ok(()) => {
+                let now = Instant::from_micros(epoch.elapsed().as_micros() as u64);
+                for (datagram, _) in io.rx.datagrams() {
+                    on_reply(window, spare, ops, now, datagram)?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(refused_count),
+            Err(e) if refused(&e) => refused_count += 1,
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

@@ -31,6 +31,7 @@
 
 mod board;
 mod client;
+mod datagrams;
 mod netsim;
 
 pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE};
