@@ -596,16 +596,10 @@ impl ScpClient {
                                         datagram,
                                     )?;
                                 }
-                                // Take whatever else is ready, without waiting.
-                                self.refused += drain(
-                                    socket,
-                                    io,
-                                    true,
-                                    &mut self.window,
-                                    &mut self.spare,
-                                    ops,
-                                    self.epoch,
-                                )?;
+                                // Back to sending at once: the slots just freed are
+                                // refilled before anything else (another receive call
+                                // here would mostly find nothing; the next receive
+                                // takes whatever else has come).
                                 return Ok(());
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

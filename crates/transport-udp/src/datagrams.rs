@@ -452,7 +452,12 @@ mod tests {
         let mut refused = 0;
         for _ in 0..20 {
             for _ in 0..4 {
-                refused += out.tx.queue(&tx, &[0; 50], to).await.expect("queue").refused;
+                refused += out
+                    .tx
+                    .queue(&tx, &[0; 50], to)
+                    .await
+                    .expect("queue")
+                    .refused;
             }
             refused += out.tx.flush(&tx).await.expect("flush").refused;
             if refused > 0 {
