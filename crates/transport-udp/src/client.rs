@@ -185,8 +185,8 @@ pub struct ClientStats {
     pub retry_replies: u64,
     /// "Connection refused" reports from the kernel (nothing listening).
     pub refused: u64,
-    /// Send and receive system calls on the UDP socket (each may carry many datagrams;
-    /// zero over TCP).
+    /// System calls that moved datagrams on the UDP socket: sends, and receives that
+    /// returned data (each may carry many datagrams; zero over TCP).
     pub syscalls: u64,
     /// Smoothed RTT, once measured.
     pub srtt: Option<Duration>,

@@ -44,7 +44,8 @@ pub(crate) struct Receiver {
     len: usize,
     stride: usize,
     from: Option<SocketAddr>,
-    /// Receive system calls made.
+    /// Receive system calls that returned datagrams (polls that found nothing are not
+    /// counted).
     pub(crate) syscalls: u64,
 }
 
@@ -101,7 +102,7 @@ impl Datagrams {
         }
     }
 
-    /// System calls made, both ways.
+    /// System calls that moved datagrams, both ways.
     pub(crate) fn syscalls(&self) -> u64 {
         self.rx.syscalls + self.tx.syscalls
     }
@@ -115,13 +116,13 @@ impl Receiver {
     /// readable (for busy-polling while the reactor is not running); otherwise a
     /// `WouldBlock` also tells the reactor to wait for the next readiness event.
     pub(crate) fn try_recv(&mut self, socket: &UdpSocket, poll: bool) -> io::Result<()> {
-        self.syscalls += 1;
         let mut recv = || sys::recv(socket, &mut self.buf, &mut self.cmsg);
         let (len, stride, from) = if poll {
             recv()
         } else {
             socket.try_io(Interest::READABLE, recv)
         }?;
+        self.syscalls += 1;
         self.len = len;
         self.stride = stride;
         self.from = from;

@@ -334,3 +334,35 @@ async fn a_failed_batch_leaves_nothing_behind_for_the_next() {
     })
     .await;
 }
+
+/// A window's worth of requests leaves in one segmented send and its replies come back
+/// in one coalesced receive: far fewer system calls than datagrams, the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_of_requests_shares_system_calls() {
+    let board = board().await;
+    let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default().with_window(16))
+        .await
+        .unwrap();
+    let chip = Address::core(0, 0, 0);
+    let data = pattern(1 << 20, 9);
+    within(30, client.write(chip, SDRAM, &data)).await.unwrap();
+    let back = within(30, client.read_bytes(chip, SDRAM, data.len()))
+        .await
+        .unwrap();
+    assert!(back == data, "read back differs");
+    let stats = client.stats();
+    let datagrams = 2 * (stats.sent + stats.retransmits);
+    assert!(
+        stats.syscalls * 2 < datagrams,
+        "{} system calls for {datagrams} datagrams each way: not batched",
+        stats.syscalls
+    );
+    // One datagram at a time still works, one call each way.
+    let mut lone = ScpClient::connect(board.udp_addr(), ScpConfig::default().with_window(1))
+        .await
+        .unwrap();
+    let back = within(30, lone.read_bytes(chip, SDRAM, 4096))
+        .await
+        .unwrap();
+    assert_eq!(back, data[..4096]);
+}
