@@ -111,9 +111,13 @@ pub(crate) fn run(mode: Mode) -> Report {
     }
 
     // The pkg/sftp-style request-size sweep: volley's put of 64 MiB in-process with each
-    // request size, counting allocations per WRITE.
+    // request size, counting allocations per WRITE; and of 32 MiB, so that the difference
+    // gives the marginal cost of one more WRITE (the buffer pool's one-time fill, which
+    // is larger the larger the requests, drops out).
     let sweep_source = dir.join("sweep");
     write_random(&sweep_source, 64 * MIB);
+    let half_source = dir.join("sweep-half");
+    write_random(&half_source, 32 * MIB);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -130,20 +134,40 @@ pub(crate) fn run(mode: Mode) -> Report {
         let mut rates = Vec::new();
         let mut allocs = Vec::new();
         let mut bytes = Vec::new();
+        let mut marginal = Vec::new();
         for _ in 0..rounds.min(3) {
             let target = dir.join("sweep-out");
-            let (secs, count, alloc_bytes) =
-                runtime.block_on(put_in_process(&sweep_source, &target, chunk));
-            assert!(
-                same(&sweep_source, &target),
-                "volley put with {chunk}-byte requests produced different bytes"
-            );
+            let put = |source: &Path| {
+                let out = runtime.block_on(put_in_process(source, &target, chunk));
+                assert!(
+                    same(source, &target),
+                    "volley put with {chunk}-byte requests produced different bytes"
+                );
+                out
+            };
+            let (secs, count, alloc_bytes) = put(&sweep_source);
+            let (_, half_count, half_bytes) = put(&half_source);
             let ops = (64 * MIB).div_ceil(chunk as u64) as f64;
+            let half_ops = (32 * MIB).div_ceil(chunk as u64) as f64;
             rates.push(64.0 * MIB as f64 / 1e6 / secs);
             allocs.push(count as f64 / ops);
             bytes.push(alloc_bytes as f64 / ops);
+            marginal.push((
+                (count as f64 - half_count as f64) / (ops - half_ops),
+                (alloc_bytes as f64 - half_bytes as f64) / (ops - half_ops),
+            ));
         }
-        sweep.push((chunk, median(&rates), median(&allocs), median(&bytes)));
+        let marginal = (
+            median(&marginal.iter().map(|m| m.0).collect::<Vec<_>>()),
+            median(&marginal.iter().map(|m| m.1).collect::<Vec<_>>()),
+        );
+        sweep.push((
+            chunk,
+            median(&rates),
+            median(&allocs),
+            median(&bytes),
+            marginal,
+        ));
     }
     let ceiling = socketpair_ceiling(size);
     let _ = std::fs::remove_dir_all(&dir);
@@ -187,16 +211,17 @@ pub(crate) fn run(mode: Mode) -> Report {
         "-".into(),
         "-".into(),
     ]);
-    for (chunk, rate, allocs, bytes) in &sweep {
+    for (chunk, rate, allocs, bytes, (m_allocs, m_bytes)) in &sweep {
         report.rows.push(vec![
             format!("volley put, {} KiB requests", chunk / 1024),
             "put (64 MiB)".into(),
             format!("{rate:.0}"),
-            format!("{allocs:.1} allocs/op"),
-            format!("{bytes:.0} B alloc/op"),
+            format!("{allocs:.1} allocs/op ({m_allocs:.2} marginal)"),
+            format!("{bytes:.0} B alloc/op ({m_bytes:.0} B marginal)"),
         ]);
         report.data.push(json!({
             "sweep_chunk": chunk, "mb_per_sec": rate, "allocs_per_op": allocs, "alloc_bytes_per_op": bytes,
+            "marginal_allocs_per_op": m_allocs, "marginal_alloc_bytes_per_op": m_bytes,
         }));
     }
     for direction in ["get", "put"] {
