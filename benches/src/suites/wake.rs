@@ -20,10 +20,11 @@ pub(crate) fn run(mode: Mode) -> Report {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let rounds = mode.rounds();
-    let requests: usize = match mode {
-        Mode::Quick => 100_000,
-        Mode::Full => 500_000,
+    // Many short rounds rather than a few long ones: a p99 moves with the machine's
+    // load from one second to the next, and pairs of short back-to-back runs share it.
+    let (rounds, requests): (usize, usize) = match mode {
+        Mode::Quick => (15, 30_000),
+        Mode::Full => (45, 100_000),
     };
     let server = echo_server();
     let mut report = Report::new(
@@ -31,12 +32,14 @@ pub(crate) fn run(mode: Mode) -> Report {
         "Wake-ups per frame and latency, 64-byte frames over loopback TCP",
         mode,
     );
+    report.rounds = rounds;
     report.columns = vec![
         "in flight",
         "signal",
         "wake-ups/frame",
         "p50 us",
         "p99 us",
+        "p99 min..max",
         "frames/s",
     ];
     for in_flight in [1usize, 16, 256] {
@@ -59,12 +62,18 @@ pub(crate) fn run(mode: Mode) -> Report {
                 Signal::PerFrame => "per frame",
             };
             let (w, a, b, f) = (pick(|r| r.0), pick(|r| r.1), pick(|r| r.2), pick(|r| r.3));
+            let p99s = results[m].iter().map(|r| r.2);
+            let (lo, hi) = (
+                p99s.clone().fold(f64::INFINITY, f64::min),
+                p99s.fold(0.0, f64::max),
+            );
             report.rows.push(vec![
                 in_flight.to_string(),
                 name.into(),
                 format!("{w:.3}"),
                 format!("{a:.1}"),
                 format!("{b:.1}"),
+                format!("{lo:.0}..{hi:.0}"),
                 crate::harness::si(f),
             ]);
             report.data.push(json!({
@@ -72,6 +81,24 @@ pub(crate) fn run(mode: Mode) -> Report {
                 "p50_us": a, "p99_us": b, "frames_per_sec": f,
             }));
         }
+        // Each round ran both modes back to back: compare them pairwise, so a slow
+        // stretch of the machine falls on both sides of a ratio.
+        let paired: Vec<f64> = results[1]
+            .iter()
+            .zip(&results[0])
+            .map(|(batched, per_frame)| batched.2 / per_frame.2)
+            .collect();
+        let ratio = median(&paired);
+        report.notes.push(format!(
+            "{in_flight} in flight: p99 batched / per frame, paired by round: median {ratio:.2} \
+             (rounds {:.2}..{:.2})",
+            paired.iter().copied().fold(f64::INFINITY, f64::min),
+            paired.iter().copied().fold(0.0, f64::max),
+        ));
+        report.data.push(json!({
+            "in_flight": in_flight, "p99_batched_over_per_frame_paired": paired,
+            "p99_ratio_median": ratio,
+        }));
         eprintln!("wake: {in_flight} in flight done");
     }
     report
