@@ -260,7 +260,7 @@ pub(crate) fn refused(e: &io::Error) -> bool {
 /// The system calls: Linux's offloads through `nix`.
 #[cfg(target_os = "linux")]
 mod sys {
-    use core::net::SocketAddr;
+    use core::net::{SocketAddr, SocketAddrV6};
     use std::io::{self, IoSliceMut};
     use std::os::fd::AsRawFd;
 
@@ -314,8 +314,10 @@ mod sys {
             a.as_sockaddr_in()
                 .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
                 .or_else(|| {
-                    a.as_sockaddr_in6()
-                        .map(|v6| SocketAddr::from((v6.ip(), v6.port())))
+                    // Flow label and scope kept: a link-local peer needs its interface.
+                    a.as_sockaddr_in6().map(|v6| {
+                        SocketAddrV6::new(v6.ip(), v6.port(), v6.flowinfo(), v6.scope_id()).into()
+                    })
                 })
         });
         Ok((msg.bytes, stride, from))
@@ -438,6 +440,34 @@ mod tests {
         assert_eq!(
             receive(&other, &mut inp_other, 1).await,
             vec![datagram(11, 20)]
+        );
+    }
+
+    #[tokio::test]
+    async fn ipv6_batches_name_their_source() {
+        let bind = || UdpSocket::bind("[::1]:0");
+        let (tx, rx) = (
+            bind().await.expect("bind ::1"),
+            bind().await.expect("bind ::1"),
+        );
+        let to = rx.local_addr().expect("addr");
+        let mut out = Datagrams::new(&tx);
+        let mut inp = Datagrams::new(&rx);
+        for tag in 1..=3 {
+            out.tx
+                .queue(&tx, &datagram(tag, 64), to)
+                .await
+                .expect("queue");
+        }
+        assert_eq!(out.tx.flush(&tx).await.expect("flush").datagrams, 3);
+        let got = receive(&rx, &mut inp, 3).await;
+        assert_eq!(got, vec![datagram(1, 64), datagram(2, 64), datagram(3, 64)]);
+        let sources: Vec<_> = inp.rx.datagrams().map(|(_, from)| from).collect();
+        assert!(
+            sources
+                .iter()
+                .all(|&from| from == Some(tx.local_addr().expect("addr"))),
+            "sources {sources:?}"
         );
     }
 
