@@ -8,6 +8,10 @@
 //! - [`Board`]: the emulator, on UDP and (framed) TCP.
 //! - [`LinkSim`]: the link simulator, a UDP relay.
 //!
+//! On Linux the client and the emulator hand the kernel a window's worth of datagrams
+//! per system call (UDP segmentation offload out, `UDP_GRO` in); peers still see one SCP
+//! packet per datagram, and a lone datagram costs one plain `send` or `recv`.
+//!
 //! # Example
 //!
 //! ```
