@@ -585,17 +585,7 @@ impl ScpClient {
                     loop {
                         match io.rx.try_recv(socket, true) {
                             Ok(()) => {
-                                let now =
-                                    Instant::from_micros(self.epoch.elapsed().as_micros() as u64);
-                                for (datagram, _) in io.rx.datagrams() {
-                                    on_reply(
-                                        &mut self.window,
-                                        &mut self.spare,
-                                        ops,
-                                        now,
-                                        datagram,
-                                    )?;
-                                }
+                                on_batch(io, &mut self.window, &mut self.spare, ops, self.epoch)?;
                                 // Back to sending at once: the slots just freed are
                                 // refilled before anything else (another receive call
                                 // here would mostly find nothing; the next receive
@@ -617,7 +607,7 @@ impl ScpClient {
                     biased;
                     ready = socket.readable() => {
                         ready?;
-                        self.refused += drain(socket, io, false, &mut self.window, &mut self.spare, ops, self.epoch)?;
+                        self.refused += drain(socket, io, &mut self.window, &mut self.spare, ops, self.epoch)?;
                     }
                     () = sleep => {}
                 }
@@ -648,12 +638,11 @@ impl ScpClient {
     }
 }
 
-/// Handles every reply that is ready, without waiting; returns how many "connection
-/// refused" reports came instead.
+/// Handles every reply that is ready, without waiting (after the reactor saw the socket
+/// readable); returns how many "connection refused" reports came instead.
 fn drain(
     socket: &UdpSocket,
     io: &mut Datagrams,
-    poll: bool,
     window: &mut Window<ScpProtocol, Token>,
     spare: &mut Vec<Vec<u8>>,
     ops: &mut [Op<'_>],
@@ -661,18 +650,27 @@ fn drain(
 ) -> Result<u64, ScpError> {
     let mut refused_count = 0;
     loop {
-        match io.rx.try_recv(socket, poll) {
-            Ok(()) => {
-                let now = Instant::from_micros(epoch.elapsed().as_micros() as u64);
-                for (datagram, _) in io.rx.datagrams() {
-                    on_reply(window, spare, ops, now, datagram)?;
-                }
-            }
+        match io.rx.try_recv(socket, false) {
+            Ok(()) => on_batch(io, window, spare, ops, epoch)?,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(refused_count),
             Err(e) if refused(&e) => refused_count += 1,
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Applies every reply of the last receive call.
+fn on_batch(
+    io: &Datagrams,
+    window: &mut Window<ScpProtocol, Token>,
+    spare: &mut Vec<Vec<u8>>,
+    ops: &mut [Op<'_>],
+    epoch: StdInstant,
+) -> Result<(), ScpError> {
+    let now = Instant::from_micros(epoch.elapsed().as_micros() as u64);
+    io.rx
+        .datagrams()
+        .try_for_each(|(datagram, _)| on_reply(window, spare, ops, now, datagram))
 }
 
 /// Applies one reply to the window and, if it completes a request, to its operation.
