@@ -33,7 +33,9 @@ pub struct Config {
     pub copy_threshold: usize,
     /// How the reader wakes waiters.
     pub signal: Signal,
-    /// Bytes the reader asks for per read.
+    /// Bytes the reader asks for per read, and the size of its read buffers. Replies are
+    /// slices of these buffers; a buffer is reused once every reply cut from it has been
+    /// dropped, and the reader keeps up to 16 of them for that.
     pub read_chunk: usize,
     /// Socket buffer sizes to ask the kernel for on a socketpair made by
     /// [`Connection::spawn`] (both ends, both directions); `None` keeps the defaults.
@@ -123,6 +125,9 @@ pub struct Stats {
     pub wakeups: u64,
     /// Replies to ids nobody waits for (cancelled requests).
     pub unmatched: u64,
+    /// Read buffers allocated. The reader reuses a buffer once every frame split from
+    /// it has been dropped, so in a steady stream this stops growing.
+    pub read_buffers: u64,
 }
 
 /// A cheap, cloneable handle to a framed connection. When the last handle (and the last
@@ -171,6 +176,7 @@ pub(crate) struct Counters {
     pub(crate) reads: AtomicU64,
     pub(crate) wakeups: AtomicU64,
     pub(crate) unmatched: AtomicU64,
+    pub(crate) read_buffers: AtomicU64,
 }
 
 struct State {
@@ -362,6 +368,7 @@ impl Connection {
             reads: get(&c.reads),
             wakeups: get(&c.wakeups),
             unmatched: get(&c.unmatched),
+            read_buffers: get(&c.read_buffers),
         }
     }
 }

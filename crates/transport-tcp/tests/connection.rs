@@ -249,6 +249,40 @@ async fn large_payloads_reach_the_socket_uncopied() {
     .await;
 }
 
+#[tokio::test]
+async fn read_buffers_are_reused_once_replies_are_dropped() {
+    within(60, async {
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(ours);
+        let conn = Connection::new(read, write, Config::default());
+        tokio::spawn(testing::echo(theirs));
+        let mut pipeline = conn.pipeline();
+        // Echoed frames a little under a read chunk, 8 in flight, each checked and
+        // dropped as it arrives (as a download writes each block and lets it go).
+        let rounds = 200u32;
+        let (mut sent, mut got) = (0u32, 0u32);
+        while got < rounds {
+            while sent < rounds && sent - got < 8 {
+                let body = payload(200 * 1024, sent as u8);
+                pipeline.send(2, &sent.to_be_bytes(), body).await.unwrap();
+                sent += 1;
+            }
+            let reply = pipeline.recv().await.unwrap();
+            let n = u32::from_be_bytes(reply.body[..4].try_into().unwrap());
+            assert_eq!(&reply.body[4..], &payload(200 * 1024, n as u8)[..]);
+            got += 1;
+        }
+        let stats = conn.stats();
+        assert_eq!(stats.frames_received, u64::from(rounds));
+        assert!(
+            stats.read_buffers <= 16,
+            "{} read buffers allocated for {rounds} replies: they are not being reused",
+            stats.read_buffers
+        );
+    })
+    .await;
+}
+
 /// Reads frames and keeps them, answering nothing, until told; returns them.
 async fn read_frames(stream: &mut DuplexStream, n: usize) -> Vec<(u8, u32, Vec<u8>)> {
     let decoder = Decoder::default();
