@@ -14,8 +14,9 @@ use crate::connection::{Error, Outgoing, Shared};
 
 /// Most frames gathered into one batch.
 const MAX_BATCH: usize = 1024;
-/// Most slices handed to one `writev` (Linux's IOV_MAX is 1024).
-const MAX_IOV: usize = 512;
+/// Most slices handed to one `writev` (Linux's IOV_MAX is 1024). They live in an array
+/// on the task's stack, not a vector allocated per call.
+const MAX_IOV: usize = 64;
 
 pub(crate) async fn run<W: AsyncWrite + Unpin>(
     mut writer: W,
@@ -86,12 +87,13 @@ async fn write_all<W: AsyncWrite + Unpin>(
 ) -> io::Result<()> {
     while !segments.is_empty() {
         let n = if vectored {
-            let slices: Vec<IoSlice<'_>> = segments
-                .iter()
-                .take(MAX_IOV)
-                .map(|s| IoSlice::new(s))
-                .collect();
-            writer.write_vectored(&slices).await?
+            let mut slices = [IoSlice::new(&[]); MAX_IOV];
+            let mut n = 0;
+            for (slot, seg) in slices.iter_mut().zip(segments.iter()) {
+                *slot = IoSlice::new(seg);
+                n += 1;
+            }
+            writer.write_vectored(&slices[..n]).await?
         } else {
             // A stream that does not forward vectored writes would write one slice per
             // call anyway; say so by writing them one at a time.
