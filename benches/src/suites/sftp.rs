@@ -262,6 +262,12 @@ pub(crate) fn run(mode: Mode) -> Report {
     report
         .data
         .push(json!({ "socketpair_ceiling_mb_per_sec": ceiling }));
+    report.notes.push(
+        "request-size sweep: no 512 KiB or 1 MiB rows (pkg/sftp's sweep has them): \
+         sftp-server states max-write-length 261120 in limits@openssh.com and exits \
+         (status 11, \"bad message\") on any message over 256 KiB"
+            .into(),
+    );
     report
 }
 
