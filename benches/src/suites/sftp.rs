@@ -1,8 +1,9 @@
-//! `sftp`: 256 MiB get and put through OpenSSH's sftp-server by volley (`volley sftp`),
-//! by OpenSSH's own client (`sftp -D`, batch mode) and by the Rust clients russh-sftp and
-//! openssh-sftp-client (`sftp-peer`), all as child processes so they are timed and
-//! charged CPU alike, in interleaved rounds; a chunk-size sweep of volley's
-//! put; and the socketpair ceiling (plain bytes through the same kind of channel).
+//! `sftp`: 256 MiB get and put through OpenSSH's sftp-server by volley (`volley sftp`,
+//! and `put --sendfile`), by OpenSSH's own client (`sftp -D`, batch mode) and by the
+//! Rust clients russh-sftp and openssh-sftp-client (`sftp-peer`), all as child processes
+//! so they are timed and charged CPU alike, in interleaved rounds; a chunk-size sweep of
+//! volley's put; and the socketpair ceiling (plain bytes through the same kind of
+//! channel).
 //! Files live in /dev/shm so the disk is not what is measured.
 
 use core::time::Duration;
@@ -20,8 +21,16 @@ use crate::harness::{Mode, Report, median};
 const SERVER: &str = "/usr/lib/openssh/sftp-server";
 const RUSSH: &str = "russh-sftp 3.0.1";
 const OPENSSH_RUST: &str = "openssh-sftp-client 0.15.11";
+/// volley's put with the kernel sending WRITE data from the file (`--sendfile`).
+const VOLLEY_SENDFILE: &str = "volley --sendfile";
 /// The clients, in table order.
-const CLIENTS: [&str; 4] = ["volley", "OpenSSH sftp -D", RUSSH, OPENSSH_RUST];
+const CLIENTS: [&str; 5] = [
+    "volley",
+    VOLLEY_SENDFILE,
+    "OpenSSH sftp -D",
+    RUSSH,
+    OPENSSH_RUST,
+];
 const MIB: u64 = 1 << 20;
 
 /// One timed transfer: seconds of wall time and of CPU (client and server).
@@ -66,7 +75,10 @@ pub(crate) fn run(mode: Mode) -> Report {
         let mut jobs: Vec<(&'static str, &'static str)> = Vec::new();
         for direction in ["get", "put"] {
             for client in CLIENTS {
-                jobs.push((client, direction));
+                // --sendfile changes only how a put takes its data.
+                if client != VOLLEY_SENDFILE || direction == "put" {
+                    jobs.push((client, direction));
+                }
             }
         }
         if round % 2 == 1 {
@@ -75,9 +87,13 @@ pub(crate) fn run(mode: Mode) -> Report {
         for (client, direction) in jobs {
             let target = dir.join(format!("{direction}-{}", client.replace(' ', "_")));
             let run = match client {
-                "volley" => {
+                "volley" | VOLLEY_SENDFILE => {
                     let mut cmd = Command::new(&volley);
-                    cmd.args(["sftp", direction]).arg(&source).arg(&target);
+                    cmd.args(["sftp", direction]);
+                    if client == VOLLEY_SENDFILE {
+                        cmd.arg("--sendfile");
+                    }
+                    cmd.arg(&source).arg(&target);
                     timed(&mut cmd)
                 }
                 RUSSH | OPENSSH_RUST => {
@@ -376,6 +392,7 @@ async fn put_in_process(source: &Path, target: &Path, chunk: usize) -> (f64, u64
     let opts = volley_sftp::TransferOptions {
         requests: 64,
         chunk: Some(chunk),
+        send_from_file: false,
     };
     let remote = target.as_os_str().as_encoded_bytes().to_vec();
     let region = stats_alloc::Region::new(crate::GLOBAL);

@@ -26,6 +26,11 @@ pub(crate) enum SftpCommand {
     Put {
         #[command(flatten)]
         server: Server,
+        /// Have the kernel send each WRITE's data from the file (sendfile) instead of
+        /// reading it into memory: about a third less CPU, a few percent slower against
+        /// a local sftp-server.
+        #[arg(long)]
+        sendfile: bool,
         /// Local path.
         src: PathBuf,
         /// Remote path.
@@ -55,14 +60,17 @@ pub(crate) struct Server {
 }
 
 pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
-    let (server, what) = match &command {
-        SftpCommand::Get { server, .. } => (server, "get"),
-        SftpCommand::Put { server, .. } => (server, "put"),
+    let (server, what, send_from_file) = match &command {
+        SftpCommand::Get { server, .. } => (server, "get", false),
+        SftpCommand::Put {
+            server, sendfile, ..
+        } => (server, "put", *sendfile),
     };
     let sftp = connect(server).await?;
     let opts = TransferOptions {
         requests: server.requests.max(1),
         chunk: server.chunk,
+        send_from_file,
     };
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);

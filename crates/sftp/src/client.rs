@@ -9,9 +9,9 @@ use tokio::sync::Mutex;
 use volley_proto::wire::frame::{Frame, HEADER_LEN};
 use volley_proto::wire::sftp::{
     self, Attrs, LIMITS_EXTENSION, Limits, OpenFlags, POSIX_RENAME_EXTENSION, PacketType, Request,
-    Response, StatusCode,
+    Response, StatusCode, WriteHead,
 };
-use volley_transport_tcp::{Config, Connection, Pipeline, Reply};
+use volley_transport_tcp::{Config, Connection, FileRegion, Pipeline, Reply};
 
 /// Why an SFTP operation failed.
 #[non_exhaustive]
@@ -519,6 +519,39 @@ impl SftpClient {
             .map_err(|source| SftpError::Wire { op, source })?;
         pipeline
             .send(request.packet_type().0, &head[HEADER_LEN..n], payload)
+            .await
+            .map_err(|source| SftpError::Connection { op, source })
+    }
+
+    /// Queues a WRITE whose data is `region` of a local file, sent from the file
+    /// without passing through this process where the connection allows.
+    pub(crate) async fn send_write_from_file(
+        &self,
+        pipeline: &mut Pipeline,
+        handle: &[u8],
+        region: FileRegion,
+    ) -> Result<u32, SftpError> {
+        let op = "write";
+        let len = u32::try_from(region.len()).map_err(|_| SftpError::Wire {
+            op,
+            source: volley_proto::wire::Error::TooLarge {
+                what: "WRITE data",
+                len: region.len() as u64,
+                max: u64::from(u32::MAX),
+            },
+        })?;
+        let head = WriteHead {
+            id: 0,
+            handle,
+            offset: region.offset(),
+            len,
+        };
+        let mut buf = [0u8; 1024];
+        let n = head
+            .encode(&mut buf)
+            .map_err(|source| SftpError::Wire { op, source })?;
+        pipeline
+            .send_file(PacketType::WRITE.0, &buf[HEADER_LEN..n], region)
             .await
             .map_err(|source| SftpError::Connection { op, source })
     }

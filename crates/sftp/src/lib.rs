@@ -9,7 +9,8 @@
 //!   [`SftpError::Status`] with the server's code and message and the path involved.
 //! - [`SftpClient::get`] and [`SftpClient::put`] move whole files with `requests` (64 by
 //!   default) requests in flight; a short read is asked again for its tail, never taken
-//!   for end of file.
+//!   for end of file. With [`TransferOptions::send_from_file`], a put's WRITE data goes
+//!   from the file to the socket by `sendfile(2)`, never entering this process.
 //!
 //! # Example
 //!

@@ -87,16 +87,24 @@ async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
         let chunk = limits.max_write_len as usize;
         let dir = TempDir::new("sizes");
         let sizes = [0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 17, 5 << 20];
-        for (i, &size) in sizes.iter().enumerate() {
+        // Every size both ways a put can take its data: read into memory, and sent by
+        // the kernel from the file.
+        let cases = sizes
+            .iter()
+            .flat_map(|&size| [(size, false), (size, true)])
+            .enumerate();
+        for (i, (size, send_from_file)) in cases {
             let local = dir.path(&format!("in-{i}"));
             let back = dir.path(&format!("back-{i}"));
             std::fs::write(&local, pattern(size, i as u64)).unwrap();
             let remote = dir.bytes(&format!("remote-{i}"));
             let mut last = 0;
+            let opts = TransferOptions {
+                send_from_file,
+                ..TransferOptions::default()
+            };
             let put = sftp
-                .put(&local, &remote, &TransferOptions::default(), |p| {
-                    last = p.done
-                })
+                .put(&local, &remote, &opts, |p| last = p.done)
                 .await
                 .unwrap();
             assert_eq!(put, size as u64);
@@ -107,16 +115,20 @@ async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
                 .await
                 .unwrap();
             assert_eq!(got, size as u64, "size {size}");
-            assert!(same_file(&local, &back), "size {size}: read back differs");
+            assert!(
+                same_file(&local, &back),
+                "size {size}, send_from_file {send_from_file}: read back differs"
+            );
             assert!(
                 same_file(&local, &dir.path(&format!("remote-{i}"))),
-                "size {size}: server's copy differs"
+                "size {size}, send_from_file {send_from_file}: server's copy differs"
             );
         }
         // Small chunks and odd request counts exercise the pipeline differently.
         let opts = TransferOptions {
             requests: 7,
             chunk: Some(1000),
+            send_from_file: false,
         };
         let local = dir.path("odd");
         std::fs::write(&local, pattern(123_457, 99)).unwrap();

@@ -86,6 +86,7 @@ async fn short_reads_are_asked_again_not_taken_for_eof() {
                 &TransferOptions {
                     requests: 8,
                     chunk: Some(10_000),
+                    send_from_file: false,
                 },
                 |_| {},
             )

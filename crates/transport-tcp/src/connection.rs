@@ -19,6 +19,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use volley_proto::wire::frame::{self, Header};
 
+use crate::sendfile::{FileRegion, Plain, SendFile};
 use crate::{reader, writer};
 
 /// Connection settings.
@@ -125,6 +126,9 @@ pub struct Stats {
     pub wakeups: u64,
     /// Replies to ids nobody waits for (cancelled requests).
     pub unmatched: u64,
+    /// Payload bytes of file regions the kernel sent straight from the file
+    /// (`sendfile(2)`), never entering this process's memory.
+    pub file_bytes_sent: u64,
     /// Read buffers allocated. The reader reuses a buffer once every frame split from
     /// it has been dropped, so in a steady stream this stops growing.
     pub read_buffers: u64,
@@ -177,6 +181,7 @@ pub(crate) struct Counters {
     pub(crate) wakeups: AtomicU64,
     pub(crate) unmatched: AtomicU64,
     pub(crate) read_buffers: AtomicU64,
+    pub(crate) file_bytes_sent: AtomicU64,
 }
 
 struct State {
@@ -204,7 +209,24 @@ struct WaiterState {
 pub(crate) struct Outgoing {
     pub(crate) header: [u8; frame::HEADER_LEN],
     pub(crate) head: Head,
-    pub(crate) payload: Bytes,
+    pub(crate) payload: Payload,
+}
+
+/// What follows a frame's head on the wire.
+pub(crate) enum Payload {
+    /// Bytes in memory.
+    Mem(Bytes),
+    /// A file region.
+    File(FileRegion),
+}
+
+impl Payload {
+    fn len(&self) -> usize {
+        match self {
+            Self::Mem(bytes) => bytes.len(),
+            Self::File(region) => region.len(),
+        }
+    }
 }
 
 /// Socketpair buffer size [`Connection::spawn`] asks for by default (Linux doubles it
@@ -238,6 +260,29 @@ impl Connection {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        Self::start(reader, Plain(writer), config)
+    }
+
+    /// A connection over a TCP stream, with Nagle's algorithm off (the writer batches by
+    /// itself). On Linux, file regions ([`Pipeline::send_file`]) go by `sendfile(2)`.
+    pub fn from_tcp(stream: TcpStream, config: Config) -> io::Result<Self> {
+        stream.set_nodelay(true)?;
+        let (read, write) = stream.into_split();
+        Ok(Self::start(read, write, config))
+    }
+
+    /// A connection over a Unix stream socket. On Linux, file regions
+    /// ([`Pipeline::send_file`]) go by `sendfile(2)`.
+    pub fn from_unix(stream: UnixStream, config: Config) -> Self {
+        let (read, write) = stream.into_split();
+        Self::start(read, write, config)
+    }
+
+    fn start<R, W>(reader: R, writer: W, config: Config) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + SendFile + Unpin + Send + 'static,
+    {
         let config = Config {
             max_in_flight: config.max_in_flight.max(1),
             max_frame_len: config.max_frame_len.max(frame::HEADER_LEN),
@@ -266,16 +311,12 @@ impl Connection {
 
     /// Connects over TCP with Nagle's algorithm off (the writer batches by itself).
     pub async fn connect_tcp(addr: SocketAddr, config: Config) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (read, write) = stream.into_split();
-        Ok(Self::new(read, write, config))
+        Self::from_tcp(TcpStream::connect(addr).await?, config)
     }
 
     /// Connects to a Unix socket.
     pub async fn connect_unix(path: impl AsRef<Path>, config: Config) -> io::Result<Self> {
-        let (read, write) = UnixStream::connect(path).await?.into_split();
-        Ok(Self::new(read, write, config))
+        Ok(Self::from_unix(UnixStream::connect(path).await?, config))
     }
 
     /// Spawns `command` with its stdin and stdout on one end of a socketpair (faster
@@ -298,8 +339,7 @@ impl Connection {
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)));
         let child = command.spawn()?;
         ours.set_nonblocking(true)?;
-        let (read, write) = UnixStream::from_std(ours)?.into_split();
-        Ok((Self::new(read, write, config), child))
+        Ok((Self::from_unix(UnixStream::from_std(ours)?, config), child))
     }
 
     /// A new pipeline on this connection.
@@ -373,6 +413,7 @@ impl Connection {
             wakeups: get(&c.wakeups),
             unmatched: get(&c.unmatched),
             read_buffers: get(&c.read_buffers),
+            file_bytes_sent: get(&c.file_bytes_sent),
         }
     }
 }
@@ -391,7 +432,21 @@ impl Pipeline {
     /// Queues a request once a slot is free and returns its id. `head` (the small part of
     /// the body) is copied; `payload` follows it on the wire uncopied.
     pub async fn send(&mut self, ty: u8, head: &[u8], payload: Bytes) -> Result<u32, Error> {
-        self.send_inner(ty, None, head, payload).await
+        self.send_inner(ty, None, head, Payload::Mem(payload)).await
+    }
+
+    /// [`Pipeline::send`] with a file region as the payload. On Linux, over the
+    /// sockets of [`Connection::from_unix`], [`Connection::from_tcp`] and the
+    /// constructors built on them, the kernel sends the region from the page cache
+    /// (`sendfile(2)`): its bytes are never copied into or out of this process. Over any
+    /// other stream the writer reads the region in itself, a chunk at a time.
+    pub async fn send_file(
+        &mut self,
+        ty: u8,
+        head: &[u8],
+        region: FileRegion,
+    ) -> Result<u32, Error> {
+        self.send_inner(ty, None, head, Payload::File(region)).await
     }
 
     /// [`Pipeline::send`] with the id chosen by the caller, for handshakes that put
@@ -405,7 +460,8 @@ impl Pipeline {
         head: &[u8],
         payload: Bytes,
     ) -> Result<u32, Error> {
-        self.send_inner(ty, Some(id), head, payload).await
+        self.send_inner(ty, Some(id), head, Payload::Mem(payload))
+            .await
     }
 
     async fn send_inner(
@@ -413,7 +469,7 @@ impl Pipeline {
         ty: u8,
         fixed_id: Option<u32>,
         head: &[u8],
-        payload: Bytes,
+        payload: Payload,
     ) -> Result<u32, Error> {
         let body_len = head.len() + payload.len();
         let frame_len = body_len as u64 + frame::HEADER_LEN as u64;

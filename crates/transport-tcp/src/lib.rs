@@ -4,7 +4,9 @@
 //!
 //! - The writer task gathers every queued frame into one vectored write: header arrays,
 //!   small bodies coalesced, large payloads passed as their own `Bytes` slices, never
-//!   copied. It flushes when its queue runs dry, never on a timer.
+//!   copied. It flushes when its queue runs dry, never on a timer. A payload can also be
+//!   a region of a file ([`Pipeline::send_file`]), which on Linux sockets the kernel
+//!   sends from the page cache (`sendfile(2)`) without it entering this process.
 //! - The reader task reads large chunks, splits each complete frame off with
 //!   `split_to().freeze()` (shared, not copied), hands every reply of the read to its
 //!   waiter, and wakes each waiter once per batch, on the first frame (early, so latency
@@ -49,7 +51,9 @@
 
 mod connection;
 mod reader;
+mod sendfile;
 pub mod testing;
 mod writer;
 
 pub use connection::{Config, Connection, Error, Pipeline, Reply, SOCKET_BUFFER, Signal, Stats};
+pub use sendfile::FileRegion;

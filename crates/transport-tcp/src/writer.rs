@@ -1,24 +1,36 @@
 //! The writer task: every queued frame in one vectored write, small parts coalesced,
-//! large payloads uncopied; a flush when the queue runs dry.
+//! large payloads uncopied, file regions sent by the kernel; a flush when the queue runs
+//! dry.
 
+use core::future::poll_fn;
 use core::sync::atomic::Ordering;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::connection::{Error, Outgoing, Shared};
+use crate::connection::{Error, Outgoing, Payload, Shared};
+use crate::sendfile::{FileRegion, SendFile};
 
 /// Most frames gathered into one batch.
 const MAX_BATCH: usize = 1024;
 /// Most slices handed to one `writev` (Linux's IOV_MAX is 1024). They live in an array
 /// on the task's stack, not a vector allocated per call.
 const MAX_IOV: usize = 64;
+/// Most bytes of a file region read in at once where the kernel cannot send it.
+const FILE_CHUNK: usize = 256 * 1024;
 
-pub(crate) async fn run<W: AsyncWrite + Unpin>(
+/// A piece of the byte stream still to write, in order.
+enum Segment {
+    Mem(Bytes),
+    File(FileRegion),
+}
+
+pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     mut writer: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     shared: Arc<Shared>,
@@ -27,7 +39,8 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
     let threshold = shared.config.copy_threshold;
     let mut batch = Vec::with_capacity(64);
     let mut small = BytesMut::with_capacity(64 * 1024);
-    let mut segments: VecDeque<Bytes> = VecDeque::with_capacity(128);
+    let mut segments: VecDeque<Segment> = VecDeque::with_capacity(128);
+    let mut scratch = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
             // Every sender is gone (the connection was closed or dropped).
@@ -45,23 +58,32 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
         for out in batch.drain(..) {
             small.extend_from_slice(&out.header);
             small.extend_from_slice(out.head.as_slice());
-            if out.payload.len() < threshold {
-                shared
-                    .counters
-                    .bytes_copied
-                    .fetch_add(out.payload.len() as u64, Ordering::Relaxed);
-                small.extend_from_slice(&out.payload);
-            } else if !out.payload.is_empty() {
-                if !small.is_empty() {
-                    segments.push_back(small.split().freeze());
+            match out.payload {
+                Payload::Mem(payload) if payload.len() < threshold => {
+                    shared
+                        .counters
+                        .bytes_copied
+                        .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                    small.extend_from_slice(&payload);
                 }
-                segments.push_back(out.payload);
+                Payload::Mem(payload) if payload.is_empty() => {}
+                Payload::File(region) if region.is_empty() => {}
+                payload => {
+                    if !small.is_empty() {
+                        segments.push_back(Segment::Mem(small.split().freeze()));
+                    }
+                    segments.push_back(match payload {
+                        Payload::Mem(bytes) => Segment::Mem(bytes),
+                        Payload::File(region) => Segment::File(region),
+                    });
+                }
             }
         }
         if !small.is_empty() {
-            segments.push_back(small.split().freeze());
+            segments.push_back(Segment::Mem(small.split().freeze()));
         }
-        if let Err(e) = write_all(&mut writer, &mut segments, vectored, &shared).await {
+        let written = write_all(&mut writer, &mut segments, vectored, &mut scratch, &shared);
+        if let Err(e) = written.await {
             return shared.fail(e.into());
         }
         shared
@@ -79,25 +101,35 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
 /// Writes every segment, in as few calls as the stream allows, handling short writes.
 /// Each segment is dropped as soon as it is fully written, so a caller waiting to reuse a
 /// payload's buffer gets it back without waiting for the rest of the batch.
-async fn write_all<W: AsyncWrite + Unpin>(
+async fn write_all<W: AsyncWrite + SendFile + Unpin>(
     writer: &mut W,
-    segments: &mut VecDeque<Bytes>,
+    segments: &mut VecDeque<Segment>,
     vectored: bool,
+    scratch: &mut Vec<u8>,
     shared: &Shared,
 ) -> io::Result<()> {
-    while !segments.is_empty() {
-        let n = if vectored {
-            let mut slices = [IoSlice::new(&[]); MAX_IOV];
-            let mut n = 0;
-            for (slot, seg) in slices.iter_mut().zip(segments.iter()) {
-                *slot = IoSlice::new(seg);
-                n += 1;
+    while let Some(front) = segments.front_mut() {
+        let n = match front {
+            Segment::File(region) => {
+                send_file(writer, region, scratch, shared).await?;
+                segments.pop_front();
+                continue;
             }
-            writer.write_vectored(&slices[..n]).await?
-        } else {
-            // A stream that does not forward vectored writes would write one slice per
-            // call anyway; say so by writing them one at a time.
-            writer.write(&segments[0]).await?
+            Segment::Mem(first) if !vectored => {
+                // A stream that does not forward vectored writes would write one slice
+                // per call anyway; say so by writing them one at a time.
+                writer.write(first).await?
+            }
+            Segment::Mem(_) => {
+                let mut slices = [IoSlice::new(&[]); MAX_IOV];
+                let mut n = 0;
+                for (slot, seg) in slices.iter_mut().zip(segments.iter()) {
+                    let Segment::Mem(bytes) = seg else { break };
+                    *slot = IoSlice::new(bytes);
+                    n += 1;
+                }
+                writer.write_vectored(&slices[..n]).await?
+            }
         };
         shared.counters.writes.fetch_add(1, Ordering::Relaxed);
         if n == 0 {
@@ -105,7 +137,7 @@ async fn write_all<W: AsyncWrite + Unpin>(
         }
         let mut left = n;
         while left > 0 {
-            let Some(seg) = segments.front_mut() else {
+            let Some(Segment::Mem(seg)) = segments.front_mut() else {
                 break;
             };
             if left >= seg.len() {
@@ -114,6 +146,50 @@ async fn write_all<W: AsyncWrite + Unpin>(
             } else {
                 seg.advance(left);
                 left = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends a whole file region: by the kernel where the stream can, else read into
+/// `scratch` (reused, so no allocation per frame) and written.
+async fn send_file<W: AsyncWrite + SendFile + Unpin>(
+    writer: &mut W,
+    region: &mut FileRegion,
+    scratch: &mut Vec<u8>,
+    shared: &Shared,
+) -> io::Result<()> {
+    let short = || {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "a file region ends past the end of its file (did the file shrink?)",
+        )
+    };
+    while !region.is_empty() {
+        let file = region.file.clone();
+        let sent = poll_fn(|cx| writer.poll_send_file(cx, &file, region.offset, region.len)).await;
+        match sent {
+            Some(Ok(0)) => return Err(short()),
+            Some(Ok(n)) => {
+                shared.counters.writes.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .counters
+                    .file_bytes_sent
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                region.advance(n);
+            }
+            Some(Err(e)) => return Err(e),
+            None => {
+                let n = region.len.min(FILE_CHUNK);
+                scratch.resize(n, 0);
+                match file.read_exact_at(scratch, region.offset) {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(short()),
+                    other => other?,
+                }
+                writer.write_all(scratch).await?;
+                shared.counters.writes.fetch_add(1, Ordering::Relaxed);
+                region.advance(n);
             }
         }
     }

@@ -4,6 +4,7 @@
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
+use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
 use volley_proto::wire::frame::{Decoder, HEADER_LEN, Header};
-use volley_transport_tcp::{Config, Connection, Error, testing};
+use volley_transport_tcp::{Config, Connection, Error, FileRegion, testing};
 
 /// Fails the test if `f` takes longer than `secs`.
 async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
@@ -130,7 +131,7 @@ async fn survives_partial_reads_short_writes_and_would_block() {
             );
             tokio::spawn(testing::echo(theirs));
             let mut pipeline = conn.pipeline();
-            let mut expected = std::collections::HashMap::new();
+            let mut expected = HashMap::new();
             for i in 0..200u32 {
                 let body = payload((i as usize * 37) % 3000, i as u8);
                 let id = loop {
@@ -523,6 +524,116 @@ async fn heads_of_any_length_arrive_intact() {
             let reply = conn.call(2, &head, Bytes::from_static(b"!")).await.unwrap();
             assert_eq!(&reply.body[..len], &head[..], "head of {len} bytes");
             assert_eq!(&reply.body[len..], b"!");
+        }
+    })
+    .await;
+}
+
+/// A file under the system's temporary directory, removed on drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn with(name: &str, bytes: &[u8]) -> Self {
+        let path = std::env::temp_dir().join(format!("volley-tcp-{}-{name}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        Self(path)
+    }
+
+    fn open(&self) -> Arc<std::fs::File> {
+        Arc::new(std::fs::File::open(&self.0).unwrap())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn file_regions_go_by_the_kernel_over_sockets_and_are_read_in_elsewhere() {
+    within(30, async {
+        let content = payload(600 * 1024, 9);
+        let file = TempFile::with("regions", &content);
+        // Frames up to 1 MiB, so that a region can be longer than the writer's chunk.
+        let config = Config {
+            max_frame_len: 1 << 20,
+            ..Config::default()
+        };
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let socket = Connection::from_unix(ours, config);
+        tokio::spawn(testing::echo(theirs));
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(ours);
+        let conn = Connection::new(read, write, config);
+        tokio::spawn(testing::echo(theirs));
+        for (conn, kernel) in [(socket, cfg!(target_os = "linux")), (conn, false)] {
+            let mut pipeline = conn.pipeline();
+            // Regions of several sizes and offsets (one longer than the writer's
+            // read-in chunk), with memory payloads between them, all in flight at once.
+            let regions = [
+                (1000u64, 200_000usize),
+                (0, 1),
+                (4096, 300_000),
+                (7, 70_000),
+            ];
+            let mut expected = HashMap::new();
+            for (i, &(offset, len)) in regions.iter().enumerate() {
+                let region = FileRegion::new(file.open(), offset, len);
+                let id = pipeline.send_file(3, &[i as u8], region).await.unwrap();
+                let mut want = vec![i as u8];
+                want.extend_from_slice(&content[offset as usize..][..len]);
+                expected.insert(id, want);
+                let id = pipeline
+                    .send(4, b"mem", payload(2000, i as u8))
+                    .await
+                    .unwrap();
+                let mut want = b"mem".to_vec();
+                want.extend_from_slice(&payload(2000, i as u8));
+                expected.insert(id, want);
+            }
+            for _ in 0..expected.len() {
+                let reply = pipeline.recv().await.unwrap();
+                assert_eq!(
+                    &reply.body[..],
+                    &expected[&reply.id][..],
+                    "reply {}",
+                    reply.id
+                );
+            }
+            let sent: usize = regions.iter().map(|r| r.1).sum();
+            let stats = conn.stats();
+            assert_eq!(
+                stats.file_bytes_sent,
+                if kernel { sent as u64 } else { 0 },
+                "kernel sending expected: {kernel}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_file_region_past_the_end_of_its_file_fails_the_connection_clearly() {
+    within(30, async {
+        let file = TempFile::with("short", &payload(1000, 1));
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let socket = Connection::from_unix(ours, Config::default());
+        tokio::spawn(testing::echo(theirs));
+        let (conn, theirs) = connected(16);
+        tokio::spawn(testing::echo(theirs));
+        for conn in [socket, conn] {
+            let mut pipeline = conn.pipeline();
+            let region = FileRegion::new(file.open(), 500, 1000);
+            pipeline.send_file(3, b"", region).await.unwrap();
+            let err = pipeline.recv().await.unwrap_err();
+            assert!(
+                matches!(&err, Error::Io { kind: io::ErrorKind::UnexpectedEof, message }
+                    if message.contains("past the end of its file")),
+                "{err:?}"
+            );
+            // Every later request hears the same.
+            assert!(pipeline.send(1, b"x", Bytes::new()).await.is_err());
         }
     })
     .await;

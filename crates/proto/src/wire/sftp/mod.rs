@@ -37,7 +37,7 @@ mod response;
 mod tests;
 
 pub use attrs::Attrs;
-pub use request::Request;
+pub use request::{Request, WriteHead};
 pub use response::{NameEntry, Names, Response};
 
 /// The protocol version this module implements.

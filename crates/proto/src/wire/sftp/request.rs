@@ -1,7 +1,7 @@
 //! SFTP v3 requests: what a client sends.
 
-use super::super::frame::Frame;
-use super::{Attrs, Error, Message, OpenFlags, PacketType, Pairs, Reader, Result, Sink};
+use super::super::frame::{self, Frame, HEADER_LEN};
+use super::{Attrs, Error, Message, OpenFlags, PacketType, Pairs, Reader, Result, Sink, Writer};
 
 /// A client's request. Byte strings (paths, handles) are borrowed, as is WRITE's payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -417,11 +417,12 @@ impl Message for Request<'_> {
                 offset,
                 data,
                 ..
-            } => {
-                w.string(handle, "WRITE handle")?;
-                w.u64_be(offset)?;
-                w.u32_be(super::super::len_u32(data.len(), "WRITE data")?)
-            }
+            } => put_write(
+                w,
+                handle,
+                offset,
+                super::super::len_u32(data.len(), "WRITE data")?,
+            ),
             Self::Lstat { path, .. }
             | Self::Opendir { path, .. }
             | Self::Rmdir { path, .. }
@@ -457,5 +458,40 @@ impl Message for Request<'_> {
                 w.put(data)
             }
         }
+    }
+}
+
+/// WRITE's fields after the id, up to its data.
+fn put_write(w: &mut impl Sink, handle: &[u8], offset: u64, len: u32) -> Result<()> {
+    w.string(handle, "WRITE handle")?;
+    w.u64_be(offset)?;
+    w.u32_be(len)
+}
+
+/// The head of a WRITE whose `len` data bytes are not in memory (they go to the wire
+/// from a file, say): the bytes [`Request::encode_head`] writes for a
+/// [`Request::Write`] carrying that much data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WriteHead<'a> {
+    /// Request id.
+    pub id: u32,
+    /// Handle from OPEN.
+    pub handle: &'a [u8],
+    /// Where the data goes.
+    pub offset: u64,
+    /// Bytes of data that will follow the head.
+    pub len: u32,
+}
+
+impl WriteHead<'_> {
+    /// Writes the frame up to and including the data's length word; returns its length.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize> {
+        let head_len = HEADER_LEN + 4 + self.handle.len() + 8 + 4;
+        let body_len = (head_len - HEADER_LEN).saturating_add(self.len as usize);
+        let header = frame::Header::new(PacketType::WRITE.0, self.id, body_len)?;
+        let mut w = Writer::with_capacity(buf, head_len)?;
+        w.put(&header.encode())?;
+        put_write(&mut w, self.handle, self.offset, self.len)?;
+        Ok(w.position())
     }
 }

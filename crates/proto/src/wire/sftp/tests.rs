@@ -125,6 +125,20 @@ fn open_read_write_close_layouts() {
     let n = parsed.encode_head(&mut head).unwrap();
     assert_eq!(&head[..n], &write[..write.len() - 300]);
     assert_eq!(parsed.bulk(), &payload[..]);
+    // The same head without the data in memory.
+    let apart = WriteHead {
+        id: 3,
+        handle: b"h",
+        offset: 7,
+        len: 300,
+    };
+    let mut head2 = [0u8; 64];
+    let m = apart.encode(&mut head2).unwrap();
+    assert_eq!(&head2[..m], &head[..n]);
+    assert!(matches!(
+        apart.encode(&mut head2[..m - 1]),
+        Err(Error::BufferTooSmall { .. })
+    ));
 
     let close = spec_frame(4, &[&be32(4), &sstr(b"h")]);
     assert_eq!(
