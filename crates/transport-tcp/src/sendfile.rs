@@ -56,30 +56,23 @@ impl FileRegion {
 /// A stream the writer can ask to send file bytes itself.
 pub(crate) trait SendFile {
     /// Sends up to `len` bytes of `file` from `offset`, returning how many went; `None`
-    /// if this stream cannot (the writer then reads the bytes and writes them).
+    /// (the default) if this stream cannot: the writer then reads the bytes and writes
+    /// them.
     fn poll_send_file(
         &mut self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: u64,
-        len: usize,
-    ) -> Poll<Option<io::Result<usize>>>;
+        _cx: &mut Context<'_>,
+        _file: &File,
+        _offset: u64,
+        _len: usize,
+    ) -> Poll<Option<io::Result<usize>>> {
+        Poll::Ready(None)
+    }
 }
 
 /// Any stream, without kernel file sending.
 pub(crate) struct Plain<W>(pub(crate) W);
 
-impl<W> SendFile for Plain<W> {
-    fn poll_send_file(
-        &mut self,
-        _: &mut Context<'_>,
-        _: &File,
-        _: u64,
-        _: usize,
-    ) -> Poll<Option<io::Result<usize>>> {
-        Poll::Ready(None)
-    }
-}
+impl<W> SendFile for Plain<W> {}
 
 impl<W: AsyncWrite + Unpin> AsyncWrite for Plain<W> {
     fn poll_write(
@@ -152,28 +145,6 @@ kernel_send_file!(tokio::net::tcp::OwnedWriteHalf, tokio::net::TcpStream);
 
 /// Elsewhere the writer reads file regions in itself.
 #[cfg(not(target_os = "linux"))]
-impl SendFile for tokio::net::unix::OwnedWriteHalf {
-    fn poll_send_file(
-        &mut self,
-        _: &mut Context<'_>,
-        _: &File,
-        _: u64,
-        _: usize,
-    ) -> Poll<Option<io::Result<usize>>> {
-        Poll::Ready(None)
-    }
-}
-
-/// Elsewhere the writer reads file regions in itself.
+impl SendFile for tokio::net::unix::OwnedWriteHalf {}
 #[cfg(not(target_os = "linux"))]
-impl SendFile for tokio::net::tcp::OwnedWriteHalf {
-    fn poll_send_file(
-        &mut self,
-        _: &mut Context<'_>,
-        _: &File,
-        _: u64,
-        _: usize,
-    ) -> Poll<Option<io::Result<usize>>> {
-        Poll::Ready(None)
-    }
-}
+impl SendFile for tokio::net::tcp::OwnedWriteHalf {}

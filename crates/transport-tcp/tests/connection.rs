@@ -253,10 +253,7 @@ async fn large_payloads_reach_the_socket_uncopied() {
 #[tokio::test]
 async fn read_buffers_are_reused_once_replies_are_dropped() {
     within(60, async {
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let (read, write) = tokio::io::split(ours);
-        let conn = Connection::new(read, write, Config::default());
-        tokio::spawn(testing::echo(theirs));
+        let conn = echoed(Config::default());
         let mut pipeline = conn.pipeline();
         // Echoed frames a little under a read chunk, 8 in flight, each checked and
         // dropped as it arrives (as a download writes each block and lets it go).
@@ -297,6 +294,14 @@ async fn read_frames(stream: &mut DuplexStream, n: usize) -> Vec<(u8, u32, Vec<u
         }
     }
     frames
+}
+
+/// A connection over an in-memory pipe to an echo peer.
+fn echoed(config: Config) -> Connection {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(ours);
+    tokio::spawn(testing::echo(theirs));
+    Connection::new(read, write, config)
 }
 
 /// A connection over an in-memory pipe, and the far end of the pipe.
@@ -563,10 +568,7 @@ async fn file_regions_go_by_the_kernel_over_sockets_and_are_read_in_elsewhere() 
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
         let socket = Connection::from_unix(ours, config);
         tokio::spawn(testing::echo(theirs));
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let (read, write) = tokio::io::split(ours);
-        let conn = Connection::new(read, write, config);
-        tokio::spawn(testing::echo(theirs));
+        let conn = echoed(config);
         for (conn, kernel) in [(socket, cfg!(target_os = "linux")), (conn, false)] {
             let mut pipeline = conn.pipeline();
             // Regions of several sizes and offsets (one longer than the writer's
@@ -620,9 +622,7 @@ async fn a_file_region_past_the_end_of_its_file_fails_the_connection_clearly() {
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
         let socket = Connection::from_unix(ours, Config::default());
         tokio::spawn(testing::echo(theirs));
-        let (conn, theirs) = connected(16);
-        tokio::spawn(testing::echo(theirs));
-        for conn in [socket, conn] {
+        for conn in [socket, echoed(Config::default())] {
             let mut pipeline = conn.pipeline();
             let region = FileRegion::new(file.open(), 500, 1000);
             pipeline.send_file(3, b"", region).await.unwrap();
