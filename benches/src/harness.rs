@@ -234,6 +234,32 @@ pub(crate) fn si(value: f64) -> String {
     }
 }
 
+/// CPU seconds (user + system) of every child this process has waited for
+/// (`getrusage(RUSAGE_CHILDREN)`, microsecond resolution).
+pub(crate) fn children_cpu() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        secs(u.user_time()) + secs(u.system_time())
+    })
+}
+
+/// `volley-bench wrap-server OUT CMD [ARG...]`: runs CMD on this process's stdin and
+/// stdout, then writes the CPU seconds it used to OUT and exits as it did, so that a
+/// suite can charge a server its own CPU whichever client started it.
+pub(crate) fn wrap_server(mut args: impl Iterator<Item = String>) -> Result<i32, String> {
+    let usage = "usage: volley-bench wrap-server OUT CMD [ARG...]";
+    let out = args.next().ok_or(usage)?;
+    let cmd = args.next().ok_or(usage)?;
+    let status = std::process::Command::new(&cmd)
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run {cmd}: {e}"))?;
+    std::fs::write(&out, format!("{}\n", children_cpu()))
+        .map_err(|e| format!("cannot write {out}: {e}"))?;
+    Ok(status.code().unwrap_or(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

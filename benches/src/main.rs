@@ -17,6 +17,17 @@ static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INST
 use harness::Mode;
 
 fn main() -> ExitCode {
+    let mut args = env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("wrap-server") {
+        args.next();
+        return match harness::wrap_server(args) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => {
+                eprintln!("volley-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

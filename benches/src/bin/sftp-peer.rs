@@ -3,7 +3,8 @@
 //! each over a socketpair to OpenSSH's sftp-server, copying through their own file types
 //! with 1 MiB buffers (tokio's default 8 KiB copy buffer starves both: a few MB/s).
 //!
-//! Usage: `sftp-peer russh|openssh-rust get|put SRC DST`
+//! Usage: `sftp-peer russh|openssh-rust get|put SRC DST`; `VOLLEY_SFTP_SERVER` replaces the
+//! server's command line (split on whitespace).
 
 use core::num::NonZeroUsize;
 use std::os::fd::OwnedFd;
@@ -34,7 +35,17 @@ fn main() -> ExitCode {
             "openssh-rust" => openssh_rust(stream, direction, src, dst).await?,
             other => return Err(format!("unknown client `{other}`")),
         }
-        child.kill().await.map_err(|e| e.to_string())?;
+        // The session is closed: the server sees end of input and exits (waited for, so
+        // that a wrapper around it can report its CPU time).
+        match tokio::time::timeout(core::time::Duration::from_secs(10), child.wait()).await {
+            Ok(status) => {
+                status.map_err(|e| e.to_string())?;
+            }
+            Err(_) => {
+                child.kill().await.map_err(|e| e.to_string())?;
+                return Err("the server did not exit within 10 s of the session's close".into());
+            }
+        }
         Ok::<(), String>(())
     });
     match result {
@@ -49,13 +60,18 @@ fn main() -> ExitCode {
 fn spawn_server() -> Result<(UnixStream, Child), String> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| e.to_string())?;
     let out = theirs.try_clone().map_err(|e| e.to_string())?;
-    let child = Command::new(SERVER)
-        .args(["-e", "-l", "ERROR"])
+    // VOLLEY_SFTP_SERVER: another command line for the server (split on whitespace).
+    let command =
+        std::env::var("VOLLEY_SFTP_SERVER").unwrap_or_else(|_| format!("{SERVER} -e -l ERROR"));
+    let mut words = command.split_whitespace();
+    let program = words.next().ok_or("VOLLEY_SFTP_SERVER is empty")?;
+    let child = Command::new(program)
+        .args(words)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::from(OwnedFd::from(out)))
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start {SERVER}: {e}"))?;
+        .map_err(|e| format!("cannot start {command}: {e}"))?;
     ours.set_nonblocking(true).map_err(|e| e.to_string())?;
     Ok((
         UnixStream::from_std(ours).map_err(|e| e.to_string())?,

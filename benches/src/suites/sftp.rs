@@ -3,7 +3,9 @@
 //! Rust clients russh-sftp and openssh-sftp-client (`sftp-peer`), all as child processes
 //! so they are timed and charged CPU alike, in interleaved rounds; a chunk-size sweep of
 //! volley's put; and the socketpair ceiling (plain bytes through the same kind of
-//! channel).
+//! channel). Every client starts the server through `volley-bench wrap-server`, which
+//! records the server's own CPU time: "server busy" is that over the wall time, and near
+//! 100% says the server, not the client, sets the pace.
 //! Files live in /dev/shm so the disk is not what is measured.
 
 use core::time::Duration;
@@ -33,11 +35,13 @@ const CLIENTS: [&str; 5] = [
 ];
 const MIB: u64 = 1 << 20;
 
-/// One timed transfer: seconds of wall time and of CPU (client and server).
+/// One timed transfer: seconds of wall time and of CPU (client and server), and the
+/// server's CPU seconds alone.
 #[derive(Clone, Copy, Debug)]
 struct Run {
     secs: f64,
     cpu_secs: f64,
+    server_cpu_secs: f64,
 }
 
 pub(crate) fn run(mode: Mode) -> Report {
@@ -52,9 +56,14 @@ pub(crate) fn run(mode: Mode) -> Report {
     std::fs::create_dir_all(&dir).expect("a directory in /dev/shm");
     let source = dir.join("source");
     write_random(&source, size);
-    let volley = std::env::current_exe()
-        .expect("the bench's own path")
-        .with_file_name("volley");
+    let bench = std::env::current_exe().expect("the bench's own path");
+    let volley = bench.with_file_name("volley");
+    assert!(
+        !format!("{}{}", bench.display(), dir.display()).contains(char::is_whitespace),
+        "the server command line is split on whitespace: {} and {} must have none",
+        bench.display(),
+        dir.display()
+    );
     let peer = volley.with_file_name("sftp-peer");
     assert!(
         volley.exists(),
@@ -88,10 +97,19 @@ pub(crate) fn run(mode: Mode) -> Report {
         }
         for (client, direction) in jobs {
             let target = dir.join(format!("{direction}-{}", client.replace(' ', "_")));
+            // Every client runs the server through `volley-bench wrap-server`, which
+            // records the server's own CPU time.
+            let server_cpu = dir.join("server-cpu");
+            let _ = std::fs::remove_file(&server_cpu);
+            let server = format!(
+                "{} wrap-server {} {SERVER}",
+                bench.display(),
+                server_cpu.display()
+            );
             let run = match client {
                 "volley" | VOLLEY_SENDFILE => {
                     let mut cmd = Command::new(&volley);
-                    cmd.args(["sftp", direction]);
+                    cmd.args(["sftp", direction, "--server-cmd", &server]);
                     if client == VOLLEY_SENDFILE {
                         cmd.arg("--sendfile");
                     }
@@ -106,6 +124,7 @@ pub(crate) fn run(mode: Mode) -> Report {
                         "openssh-rust"
                     };
                     cmd.args([name, direction]).arg(&source).arg(&target);
+                    cmd.env("VOLLEY_SFTP_SERVER", &server);
                     timed(&mut cmd)
                 }
                 _ => {
@@ -116,9 +135,18 @@ pub(crate) fn run(mode: Mode) -> Report {
                     )
                     .expect("batch file");
                     let mut cmd = Command::new("sftp");
-                    cmd.args(["-q", "-D", SERVER, "-b"]).arg(&batch);
+                    cmd.args(["-q", "-D", &server, "-b"]).arg(&batch);
                     timed(&mut cmd)
                 }
+            };
+            let run = Run {
+                server_cpu_secs: std::fs::read_to_string(&server_cpu)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or_else(|| {
+                        panic!("{client} {direction}: the server's CPU time was not recorded")
+                    }),
+                ..run
             };
             assert!(
                 same(&source, &target),
@@ -200,8 +228,16 @@ pub(crate) fn run(mode: Mode) -> Report {
         mode,
     );
     report.rounds = rounds;
-    report.columns = vec!["client", "direction", "MB/s", "MB/s min..max", "CPU s/GiB"];
+    report.columns = vec![
+        "client",
+        "direction",
+        "MB/s",
+        "MB/s min..max",
+        "CPU s/GiB",
+        "server busy",
+    ];
     let mut medians = std::collections::HashMap::new();
+    let mut busy_medians = std::collections::HashMap::new();
     // Table order: get then put, clients as in CLIENTS (runs were gathered in the
     // interleaved order).
     runs.sort_by_key(|((client, direction), _)| {
@@ -216,8 +252,11 @@ pub(crate) fn run(mode: Mode) -> Report {
             .iter()
             .map(|r| r.cpu_secs / (size as f64 / (1u64 << 30) as f64))
             .collect();
+        // The server's CPU time over the wall time: near 100%, no client could go faster.
+        let busy: Vec<f64> = list.iter().map(|r| r.server_cpu_secs / r.secs).collect();
         let rate = median(&rates);
         medians.insert((*client, *direction), rate);
+        busy_medians.insert((*client, *direction), median(&busy));
         report.rows.push(vec![
             client.to_string(),
             direction.to_string(),
@@ -228,16 +267,19 @@ pub(crate) fn run(mode: Mode) -> Report {
                 rates.iter().copied().fold(0.0, f64::max)
             ),
             format!("{:.2}", median(&cpu)),
+            format!("{:.0}%", 100.0 * median(&busy)),
         ]);
         report.data.push(json!({
             "client": client, "direction": direction, "bytes": size,
             "mb_per_sec": rate, "mb_per_sec_rounds": rates, "cpu_sec_per_gib": median(&cpu),
+            "server_busy": median(&busy), "server_busy_rounds": busy,
         }));
     }
     report.rows.push(vec![
         "socketpair ceiling".into(),
         "-".into(),
         format!("{ceiling:.0}"),
+        "-".into(),
         "-".into(),
         "-".into(),
     ]);
@@ -248,6 +290,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             format!("{rate:.0}"),
             format!("{allocs:.1} allocs/op ({m_allocs:.2} marginal)"),
             format!("{bytes:.0} B alloc/op ({m_bytes:.0} B marginal)"),
+            "-".into(),
         ]);
         report.data.push(json!({
             "sweep_chunk": chunk, "mb_per_sec": rate, "allocs_per_op": allocs, "alloc_bytes_per_op": bytes,
@@ -273,6 +316,15 @@ pub(crate) fn run(mode: Mode) -> Report {
         report
             .data
             .push(json!({ "ratio": format!("{direction} volley / {best}"), "value": ratio }));
+        let busy = busy_medians[&("volley", direction)];
+        report.notes.push(format!(
+            "{direction}: sftp-server busy {:.0}% of the wall time under volley ({:.0}% under \
+             sftp -D): at the server's CPU per byte, no client could move more than {:.2}x \
+             volley's rate through it",
+            100.0 * busy,
+            100.0 * busy_medians[&("OpenSSH sftp -D", direction)],
+            1.0 / busy.max(1e-9)
+        ));
     }
     report.notes.push(format!(
         "socketpair ceiling: {ceiling:.0} MB/s of plain bytes in 256 KiB writes"
@@ -312,9 +364,10 @@ fn same(a: &Path, b: &Path) -> bool {
 }
 
 /// Runs a command to completion, timing it and charging it the CPU its process tree
-/// used (children are charged to us once waited for).
+/// used (children are charged to us once waited for); the server's share is filled in
+/// by the caller.
 fn timed(cmd: &mut Command) -> Run {
-    let before = children_cpu();
+    let before = crate::harness::children_cpu();
     let start = Instant::now();
     let output = cmd
         .stdin(Stdio::null())
@@ -330,26 +383,9 @@ fn timed(cmd: &mut Command) -> Run {
     );
     Run {
         secs,
-        cpu_secs: children_cpu() - before,
+        cpu_secs: crate::harness::children_cpu() - before,
+        server_cpu_secs: 0.0,
     }
-}
-
-/// CPU seconds (user + system) of every child this process has waited for, from
-/// /proc/self/stat (cutime, cstime; USER_HZ is 100 on Linux).
-fn children_cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // After the comm field: state is field 3, cutime 16 and cstime 17.
-    let field = |n: usize| {
-        fields
-            .get(n - 3)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (field(16) + field(17)) / 100.0
 }
 
 /// Plain bytes through a socketpair in 256 KiB writes: what any client over the same
