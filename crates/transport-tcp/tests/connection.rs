@@ -566,10 +566,15 @@ async fn file_regions_go_by_the_kernel_over_sockets_and_are_read_in_elsewhere() 
             ..Config::default()
         };
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-        let socket = Connection::from_unix(ours, config);
+        let unix = Connection::from_unix(ours, config);
         tokio::spawn(testing::echo(theirs));
-        let conn = echoed(config);
-        for (conn, kernel) in [(socket, cfg!(target_os = "linux")), (conn, false)] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        tokio::spawn(testing::echo(accepted.unwrap().0));
+        let tcp = Connection::from_tcp(client.unwrap(), config).unwrap();
+        let linux = cfg!(target_os = "linux");
+        for (conn, kernel) in [(unix, linux), (tcp, linux), (echoed(config), false)] {
             let mut pipeline = conn.pipeline();
             // Regions of several sizes and offsets (one longer than the writer's
             // read-in chunk), with memory payloads between them, all in flight at once.
