@@ -300,7 +300,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     for direction in ["get", "put"] {
         let ratio = medians[&("volley", direction)] / medians[&("OpenSSH sftp -D", direction)];
         report.notes.push(format!(
-            "{direction}: volley / OpenSSH sftp -D = {ratio:.2}x (medians of interleaved rounds)"
+            "{direction}: volley / OpenSSH sftp -D = {ratio:.3}x (medians of interleaved rounds)"
         ));
         report
             .data
@@ -311,7 +311,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             .fold(("", 0.0), |a, b| if b.1 > a.1 { b } else { a });
         let ratio = medians[&("volley", direction)] / rate;
         report.notes.push(format!(
-            "{direction}: volley / best other Rust client ({best}) = {ratio:.2}x"
+            "{direction}: volley / best other Rust client ({best}) = {ratio:.3}x"
         ));
         report
             .data
