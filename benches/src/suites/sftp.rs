@@ -114,7 +114,7 @@ pub(crate) fn run(mode: Mode) -> Report {
                         cmd.arg("--sendfile");
                     }
                     cmd.arg(&source).arg(&target);
-                    timed(&mut cmd)
+                    timed(&mut cmd, &server_cpu)
                 }
                 RUSSH | OPENSSH_RUST => {
                     let mut cmd = Command::new(&peer);
@@ -125,7 +125,7 @@ pub(crate) fn run(mode: Mode) -> Report {
                     };
                     cmd.args([name, direction]).arg(&source).arg(&target);
                     cmd.env("VOLLEY_SFTP_SERVER", &server);
-                    timed(&mut cmd)
+                    timed(&mut cmd, &server_cpu)
                 }
                 _ => {
                     let batch = dir.join("batch");
@@ -136,17 +136,8 @@ pub(crate) fn run(mode: Mode) -> Report {
                     .expect("batch file");
                     let mut cmd = Command::new("sftp");
                     cmd.args(["-q", "-D", &server, "-b"]).arg(&batch);
-                    timed(&mut cmd)
+                    timed(&mut cmd, &server_cpu)
                 }
-            };
-            let run = Run {
-                server_cpu_secs: std::fs::read_to_string(&server_cpu)
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .unwrap_or_else(|| {
-                        panic!("{client} {direction}: the server's CPU time was not recorded")
-                    }),
-                ..run
             };
             assert!(
                 same(&source, &target),
@@ -236,8 +227,8 @@ pub(crate) fn run(mode: Mode) -> Report {
         "CPU s/GiB",
         "server busy",
     ];
+    // (client, direction) -> (median MB/s, median server busy)
     let mut medians = std::collections::HashMap::new();
-    let mut busy_medians = std::collections::HashMap::new();
     // Table order: get then put, clients as in CLIENTS (runs were gathered in the
     // interleaved order).
     runs.sort_by_key(|((client, direction), _)| {
@@ -255,8 +246,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         // The server's CPU time over the wall time: near 100%, no client could go faster.
         let busy: Vec<f64> = list.iter().map(|r| r.server_cpu_secs / r.secs).collect();
         let rate = median(&rates);
-        medians.insert((*client, *direction), rate);
-        busy_medians.insert((*client, *direction), median(&busy));
+        medians.insert((*client, *direction), (rate, median(&busy)));
         report.rows.push(vec![
             client.to_string(),
             direction.to_string(),
@@ -298,7 +288,9 @@ pub(crate) fn run(mode: Mode) -> Report {
         }));
     }
     for direction in ["get", "put"] {
-        let ratio = medians[&("volley", direction)] / medians[&("OpenSSH sftp -D", direction)];
+        let (volley, busy) = medians[&("volley", direction)];
+        let (openssh, openssh_busy) = medians[&("OpenSSH sftp -D", direction)];
+        let ratio = volley / openssh;
         report.notes.push(format!(
             "{direction}: volley / OpenSSH sftp -D = {ratio:.3}x (medians of interleaved rounds)"
         ));
@@ -307,22 +299,21 @@ pub(crate) fn run(mode: Mode) -> Report {
             .push(json!({ "ratio": format!("{direction} volley / sftp -D"), "value": ratio }));
         let (best, rate) = [RUSSH, OPENSSH_RUST]
             .into_iter()
-            .map(|c| (c, medians[&(c, direction)]))
+            .map(|c| (c, medians[&(c, direction)].0))
             .fold(("", 0.0), |a, b| if b.1 > a.1 { b } else { a });
-        let ratio = medians[&("volley", direction)] / rate;
+        let ratio = volley / rate;
         report.notes.push(format!(
             "{direction}: volley / best other Rust client ({best}) = {ratio:.3}x"
         ));
         report
             .data
             .push(json!({ "ratio": format!("{direction} volley / {best}"), "value": ratio }));
-        let busy = busy_medians[&("volley", direction)];
         report.notes.push(format!(
             "{direction}: sftp-server busy {:.0}% of the wall time under volley ({:.0}% under \
              sftp -D): at the server's CPU per byte, no client could move more than {:.2}x \
              volley's rate through it",
             100.0 * busy,
-            100.0 * busy_medians[&("OpenSSH sftp -D", direction)],
+            100.0 * openssh_busy,
             1.0 / busy.max(1e-9)
         ));
     }
@@ -364,9 +355,9 @@ fn same(a: &Path, b: &Path) -> bool {
 }
 
 /// Runs a command to completion, timing it and charging it the CPU its process tree
-/// used (children are charged to us once waited for); the server's share is filled in
-/// by the caller.
-fn timed(cmd: &mut Command) -> Run {
+/// used (children are charged to us once waited for), and the server the CPU that
+/// `wrap-server` recorded in `server_cpu`.
+fn timed(cmd: &mut Command, server_cpu: &Path) -> Run {
     let before = crate::harness::children_cpu();
     let start = Instant::now();
     let output = cmd
@@ -384,7 +375,10 @@ fn timed(cmd: &mut Command) -> Run {
     Run {
         secs,
         cpu_secs: crate::harness::children_cpu() - before,
-        server_cpu_secs: 0.0,
+        server_cpu_secs: std::fs::read_to_string(server_cpu)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{cmd:?}: the server's CPU time was not recorded")),
     }
 }
 

@@ -532,19 +532,11 @@ impl SftpClient {
         region: FileRegion,
     ) -> Result<u32, SftpError> {
         let op = "write";
-        let len = u32::try_from(region.len()).map_err(|_| SftpError::Wire {
-            op,
-            source: volley_proto::wire::Error::TooLarge {
-                what: "WRITE data",
-                len: region.len() as u64,
-                max: u64::from(u32::MAX),
-            },
-        })?;
         let head = WriteHead {
             id: 0,
             handle,
             offset: region.offset(),
-            len,
+            len: region.len(),
         };
         let mut buf = [0u8; 1024];
         let n = head

@@ -9,7 +9,7 @@ use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -24,12 +24,6 @@ const MAX_IOV: usize = 64;
 /// Most bytes of a file region read in at once where the kernel cannot send it.
 const FILE_CHUNK: usize = 256 * 1024;
 
-/// A piece of the byte stream still to write, in order.
-enum Segment {
-    Mem(Bytes),
-    File(FileRegion),
-}
-
 pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     mut writer: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
@@ -39,7 +33,9 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     let threshold = shared.config.copy_threshold;
     let mut batch = Vec::with_capacity(64);
     let mut small = BytesMut::with_capacity(64 * 1024);
-    let mut segments: VecDeque<Segment> = VecDeque::with_capacity(128);
+    // What is still to write, in order: coalesced heads and small bodies, and large
+    // payloads (memory or file) as they came.
+    let mut segments: VecDeque<Payload> = VecDeque::with_capacity(128);
     let mut scratch = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
@@ -70,17 +66,14 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
                 Payload::File(region) if region.is_empty() => {}
                 payload => {
                     if !small.is_empty() {
-                        segments.push_back(Segment::Mem(small.split().freeze()));
+                        segments.push_back(Payload::Mem(small.split().freeze()));
                     }
-                    segments.push_back(match payload {
-                        Payload::Mem(bytes) => Segment::Mem(bytes),
-                        Payload::File(region) => Segment::File(region),
-                    });
+                    segments.push_back(payload);
                 }
             }
         }
         if !small.is_empty() {
-            segments.push_back(Segment::Mem(small.split().freeze()));
+            segments.push_back(Payload::Mem(small.split().freeze()));
         }
         let written = write_all(&mut writer, &mut segments, vectored, &mut scratch, &shared);
         if let Err(e) = written.await {
@@ -103,28 +96,28 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
 /// payload's buffer gets it back without waiting for the rest of the batch.
 async fn write_all<W: AsyncWrite + SendFile + Unpin>(
     writer: &mut W,
-    segments: &mut VecDeque<Segment>,
+    segments: &mut VecDeque<Payload>,
     vectored: bool,
     scratch: &mut Vec<u8>,
     shared: &Shared,
 ) -> io::Result<()> {
     while let Some(front) = segments.front_mut() {
         let n = match front {
-            Segment::File(region) => {
+            Payload::File(region) => {
                 send_file(writer, region, scratch, shared).await?;
                 segments.pop_front();
                 continue;
             }
-            Segment::Mem(first) if !vectored => {
+            Payload::Mem(first) if !vectored => {
                 // A stream that does not forward vectored writes would write one slice
                 // per call anyway; say so by writing them one at a time.
                 writer.write(first).await?
             }
-            Segment::Mem(_) => {
+            Payload::Mem(_) => {
                 let mut slices = [IoSlice::new(&[]); MAX_IOV];
                 let mut n = 0;
                 for (slot, seg) in slices.iter_mut().zip(segments.iter()) {
-                    let Segment::Mem(bytes) = seg else { break };
+                    let Payload::Mem(bytes) = seg else { break };
                     *slot = IoSlice::new(bytes);
                     n += 1;
                 }
@@ -137,7 +130,7 @@ async fn write_all<W: AsyncWrite + SendFile + Unpin>(
         }
         let mut left = n;
         while left > 0 {
-            let Some(Segment::Mem(seg)) = segments.front_mut() else {
+            let Some(Payload::Mem(seg)) = segments.front_mut() else {
                 break;
             };
             if left >= seg.len() {
@@ -167,8 +160,8 @@ async fn send_file<W: AsyncWrite + SendFile + Unpin>(
         )
     };
     while !region.is_empty() {
-        let file = region.file.clone();
-        let sent = poll_fn(|cx| writer.poll_send_file(cx, &file, region.offset, region.len)).await;
+        let sent =
+            poll_fn(|cx| writer.poll_send_file(cx, &region.file, region.offset, region.len)).await;
         match sent {
             Some(Ok(0)) => return Err(short()),
             Some(Ok(n)) => {
@@ -183,7 +176,7 @@ async fn send_file<W: AsyncWrite + SendFile + Unpin>(
             None => {
                 let n = region.len.min(FILE_CHUNK);
                 scratch.resize(n, 0);
-                match file.read_exact_at(scratch, region.offset) {
+                match region.file.read_exact_at(scratch, region.offset) {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(short()),
                     other => other?,
                 }

@@ -1,6 +1,7 @@
 //! SFTP v3 requests: what a client sends.
 
 use super::super::frame::{self, Frame, HEADER_LEN};
+use super::super::{Counter, len_u32};
 use super::{Attrs, Error, Message, OpenFlags, PacketType, Pairs, Reader, Result, Sink, Writer};
 
 /// A client's request. Byte strings (paths, handles) are borrowed, as is WRITE's payload.
@@ -417,12 +418,7 @@ impl Message for Request<'_> {
                 offset,
                 data,
                 ..
-            } => put_write(
-                w,
-                handle,
-                offset,
-                super::super::len_u32(data.len(), "WRITE data")?,
-            ),
+            } => put_write(w, handle, offset, data.len()),
             Self::Lstat { path, .. }
             | Self::Opendir { path, .. }
             | Self::Rmdir { path, .. }
@@ -462,10 +458,10 @@ impl Message for Request<'_> {
 }
 
 /// WRITE's fields after the id, up to its data.
-fn put_write(w: &mut impl Sink, handle: &[u8], offset: u64, len: u32) -> Result<()> {
+fn put_write(w: &mut impl Sink, handle: &[u8], offset: u64, len: usize) -> Result<()> {
     w.string(handle, "WRITE handle")?;
     w.u64_be(offset)?;
-    w.u32_be(len)
+    w.u32_be(len_u32(len, "WRITE data")?)
 }
 
 /// The head of a WRITE whose `len` data bytes are not in memory (they go to the wire
@@ -479,15 +475,17 @@ pub struct WriteHead<'a> {
     pub handle: &'a [u8],
     /// Where the data goes.
     pub offset: u64,
-    /// Bytes of data that will follow the head.
-    pub len: u32,
+    /// Bytes of data that will follow the head (at most `u32::MAX`).
+    pub len: usize,
 }
 
 impl WriteHead<'_> {
     /// Writes the frame up to and including the data's length word; returns its length.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize> {
-        let head_len = HEADER_LEN + 4 + self.handle.len() + 8 + 4;
-        let body_len = (head_len - HEADER_LEN).saturating_add(self.len as usize);
+        let mut counter = Counter::default();
+        put_write(&mut counter, self.handle, self.offset, self.len)?;
+        let head_len = HEADER_LEN + counter.len;
+        let body_len = counter.len.saturating_add(self.len);
         let header = frame::Header::new(PacketType::WRITE.0, self.id, body_len)?;
         let mut w = Writer::with_capacity(buf, head_len)?;
         w.put(&header.encode())?;
