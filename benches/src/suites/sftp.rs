@@ -225,9 +225,10 @@ pub(crate) fn run(mode: Mode) -> Report {
         "MB/s",
         "MB/s min..max",
         "CPU s/GiB",
+        "server CPU s/GiB",
         "server busy",
     ];
-    // (client, direction) -> (median MB/s, median server busy)
+    // (client, direction) -> (median MB/s, median server busy, median server CPU s/GiB)
     let mut medians = std::collections::HashMap::new();
     // Table order: get then put, clients as in CLIENTS (runs were gathered in the
     // interleaved order).
@@ -245,8 +246,16 @@ pub(crate) fn run(mode: Mode) -> Report {
             .collect();
         // The server's CPU time over the wall time: near 100%, no client could go faster.
         let busy: Vec<f64> = list.iter().map(|r| r.server_cpu_secs / r.secs).collect();
+        // What the client costs the server per byte: at a full server, the only lever.
+        let server_cpu: Vec<f64> = list
+            .iter()
+            .map(|r| r.server_cpu_secs / (size as f64 / (1u64 << 30) as f64))
+            .collect();
         let rate = median(&rates);
-        medians.insert((*client, *direction), (rate, median(&busy)));
+        medians.insert(
+            (*client, *direction),
+            (rate, median(&busy), median(&server_cpu)),
+        );
         report.rows.push(vec![
             client.to_string(),
             direction.to_string(),
@@ -257,11 +266,13 @@ pub(crate) fn run(mode: Mode) -> Report {
                 rates.iter().copied().fold(0.0, f64::max)
             ),
             format!("{:.2}", median(&cpu)),
+            format!("{:.3}", median(&server_cpu)),
             format!("{:.0}%", 100.0 * median(&busy)),
         ]);
         report.data.push(json!({
             "client": client, "direction": direction, "bytes": size,
             "mb_per_sec": rate, "mb_per_sec_rounds": rates, "cpu_sec_per_gib": median(&cpu),
+            "server_cpu_sec_per_gib": median(&server_cpu),
             "server_busy": median(&busy), "server_busy_rounds": busy,
         }));
     }
@@ -269,6 +280,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         "socketpair ceiling".into(),
         "-".into(),
         format!("{ceiling:.0}"),
+        "-".into(),
         "-".into(),
         "-".into(),
         "-".into(),
@@ -281,6 +293,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             format!("{allocs:.1} allocs/op ({m_allocs:.2} marginal)"),
             format!("{bytes:.0} B alloc/op ({m_bytes:.0} B marginal)"),
             "-".into(),
+            "-".into(),
         ]);
         report.data.push(json!({
             "sweep_chunk": chunk, "mb_per_sec": rate, "allocs_per_op": allocs, "alloc_bytes_per_op": bytes,
@@ -288,11 +301,32 @@ pub(crate) fn run(mode: Mode) -> Report {
         }));
     }
     for direction in ["get", "put"] {
-        let (volley, busy) = medians[&("volley", direction)];
-        let (openssh, openssh_busy) = medians[&("OpenSSH sftp -D", direction)];
+        let (volley, busy, server_cpu) = medians[&("volley", direction)];
+        let (openssh, openssh_busy, openssh_server_cpu) = medians[&("OpenSSH sftp -D", direction)];
         let ratio = volley / openssh;
+        // The same ratio round by round (both ran in every round, close together): how
+        // far single rounds swing on this host.
+        let rounds_of = |client: &str| {
+            runs.iter()
+                .find(|((c, d), _)| *c == client && *d == direction)
+                .map(|(_, list)| list.iter().map(|r| r.secs).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let paired: Vec<f64> = rounds_of("OpenSSH sftp -D")
+            .iter()
+            .zip(rounds_of("volley"))
+            .map(|(openssh_secs, volley_secs)| openssh_secs / volley_secs)
+            .collect();
         report.notes.push(format!(
-            "{direction}: volley / OpenSSH sftp -D = {ratio:.3}x (medians of interleaved rounds)"
+            "{direction}: volley / OpenSSH sftp -D = {ratio:.3}x (medians of interleaved rounds; \
+             round by round {:.3}x median, {:.2}..{:.2})",
+            median(&paired),
+            paired.iter().copied().fold(f64::INFINITY, f64::min),
+            paired.iter().copied().fold(0.0, f64::max),
+        ));
+        report.notes.push(format!(
+            "{direction}: sftp-server's CPU per GiB under volley / under sftp -D = {:.3}x",
+            server_cpu / openssh_server_cpu
         ));
         report
             .data

@@ -103,8 +103,8 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
     bar.finish_and_clear();
     sftp.shutdown().await.map_err(|e| e.to_string())?;
     eprintln!(
-        "{moved} bytes in {} ms, {:.1} MB/s",
-        elapsed.as_millis(),
+        "{moved} bytes in {:.1} ms, {:.1} MB/s",
+        elapsed.as_secs_f64() * 1e3,
         moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
     );
     Ok(())
