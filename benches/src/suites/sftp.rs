@@ -45,11 +45,13 @@ struct Run {
 }
 
 pub(crate) fn run(mode: Mode) -> Report {
-    // Single rounds here swing by 15% or more with the host's load: enough rounds for
-    // the medians to settle.
+    // Single rounds here swing by 15% or more with the host's load, and at the server's
+    // ceiling two clients differ by a few percent at most: with 7 rounds the put ratio
+    // to sftp -D moved between 0.93x and 1.00x from run to run, while 24 paired rounds
+    // put it at 1.03x. Enough rounds for the medians to settle (a round is ~5 s).
     let rounds = match mode {
-        Mode::Quick => 7,
-        Mode::Full => 11,
+        Mode::Quick => 15,
+        Mode::Full => 25,
     };
     let size = 256 * MIB;
     let dir = PathBuf::from("/dev/shm").join(format!("volley-bench-{}", std::process::id()));
