@@ -49,6 +49,15 @@ pub enum SftpError {
         /// What happened.
         source: volley_transport_tcp::Error,
     },
+    /// The server this client spawned exited: the connection closed under `op`, and
+    /// the process had ended by then (or within a second).
+    #[error("{op}: the server exited ({status})")]
+    ServerExited {
+        /// The operation.
+        op: &'static str,
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
     /// A reply that is not valid SFTP.
     #[error("{op}: malformed reply: {source}")]
     Wire {
@@ -115,6 +124,9 @@ pub struct SftpClient {
     pub(crate) timeout: Duration,
 }
 
+/// How long a closed connection waits for the spawned server's exit status.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
 /// Every request and reply waits at most this long by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -151,10 +163,12 @@ impl SftpClient {
         };
         // INIT and VERSION carry the version where other messages carry an id.
         let mut pipeline = client.conn.pipeline();
-        pipeline
+        let sent = pipeline
             .send_with_id(PacketType::INIT.0, sftp::VERSION, &[], Bytes::new())
-            .await
-            .map_err(|source| SftpError::Connection { op: "init", source })?;
+            .await;
+        if let Err(source) = sent {
+            return Err(client.connection_error("init", source).await);
+        }
         let reply = client.recv(&mut pipeline, "init").await?;
         match parse(&reply, "init")? {
             Response::Version {
@@ -517,10 +531,10 @@ impl SftpClient {
         let n = request
             .encode_head(&mut head)
             .map_err(|source| SftpError::Wire { op, source })?;
-        pipeline
+        let sent = pipeline
             .send(request.packet_type().0, &head[HEADER_LEN..n], payload)
-            .await
-            .map_err(|source| SftpError::Connection { op, source })
+            .await;
+        self.connection_result(op, sent).await
     }
 
     /// Queues a WRITE whose data is `region` of a local file, sent from the file
@@ -542,10 +556,10 @@ impl SftpClient {
         let n = head
             .encode(&mut buf)
             .map_err(|source| SftpError::Wire { op, source })?;
-        pipeline
+        let sent = pipeline
             .send_file(PacketType::WRITE.0, &buf[HEADER_LEN..n], region)
-            .await
-            .map_err(|source| SftpError::Connection { op, source })
+            .await;
+        self.connection_result(op, sent).await
     }
 
     pub(crate) async fn recv(
@@ -553,10 +567,47 @@ impl SftpClient {
         pipeline: &mut Pipeline,
         op: &'static str,
     ) -> Result<Reply, SftpError> {
-        pipeline
-            .recv_timeout(self.timeout)
-            .await
-            .map_err(|source| SftpError::Connection { op, source })
+        let reply = pipeline.recv_timeout(self.timeout).await;
+        self.connection_result(op, reply).await
+    }
+
+    /// `result` with a connection failure made an [`SftpError`].
+    async fn connection_result<T>(
+        &self,
+        op: &'static str,
+        result: Result<T, volley_transport_tcp::Error>,
+    ) -> Result<T, SftpError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(source) => Err(self.connection_error(op, source).await),
+        }
+    }
+
+    /// A connection failure under `op`. If the stream ended and the server is this
+    /// client's child, says how it exited, waiting up to a second for it to be reaped
+    /// (its end of the stream closes just before it is).
+    async fn connection_error(
+        &self,
+        op: &'static str,
+        source: volley_transport_tcp::Error,
+    ) -> SftpError {
+        use volley_transport_tcp::Error;
+        let ended = match &source {
+            Error::Closed => true,
+            Error::Io { kind, .. } => matches!(
+                kind,
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ),
+            _ => false,
+        };
+        if ended {
+            if let Some(child) = self.child.lock().await.as_mut() {
+                if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+                    return SftpError::ServerExited { op, status };
+                }
+            }
+        }
+        SftpError::Connection { op, source }
     }
 
     async fn round_trip(

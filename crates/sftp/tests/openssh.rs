@@ -3,6 +3,7 @@
 //! `cargo xtask test` installs the server (Debian's openssh-sftp-server) when missing.
 
 use core::time::Duration;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -292,6 +293,55 @@ async fn errors_carry_the_status_and_path() {
             .unwrap_err();
         assert!(matches!(err, SftpError::Io { .. }), "{err}");
         sftp.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_spawned_server_that_exits_says_how_at_once() {
+    within(30, async {
+        // The commands live on after the spawn, as they do in callers: the client must
+        // still see the stream end, not wait out its 30 s timeout.
+        let mut command = Command::new("sh");
+        command.args(["-c", "exit 3"]);
+        let err = SftpClient::spawn(&mut command).await.unwrap_err();
+        match &err {
+            SftpError::ServerExited { op, status } => {
+                assert_eq!(*op, "init");
+                assert_eq!(status.code(), Some(3));
+            }
+            other => panic!("expected the server's exit, got: {other}"),
+        }
+        assert!(err.to_string().contains("exit status: 3"), "{err}");
+
+        // A server that may write files of at most 1-2 MiB (`ulimit -f` counts 512 or
+        // 1024-byte blocks): the kernel kills it (SIGXFSZ) mid-put.
+        let dir = TempDir::new("exits");
+        std::fs::write(dir.path("big"), pattern(8 << 20, 6)).unwrap();
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(format!(
+            "ulimit -f 2048; exec {} -e -l ERROR 2>/dev/null",
+            server_path().display()
+        ));
+        let sftp = SftpClient::spawn(&mut command).await.unwrap();
+        let err = sftp
+            .put(
+                &dir.path("big"),
+                &dir.bytes("copy"),
+                &TransferOptions::default(),
+                |_| {},
+            )
+            .await
+            .unwrap_err();
+        match &err {
+            SftpError::ServerExited {
+                op: "write",
+                status,
+            } => {
+                assert_eq!(status.signal(), Some(25), "{err}"); // SIGXFSZ
+            }
+            other => panic!("expected the server's exit under a write, got: {other}"),
+        }
     })
     .await;
 }

@@ -320,7 +320,9 @@ impl Connection {
     }
 
     /// Spawns `command` with its stdin and stdout on one end of a socketpair (faster
-    /// than pipes) and talks to it over the other end.
+    /// than pipes) and talks to it over the other end. Afterwards the command's stdin
+    /// and stdout are set to null, so that it holds no end of the socketpair: when the
+    /// child exits, every waiter gets [`Error::Closed`].
     pub fn spawn(command: &mut Command, config: Config) -> io::Result<(Self, Child)> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         if let Some(size) = config.socket_buffer {
@@ -337,7 +339,12 @@ impl Connection {
         command
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)));
-        let child = command.spawn()?;
+        let child = command.spawn();
+        // The command still holds the child's end of the socketpair: drop it, or the
+        // child's exit would never show here as end of stream (the stream stays open
+        // for as long as the caller keeps the command).
+        command.stdin(Stdio::null()).stdout(Stdio::null());
+        let child = child?;
         ours.set_nonblocking(true)?;
         Ok((Self::from_unix(UnixStream::from_std(ours)?, config), child))
     }

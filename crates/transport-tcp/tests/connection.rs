@@ -493,6 +493,31 @@ async fn over_a_child_process_tcp_and_unix_sockets() {
     .await;
 }
 
+#[tokio::test]
+async fn a_child_that_exits_closes_the_connection_while_its_command_lives() {
+    within(30, async {
+        // The command outlives the spawn, as a caller's usually does: its copy of the
+        // child's end of the socketpair must not keep the stream open.
+        let mut command = tokio::process::Command::new("sh");
+        command.args(["-c", "exit 0"]).kill_on_drop(true);
+        let (conn, mut child) = Connection::spawn(&mut command, Config::default()).unwrap();
+        assert!(child.wait().await.unwrap().success());
+        let err = conn
+            .call_timeout(1, b"anyone?", Bytes::new(), Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        // End of stream, or a broken pipe if the writer gets there first; never the
+        // deadline.
+        assert!(
+            matches!(err, Error::Closed)
+                || matches!(err, Error::Io { kind, .. } if kind == io::ErrorKind::BrokenPipe),
+            "{err}"
+        );
+        drop(command);
+    })
+    .await;
+}
+
 #[test]
 fn header_len_matches_the_wire() {
     assert_eq!(HEADER_LEN, 9);
