@@ -52,11 +52,20 @@ pub(crate) struct Server {
     #[arg(long)]
     connect: Option<SocketAddr>,
     /// Requests in flight.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = at_least_one)]
     requests: usize,
-    /// Bytes per READ or WRITE (default: the server's limit).
-    #[arg(long)]
+    /// Bytes per READ or WRITE (default, and at most: the server's limit).
+    #[arg(long, value_parser = at_least_one)]
     chunk: Option<usize>,
+}
+
+/// A count of 1 or more.
+fn at_least_one(arg: &str) -> Result<usize, String> {
+    match arg.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
@@ -67,8 +76,18 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
         } => (server, "put", *sendfile),
     };
     let sftp = connect(server).await?;
+    if let (Some(chunk), Some(limits)) = (server.chunk, sftp.limits()) {
+        let max = if what == "get" {
+            limits.max_read_len
+        } else {
+            limits.max_write_len
+        };
+        if max > 0 && chunk as u64 > max {
+            eprintln!("volley: --chunk {chunk} is over the server's limit; using {max} bytes");
+        }
+    }
     let opts = TransferOptions {
-        requests: server.requests.max(1),
+        requests: server.requests,
         chunk: server.chunk,
         send_from_file,
     };

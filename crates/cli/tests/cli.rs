@@ -270,5 +270,43 @@ async fn sftp_put_then_get_through_openssh() {
     );
     let (ok, stderr) = run(&["sftp", "get", "/nonexistent/file", back.to_str().unwrap()]).await;
     assert!(!ok && stderr.contains("No such file"), "{stderr}");
+
+    // Counts of 0 are refused; a chunk over the server's limit is capped, and said so.
+    for flag in ["--requests", "--chunk"] {
+        let (ok, stderr) = run(&["sftp", "get", flag, "0", remote.to_str().unwrap(), "x"]).await;
+        assert!(!ok && stderr.contains("must be at least 1"), "{stderr}");
+    }
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        "--chunk",
+        "1000000",
+        remote.to_str().unwrap(),
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        ok && stderr.contains("over the server's limit; using "),
+        "{stderr}"
+    );
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "capped get returned different bytes"
+    );
+
+    // A server that exits at once: how it exited, not a 30 s wait.
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        "--server-cmd",
+        "false",
+        remote.to_str().unwrap(),
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        !ok && stderr.contains("the server exited (exit status: 1)"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
