@@ -155,8 +155,8 @@ pub(crate) fn run(mode: Mode) -> Report {
 
     // The pkg/sftp-style request-size sweep: volley's put of 64 MiB in-process with each
     // request size, counting allocations per WRITE; and of 32 MiB, so that the difference
-    // gives the marginal cost of one more WRITE (the buffer pool's one-time fill, which
-    // is larger the larger the requests, drops out).
+    // gives the marginal cost of one more WRITE (one-time costs, such as the writer's
+    // read-in buffer, drop out).
     let sweep_source = dir.join("sweep");
     write_random(&sweep_source, 64 * MIB);
     let half_source = dir.join("sweep-half");

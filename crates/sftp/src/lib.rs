@@ -1,7 +1,8 @@
 //! An SFTP v3 client for OpenSSH's sftp-server that keeps many READ and WRITE requests in
 //! flight, within the server's own limits (`limits@openssh.com`), over volley's
-//! pipelined framed connection: WRITE payloads reach the socket uncopied and DATA
-//! payloads are slices of the read buffer.
+//! pipelined framed connection: a put's WRITE data is read from the local file by the
+//! connection's writer just as the socket can take it (through one reused buffer, never
+//! copied behind its header), and DATA payloads are slices of the read buffer.
 //!
 //! - [`SftpClient::spawn`] runs a server over a socketpair; [`SftpClient::connect`] speaks
 //!   over any stream.
@@ -11,6 +12,8 @@
 //!   default) requests in flight; a short read is asked again for its tail, never taken
 //!   for end of file. With [`TransferOptions::send_from_file`], a put's WRITE data goes
 //!   from the file to the socket by `sendfile(2)`, never entering this process.
+//! - A spawned server that exits is reported as [`SftpError::ServerExited`], with its
+//!   exit status, at once.
 //!
 //! # Example
 //!

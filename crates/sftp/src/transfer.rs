@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use volley_proto::wire::sftp::{OpenFlags, Request};
 use volley_transport_tcp::FileRegion;
 
@@ -22,12 +22,12 @@ pub struct TransferOptions {
     /// fewer, larger WRITEs cost OpenSSH's sftp-server less CPU per byte), or 32 KiB if
     /// the server states no limits. Always capped at the server's limit.
     pub chunk: Option<usize>,
-    /// `put` only: hand each WRITE's data to the kernel as a region of the local file
-    /// (`sendfile(2)`) instead of reading it into memory and writing it out. About a
-    /// third less CPU (client and server together), but a few percent slower against a
-    /// local sftp-server, which then reads the data from the page cache rather than from
-    /// a socket buffer the client just wrote: `cargo xtask bench --suite sftp` shows
-    /// both. Off by default.
+    /// `put` only: have the kernel send each WRITE's data from the local file
+    /// (`sendfile(2)`) instead of the connection's writer reading it in and writing it
+    /// out. About a third less CPU (client and server together), but no faster, and
+    /// often a few percent slower, against a local sftp-server, which then reads the
+    /// data cold from the page cache rather than from a socket buffer the client just
+    /// wrote: `cargo xtask bench --suite sftp` shows both. Off by default.
     pub send_from_file: bool,
 }
 
@@ -189,11 +189,11 @@ impl SftpClient {
     }
 
     /// Copies the local file `local` to `remote` (created or truncated), `opts.requests`
-    /// WRITEs in flight; returns the bytes copied. Each WRITE's data is read into a
-    /// pooled buffer and goes to the socket without being copied again, or, with
-    /// [`TransferOptions::send_from_file`], is sent by the kernel from the file. The
-    /// file's size is taken at the start; a file that shrinks during the transfer fails
-    /// it.
+    /// WRITEs in flight; returns the bytes copied. Each WRITE's data is a region of the
+    /// file that the connection's writer reads in itself, a piece at a time as the socket
+    /// takes it, or, with [`TransferOptions::send_from_file`], that the kernel sends from
+    /// the page cache (see [`FileRegion::read_in`]). The file's size is taken at the
+    /// start; a file that shrinks during the transfer fails it.
     pub async fn put(
         &self,
         local: &Path,
@@ -220,48 +220,27 @@ impl SftpClient {
             let chunk = self.chunk(opts.chunk, self.limits().map(|l| l.max_write_len));
             let mut pipeline = self.conn.pipeline();
             let mut offset = 0u64;
-            // Request id -> its data's length, and (when read into memory) its buffer.
-            let mut in_flight: HashMap<u32, (usize, Option<Bytes>)> = HashMap::new();
-            // Each buffer stays referenced in `in_flight` until its WRITE is answered; by
-            // then the writer has sent and dropped its copy, so it is ours alone again
-            // and goes back here: no allocation, zeroing or page faults per request.
-            let mut pool: Vec<BytesMut> = Vec::new();
+            // Request id -> its data's length.
+            let mut in_flight: HashMap<u32, usize> = HashMap::new();
             let mut done = 0u64;
             loop {
                 while in_flight.len() < opts.requests.max(1) && offset < total {
                     let len = chunk.min((total - offset) as usize);
-                    let (id, buffer) = if opts.send_from_file {
-                        let region = FileRegion::new(file.clone(), offset, len);
-                        let id = self
-                            .send_write_from_file(&mut pipeline, &handle.0, region)
-                            .await?;
-                        (id, None)
+                    let region = FileRegion::new(file.clone(), offset, len);
+                    // Read in by the writer unless asked otherwise. A read here, on the
+                    // runtime's thread, could land just when the socket wants refilling:
+                    // with the 416 KiB socket buffers a stock kernel allows
+                    // (net.core.wmem_max), that let sftp-server run dry (put at 0.85x
+                    // OpenSSH's sftp, against 0.99-1.11x read in by the writer).
+                    let region = if opts.send_from_file {
+                        region
                     } else {
-                        let mut buf = pool.pop().unwrap_or_else(|| BytesMut::zeroed(chunk));
-                        buf.truncate(len);
-                        file.read_exact_at(&mut buf, offset)
-                            .map_err(|source| SftpError::Io {
-                                what: format!("cannot read {}", local.display()),
-                                source,
-                            })?;
-                        let data: Bytes = buf.freeze();
-                        let request = Request::Write {
-                            id: 0,
-                            handle: &handle.0,
-                            offset,
-                            data: &data,
-                        };
-                        let id = self
-                            .send(&mut pipeline, &request, data.clone(), "write")
-                            .await?;
-                        // Let the writer start on this WRITE before the next file read:
-                        // on a single-threaded runtime it would otherwise wait for the
-                        // whole window to be read (64 reads of 255 KiB: ~10 ms of an
-                        // idle server).
-                        tokio::task::yield_now().await;
-                        (id, Some(data))
+                        region.read_in()
                     };
-                    in_flight.insert(id, (len, buffer));
+                    let id = self
+                        .send_write_from_file(&mut pipeline, &handle.0, region)
+                        .await?;
+                    in_flight.insert(id, len);
                     offset += len as u64;
                 }
                 if in_flight.is_empty() {
@@ -269,13 +248,8 @@ impl SftpClient {
                 }
                 let reply = self.recv(&mut pipeline, "write").await?;
                 expect_ok(&reply, "write", &rpath)?;
-                if let Some((len, buffer)) = in_flight.remove(&reply.id) {
+                if let Some(len) = in_flight.remove(&reply.id) {
                     done += len as u64;
-                    if let Some(Ok(buf)) = buffer.map(Bytes::try_into_mut) {
-                        if buf.len() == chunk {
-                            pool.push(buf);
-                        }
-                    }
                 }
                 progress(Progress {
                     done,

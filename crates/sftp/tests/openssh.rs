@@ -314,23 +314,23 @@ async fn a_spawned_server_that_exits_says_how_at_once() {
         }
         assert!(err.to_string().contains("exit status: 3"), "{err}");
 
-        // A server that may write files of at most 1-2 MiB (`ulimit -f` counts 512 or
-        // 1024-byte blocks): the kernel kills it (SIGXFSZ) mid-put.
+        // A server that may write files of at most 1 MiB: 16 WRITEs of 64 KiB fill it
+        // exactly, and the kernel kills it (SIGXFSZ) at the 17th, mid-put.
         let dir = TempDir::new("exits");
         std::fs::write(dir.path("big"), pattern(8 << 20, 6)).unwrap();
-        let mut command = Command::new("sh");
-        command.arg("-c").arg(format!(
-            "ulimit -f 2048; exec {} -e -l ERROR 2>/dev/null",
-            server_path().display()
-        ));
+        let mut command = Command::new("prlimit");
+        command
+            .arg("--fsize=1048576")
+            .arg(server_path())
+            .args(["-e", "-l", "ERROR"])
+            .stderr(Stdio::null());
         let sftp = SftpClient::spawn(&mut command).await.unwrap();
+        let opts = TransferOptions {
+            chunk: Some(64 << 10),
+            ..TransferOptions::default()
+        };
         let err = sftp
-            .put(
-                &dir.path("big"),
-                &dir.bytes("copy"),
-                &TransferOptions::default(),
-                |_| {},
-            )
+            .put(&dir.path("big"), &dir.bytes("copy"), &opts, |_| {})
             .await
             .unwrap_err();
         match &err {

@@ -521,16 +521,17 @@ impl Pipeline {
             head: Head::new(head),
             payload,
         };
-        let sent = self.shared.lock_tx().as_ref().map(|tx| tx.send(outgoing));
-        match sent {
-            Some(Ok(())) => {
-                self.outstanding.insert(id);
-                Ok(id)
-            }
-            _ => {
-                self.shared.lock().pending.remove(&id);
-                Err(Error::Shutdown)
-            }
+        let sent = self
+            .shared
+            .lock_tx()
+            .as_ref()
+            .is_some_and(|tx| tx.send(outgoing).is_ok());
+        if sent {
+            self.outstanding.insert(id);
+            Ok(id)
+        } else {
+            self.shared.lock().pending.remove(&id);
+            Err(Error::Shutdown)
         }
     }
 

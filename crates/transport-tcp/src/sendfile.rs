@@ -16,6 +16,10 @@ use tokio::io::AsyncWrite;
 /// that shrinks below the region by then fails the connection (the header already
 /// promised the length), with [`Error::Io`] of kind `UnexpectedEof`.
 ///
+/// How the bytes go: by the kernel (`sendfile(2)`) where the stream allows, unless
+/// [`read_in`](Self::read_in) asks the writer to read them itself, a piece at a time,
+/// just before it writes them.
+///
 /// [`Pipeline::send_file`]: crate::Pipeline::send_file
 /// [`Error::Io`]: crate::Error::Io
 #[derive(Clone, Debug)]
@@ -23,12 +27,37 @@ pub struct FileRegion {
     pub(crate) file: Arc<File>,
     pub(crate) offset: u64,
     pub(crate) len: usize,
+    /// Whether the kernel may send the bytes itself.
+    pub(crate) kernel: bool,
 }
 
 impl FileRegion {
     /// `len` bytes of `file` from `offset`.
     pub fn new(file: Arc<File>, offset: u64, len: usize) -> Self {
-        Self { file, offset, len }
+        Self {
+            file,
+            offset,
+            len,
+            kernel: true,
+        }
+    }
+
+    /// Has the writer read the bytes in and write them, even where the kernel could
+    /// send them from the page cache. It costs a copy through user space, but the peer
+    /// then reads bytes this side has just written, still in the CPU's cache, rather
+    /// than cold ones from the page cache: against a local OpenSSH sftp-server, whose
+    /// CPU sets the pace, that was the faster way. The writer reads a piece only when it
+    /// is about to write it, so, unlike reading the data before queueing it, the read
+    /// never holds up a socket that wants refilling.
+    #[must_use]
+    pub fn read_in(mut self) -> Self {
+        self.kernel = false;
+        self
+    }
+
+    /// Whether the kernel may send the bytes itself (see [`read_in`](Self::read_in)).
+    pub fn by_kernel(&self) -> bool {
+        self.kernel
     }
 
     /// Where the region starts in the file.

@@ -145,8 +145,8 @@ async fn write_all<W: AsyncWrite + SendFile + Unpin>(
     Ok(())
 }
 
-/// Sends a whole file region: by the kernel where the stream can, else read into
-/// `scratch` (reused, so no allocation per frame) and written.
+/// Sends a whole file region: by the kernel where the stream can and the region allows,
+/// else read into `scratch` (reused, so no allocation per frame) and written.
 async fn send_file<W: AsyncWrite + SendFile + Unpin>(
     writer: &mut W,
     region: &mut FileRegion,
@@ -160,8 +160,11 @@ async fn send_file<W: AsyncWrite + SendFile + Unpin>(
         )
     };
     while !region.is_empty() {
-        let sent =
-            poll_fn(|cx| writer.poll_send_file(cx, &region.file, region.offset, region.len)).await;
+        let sent = if region.kernel {
+            poll_fn(|cx| writer.poll_send_file(cx, &region.file, region.offset, region.len)).await
+        } else {
+            None
+        };
         match sent {
             Some(Ok(0)) => return Err(short()),
             Some(Ok(n)) => {
