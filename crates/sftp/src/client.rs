@@ -166,9 +166,7 @@ impl SftpClient {
         let sent = pipeline
             .send_with_id(PacketType::INIT.0, sftp::VERSION, &[], Bytes::new())
             .await;
-        if let Err(source) = sent {
-            return Err(client.connection_error("init", source).await);
-        }
+        client.connection_result("init", sent).await?;
         let reply = client.recv(&mut pipeline, "init").await?;
         match parse(&reply, "init")? {
             Response::Version {

@@ -193,7 +193,8 @@ impl SftpClient {
     /// file that the connection's writer reads in itself, a piece at a time as the socket
     /// takes it, or, with [`TransferOptions::send_from_file`], that the kernel sends from
     /// the page cache (see [`FileRegion::read_in`]). The file's size is taken at the
-    /// start; a file that shrinks during the transfer fails it.
+    /// start; a file that shrinks during the transfer fails it, and the connection with
+    /// it (the WRITE's length is already on the wire when its data turns out missing).
     pub async fn put(
         &self,
         local: &Path,

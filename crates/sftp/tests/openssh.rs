@@ -347,6 +347,42 @@ async fn a_spawned_server_that_exits_says_how_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_file_that_shrinks_mid_put_is_a_clear_error() {
+    within(60, async {
+        let dir = TempDir::new("shrinks");
+        for send_from_file in [false, true] {
+            std::fs::write(dir.path("big"), pattern(32 << 20, 7)).unwrap();
+            let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+            let opts = TransferOptions {
+                send_from_file,
+                ..TransferOptions::default()
+            };
+            // At the first reply, at most a few MiB of the 32 have been read.
+            let mut cut = false;
+            let err = sftp
+                .put(&dir.path("big"), &dir.bytes("copy"), &opts, |_| {
+                    if !cut {
+                        cut = true;
+                        std::fs::File::options()
+                            .write(true)
+                            .open(dir.path("big"))
+                            .and_then(|f| f.set_len(0))
+                            .unwrap();
+                    }
+                })
+                .await
+                .unwrap_err();
+            assert!(cut);
+            assert!(
+                err.to_string().contains("did the file shrink?"),
+                "send_from_file {send_from_file}: {err}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
     within(60, async {
         let dir = TempDir::new("dies");
