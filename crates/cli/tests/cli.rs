@@ -256,13 +256,14 @@ async fn sftp_put_then_get_through_openssh() {
             && stderr.trim_end().ends_with(" MB/s"),
         "{stderr}"
     );
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        remote.to_str().unwrap(),
-        back.to_str().unwrap(),
-    ])
-    .await;
+    // `volley sftp get [extra..] remote back`.
+    let get = async |extra: &[&str]| {
+        let mut args = vec!["sftp", "get"];
+        args.extend_from_slice(extra);
+        args.extend([remote.to_str().unwrap(), back.to_str().unwrap()]);
+        run(&args).await
+    };
+    let (ok, stderr) = get(&[]).await;
     assert!(ok, "{stderr}");
     assert!(
         std::fs::read(&back).unwrap() == data,
@@ -276,15 +277,7 @@ async fn sftp_put_then_get_through_openssh() {
         let (ok, stderr) = run(&["sftp", "get", flag, "0", remote.to_str().unwrap(), "x"]).await;
         assert!(!ok && stderr.contains("must be at least 1"), "{stderr}");
     }
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "--chunk",
-        "1000000",
-        remote.to_str().unwrap(),
-        back.to_str().unwrap(),
-    ])
-    .await;
+    let (ok, stderr) = get(&["--chunk", "1000000"]).await;
     assert!(
         ok && stderr.contains("over the server's limit; using "),
         "{stderr}"
@@ -295,15 +288,7 @@ async fn sftp_put_then_get_through_openssh() {
     );
 
     // A server that exits at once: how it exited, not a 30 s wait.
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "--server-cmd",
-        "false",
-        remote.to_str().unwrap(),
-        back.to_str().unwrap(),
-    ])
-    .await;
+    let (ok, stderr) = get(&["--server-cmd", "false"]).await;
     assert!(
         !ok && stderr.contains("the server exited (exit status: 1)"),
         "{stderr}"
