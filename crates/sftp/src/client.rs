@@ -535,8 +535,8 @@ impl SftpClient {
         self.connection_result(op, sent).await
     }
 
-    /// Queues a WRITE whose data is `region` of a local file, sent from the file
-    /// without passing through this process where the connection allows.
+    /// Queues a WRITE whose data is `region` of a local file, which the connection's
+    /// writer sends as the region asks: by the kernel, or read in just before it goes.
     pub(crate) async fn send_write_from_file(
         &self,
         pipeline: &mut Pipeline,
