@@ -57,6 +57,10 @@ pub(crate) struct Server {
     /// Bytes per READ or WRITE (default, and at most: the server's limit).
     #[arg(long, value_parser = at_least_one)]
     chunk: Option<usize>,
+    /// Socket buffer asked of the kernel for the spawned server's socketpair, in bytes
+    /// (Linux doubles it and caps it at net.core.wmem_max); 0 leaves the kernel's default.
+    #[arg(long, default_value_t = volley_transport_tcp::SOCKET_BUFFER, conflicts_with = "connect")]
+    socket_buffer: usize,
 }
 
 /// A count of 1 or more.
@@ -144,7 +148,8 @@ async fn connect(server: &Server) -> Result<SftpClient, String> {
     let program = words.next().ok_or("--server-cmd is empty")?;
     let mut command = Command::new(program);
     command.args(words);
-    SftpClient::spawn(&mut command)
+    let buffer = Some(server.socket_buffer).filter(|&n| n > 0);
+    SftpClient::spawn_with_socket_buffer(&mut command, buffer)
         .await
         .map_err(|e| format!("cannot start `{}`: {e}", server.server_cmd))
 }

@@ -135,12 +135,26 @@ impl SftpClient {
     /// stdout on a socketpair, then initialises the session. The server's stderr is left
     /// as the command has it.
     pub async fn spawn(command: &mut Command) -> Result<Self, SftpError> {
+        Self::spawn_with_socket_buffer(command, config().socket_buffer).await
+    }
+
+    /// [`spawn`](Self::spawn), asking the kernel for socketpair buffers of `bytes` each
+    /// (it doubles the figure for its bookkeeping and caps it at `net.core.wmem_max` and
+    /// `rmem_max`), or leaving them at its default with `None` (208 KiB on Linux).
+    /// `spawn` asks for [`volley_transport_tcp::SOCKET_BUFFER`].
+    pub async fn spawn_with_socket_buffer(
+        command: &mut Command,
+        bytes: Option<usize>,
+    ) -> Result<Self, SftpError> {
         command.kill_on_drop(true);
-        let (conn, child) =
-            Connection::spawn(command, config()).map_err(|source| SftpError::Io {
-                what: format!("cannot start {:?}", command.as_std().get_program()),
-                source,
-            })?;
+        let config = Config {
+            socket_buffer: bytes,
+            ..config()
+        };
+        let (conn, child) = Connection::spawn(command, config).map_err(|source| SftpError::Io {
+            what: format!("cannot start {:?}", command.as_std().get_program()),
+            source,
+        })?;
         Self::init(conn, Some(child)).await
     }
 
