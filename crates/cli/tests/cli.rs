@@ -287,6 +287,15 @@ async fn sftp_put_then_get_through_openssh() {
         "capped get returned different bytes"
     );
 
+    // The kernel's default socket buffers (208 KiB) instead of volley's 1 MiB ask.
+    std::fs::remove_file(&back).unwrap();
+    let (ok, stderr) = get(&["--socket-buffer", "0"]).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "get on default buffers returned different bytes"
+    );
+
     // A server that exits at once: how it exited, not a 30 s wait.
     let (ok, stderr) = get(&["--server-cmd", "false"]).await;
     assert!(
