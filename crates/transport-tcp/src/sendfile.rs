@@ -1,6 +1,7 @@
 //! File regions as payloads: on Linux the kernel sends them from the page cache to the
 //! socket (`sendfile(2)`), so their bytes never pass through this process; on streams
-//! where it cannot, the writer reads them in itself.
+//! where it cannot, and for regions marked [`FileRegion::read_in`], the writer reads
+//! them in itself.
 
 use core::pin::Pin;
 use core::task::{Context, Poll};

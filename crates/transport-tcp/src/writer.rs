@@ -1,6 +1,6 @@
 //! The writer task: every queued frame in one vectored write, small parts coalesced,
-//! large payloads uncopied, file regions sent by the kernel; a flush when the queue runs
-//! dry.
+//! large payloads uncopied, file regions sent by the kernel or read in just before they
+//! are written; a flush when the queue runs dry.
 
 use core::future::poll_fn;
 use core::sync::atomic::Ordering;
@@ -21,7 +21,8 @@ const MAX_BATCH: usize = 1024;
 /// Most slices handed to one `writev` (Linux's IOV_MAX is 1024). They live in an array
 /// on the task's stack, not a vector allocated per call.
 const MAX_IOV: usize = 64;
-/// Most bytes of a file region read in at once where the kernel cannot send it.
+/// Most bytes of a file region read in at once, where the kernel cannot send it or the
+/// region asks to be read in.
 const FILE_CHUNK: usize = 256 * 1024;
 
 pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
