@@ -47,9 +47,10 @@
 //! assert!(window.is_idle());
 //! ```
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BinaryHeap, VecDeque};
 use alloc::vec;
 use alloc::vec::Vec;
+use core::cmp::Reverse;
 
 use crate::time::{Duration, Instant};
 
@@ -76,8 +77,9 @@ pub trait Protocol {
 pub enum Outcome {
     /// The request is done.
     Done,
-    /// The peer was busy: ignore this reply, let the request's timer resend it.
-    Retry,
+    /// The peer was busy (with this code): ignore this reply, let the request's timer
+    /// resend it.
+    Retry(u16),
     /// The request failed for good with this code.
     Fatal(u16),
 }
@@ -121,6 +123,8 @@ pub enum Event<T> {
         seq: u16,
         /// How many times it was sent.
         tries: u32,
+        /// If the peer answered "busy": the last such code and how many such replies came.
+        busy: Option<(u16, u32)>,
         /// The request's bytes, returned for reuse.
         request: Vec<u8>,
     },
@@ -179,13 +183,31 @@ pub struct Stats {
     pub unknown: u64,
 }
 
+/// The largest window [`Window`] takes: far below the 65 536 sequence numbers, so the
+/// allocator always finds a free one at once (SCP boards take 8 requests at a time).
+pub const MAX_WINDOW: usize = 1024;
+
 /// The sliding window. `P` knows the packet format, `T` is the caller's per-request token.
+///
+/// Every call costs the same whatever the window size: outstanding requests sit in a ring
+/// indexed by sequence number, expired ones in a queue, deadlines in a heap.
 #[derive(Debug)]
 pub struct Window<P, T> {
     protocol: P,
     config: Config,
     queue: VecDeque<(Vec<u8>, T)>,
-    slots: Vec<Slot<T>>,
+    /// Outstanding requests, each at `seq & (ring.len() - 1)`; the length is a power of
+    /// two at least twice the window, so a new sequence number rarely skips a slot.
+    ring: Vec<Option<Slot<T>>>,
+    outstanding: usize,
+    /// Sequence numbers whose timer expired, oldest first, to be resent.
+    due: VecDeque<u16>,
+    /// Deadlines as `(deadline, send, seq)`, earliest on top. An entry whose request has
+    /// since been answered or resent is stale: skipped, and pruned from the top after
+    /// every change, so the top is always live.
+    timers: BinaryHeap<Reverse<(Instant, u64, u16)>>,
+    /// Sends so far: tells a live timer from a stale one.
+    sends: u64,
     events: VecDeque<Event<T>>,
     next_seq: u16,
     /// One bit per sequence number: completed since last assigned (to tell duplicates).
@@ -203,8 +225,12 @@ struct Slot<T> {
     deadline: Instant,
     tries: u32,
     rto: Duration,
+    /// Which send set `deadline` (see `Window::sends`).
+    send: u64,
     /// Timer expired; waiting in `poll_transmit` to be resent.
     due: bool,
+    /// Retry-later replies to this request, and the last code among them.
+    busy: Option<(u16, u32)>,
 }
 
 impl Config {
@@ -221,11 +247,108 @@ impl Config {
     pub const fn rig() -> Self {
         Self::fixed(Duration::from_millis(500), 5, 8)
     }
+
+    /// Checks every number against what the window can do: a window of
+    /// `1..=`[`MAX_WINDOW`], at least one try, and timeouts of at least 1 µs and at most
+    /// [`MAX_TIMEOUT`] with `min <= max`.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_WINDOW).contains(&self.window) {
+            return Err(ConfigError::Window(self.window));
+        }
+        if self.max_tries == 0 {
+            return Err(ConfigError::Tries);
+        }
+        let timeouts: &[(&'static str, Duration)] = match &self.rto {
+            Rto::Fixed(t) => &[("timeout", *t)],
+            Rto::Adaptive { initial, min, max } => {
+                if min > max {
+                    return Err(ConfigError::Bounds {
+                        min: *min,
+                        max: *max,
+                    });
+                }
+                &[
+                    ("initial timeout", *initial),
+                    ("minimum timeout", *min),
+                    ("maximum timeout", *max),
+                ]
+            }
+        };
+        for &(what, value) in timeouts {
+            if value == Duration::ZERO || value > MAX_TIMEOUT {
+                return Err(ConfigError::Timeout { what, value });
+            }
+        }
+        Ok(())
+    }
+
+    /// How long a request with no reply at all takes to give up, before any RTT sample:
+    /// the sum of its timeouts over every try. With the defaults, 100 + 200 + 400 + 800 +
+    /// 1600 + 3 x 2000 ms = 9.1 s; with rig's, 5 x 0.5 s.
+    pub fn give_up_after(&self) -> Duration {
+        let rtt = RttEstimator::new(self.rto);
+        let mut rto = rtt.rto();
+        let mut total = Duration::ZERO;
+        for _ in 0..self.max_tries {
+            total = total.saturating_add(rto);
+            rto = rtt.backoff(rto);
+        }
+        total
+    }
 }
 
+/// The longest retransmit timeout [`Config::check`] takes: one hour.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// A [`Config`] the window cannot honour, from [`Config::check`].
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The window is 0 or over [`MAX_WINDOW`].
+    Window(usize),
+    /// Zero tries.
+    Tries,
+    /// A timeout of zero or over [`MAX_TIMEOUT`].
+    Timeout {
+        /// Which one.
+        what: &'static str,
+        /// Its value.
+        value: Duration,
+    },
+    /// An adaptive timeout whose minimum is over its maximum.
+    Bounds {
+        /// The minimum.
+        min: Duration,
+        /// The maximum.
+        max: Duration,
+    },
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Window(n) => write!(
+                f,
+                "a window of {n} requests is out of range (1..={MAX_WINDOW}; SCP boards take 8)"
+            ),
+            Self::Tries => f.write_str("at least one try is needed"),
+            Self::Timeout { what, value } => {
+                write!(f, "a {what} of {value} is out of range (1 us to 1 hour)")
+            }
+            Self::Bounds { min, max } => {
+                write!(f, "the minimum timeout {min} is over the maximum {max}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
 impl Default for Config {
-    /// Window 8, adaptive timeout from 100 ms within 10 ms..2 s, 8 tries: a dead peer
-    /// is declared after 10 + 20 + ... + 1280 ms = 2.55 s, about rig's 5 x 0.5 s.
+    /// Window 8, adaptive timeout from 100 ms within 10 ms..2 s, 8 tries. Before any RTT
+    /// sample, a dead peer is declared after 100 + 200 + 400 + 800 + 1600 + 3 x 2000 ms
+    /// = 9.1 s ([`Config::give_up_after`]); once the RTT is known, after 8 timeouts
+    /// starting from the estimate (10 + 20 + ... + 1280 ms = 2.55 s on a fast link).
     fn default() -> Self {
         Self {
             window: 8,
@@ -240,19 +363,27 @@ impl Default for Config {
 }
 
 impl<P: Protocol, T> Window<P, T> {
-    /// A window speaking `protocol`.
+    /// A window speaking `protocol`. A window of 0 is taken as 1 and one over
+    /// [`MAX_WINDOW`] as `MAX_WINDOW`, and `max_tries` of 0 as 1; drivers that take these
+    /// numbers from a user should refuse such values first ([`Config::check`]).
     pub fn new(protocol: P, config: Config) -> Self {
         let config = Config {
-            window: config.window.max(1),
+            window: config.window.clamp(1, MAX_WINDOW),
             max_tries: config.max_tries.max(1),
             ..config
         };
+        let mut ring = Vec::new();
+        ring.resize_with(ring_len(config.window), || None);
         Self {
             protocol,
             rtt: RttEstimator::new(config.rto),
             config,
             queue: VecDeque::new(),
-            slots: Vec::with_capacity(config.window),
+            ring,
+            outstanding: 0,
+            due: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            sends: 0,
             events: VecDeque::new(),
             next_seq: 0,
             completed: vec![0; 1 << 10],
@@ -271,23 +402,36 @@ impl<P: Protocol, T> Window<P, T> {
     /// `None` after every `push`, `handle_reply` and `handle_timeout`.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<&[u8]> {
-        if let Some(i) = self.slots.iter().position(|s| s.due) {
-            let slot = &mut self.slots[i];
+        while let Some(seq) = self.due.pop_front() {
+            let i = self.index(seq);
+            // Answered while it waited here: nothing to resend.
+            if !self.ring[i].as_ref().is_some_and(|s| s.seq == seq && s.due) {
+                continue;
+            }
+            self.sends += 1;
+            let send = self.sends;
+            let slot = self.ring[i].as_mut()?;
             slot.due = false;
             slot.tries += 1;
             slot.last_sent = now;
             slot.deadline = now + slot.rto;
+            slot.send = send;
+            let deadline = slot.deadline;
             self.stats.retransmits += 1;
-            return Some(&self.slots[i].bytes);
+            self.arm(deadline, send, seq);
+            return self.ring[i].as_ref().map(|s| &s.bytes[..]);
         }
-        if self.slots.len() >= self.config.window {
+        if self.outstanding >= self.config.window {
             return None;
         }
         let (mut bytes, token) = self.queue.pop_front()?;
         let seq = self.allocate_seq();
         self.protocol.set_seq(&mut bytes, seq);
         let rto = self.rtt.rto();
-        self.slots.push(Slot {
+        self.sends += 1;
+        let send = self.sends;
+        let i = self.index(seq);
+        self.ring[i] = Some(Slot {
             seq,
             bytes,
             token,
@@ -295,10 +439,14 @@ impl<P: Protocol, T> Window<P, T> {
             deadline: now + rto,
             tries: 1,
             rto,
+            send,
             due: false,
+            busy: None,
         });
+        self.outstanding += 1;
         self.stats.sent += 1;
-        self.slots.last().map(|s| &s.bytes[..])
+        self.arm(now + rto, send, seq);
+        self.ring[i].as_ref().map(|s| &s.bytes[..])
     }
 
     /// Feeds a datagram that arrived. Completion and failure are reported here, while
@@ -309,7 +457,8 @@ impl<P: Protocol, T> Window<P, T> {
             self.stats.unknown += 1;
             return ReplyOutcome::Unknown;
         };
-        let Some(i) = self.slots.iter().position(|s| s.seq == seq) else {
+        let i = self.index(seq);
+        if !self.ring[i].as_ref().is_some_and(|s| s.seq == seq) {
             return if self.is_completed(seq) {
                 self.stats.duplicates += 1;
                 ReplyOutcome::Duplicate
@@ -317,15 +466,29 @@ impl<P: Protocol, T> Window<P, T> {
                 self.stats.unknown += 1;
                 ReplyOutcome::Unknown
             };
-        };
-        match outcome {
-            Outcome::Retry => {
-                self.stats.retry_replies += 1;
-                ReplyOutcome::RetryLater
+        }
+        if let Outcome::Retry(code) = outcome {
+            self.stats.retry_replies += 1;
+            if let Some(slot) = self.ring[i].as_mut() {
+                let count = slot.busy.map_or(0, |(_, n)| n);
+                slot.busy = Some((code, count.saturating_add(1)));
             }
-            Outcome::Done => {
-                let slot = self.slots.swap_remove(i);
-                self.mark_completed(seq);
+            return ReplyOutcome::RetryLater;
+        }
+        let Some(slot) = self.take(i) else {
+            return ReplyOutcome::Unknown;
+        };
+        self.mark_completed(seq);
+        match outcome {
+            Outcome::Fatal(code) => {
+                self.stats.failed += 1;
+                ReplyOutcome::Failed {
+                    token: slot.token,
+                    code,
+                    request: slot.bytes,
+                }
+            }
+            Outcome::Done | Outcome::Retry(_) => {
                 let rtt = now.saturating_duration_since(slot.last_sent);
                 // Karn: a reply to a retransmitted request could answer any of its sends.
                 if slot.tries == 1 {
@@ -338,16 +501,6 @@ impl<P: Protocol, T> Window<P, T> {
                     rtt,
                 }
             }
-            Outcome::Fatal(code) => {
-                let slot = self.slots.swap_remove(i);
-                self.mark_completed(seq);
-                self.stats.failed += 1;
-                ReplyOutcome::Failed {
-                    token: slot.token,
-                    code,
-                    request: slot.bytes,
-                }
-            }
         }
     }
 
@@ -355,40 +508,46 @@ impl<P: Protocol, T> Window<P, T> {
     /// next [`Window::poll_transmit`], or, out of tries, reported by
     /// [`Window::poll_event`]. Call when the instant from [`Window::poll_timeout`] passes.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let mut i = 0;
-        while i < self.slots.len() {
-            let slot = &mut self.slots[i];
-            if slot.due || slot.deadline > now {
-                i += 1;
+        while let Some(&Reverse((deadline, send, seq))) = self.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop();
+            let i = self.index(seq);
+            if !self.is_live(i, send, seq) {
                 continue;
             }
             self.stats.timeouts += 1;
-            if slot.tries >= self.config.max_tries {
-                let slot = self.slots.swap_remove(i);
-                self.stats.gave_up += 1;
-                self.events.push_back(Event::TimedOut {
-                    token: slot.token,
-                    seq: slot.seq,
-                    tries: slot.tries,
-                    request: slot.bytes,
-                });
+            let give_up = self.ring[i]
+                .as_ref()
+                .is_some_and(|s| s.tries >= self.config.max_tries);
+            if give_up {
+                if let Some(slot) = self.take(i) {
+                    self.stats.gave_up += 1;
+                    self.events.push_back(Event::TimedOut {
+                        token: slot.token,
+                        seq: slot.seq,
+                        tries: slot.tries,
+                        busy: slot.busy,
+                        request: slot.bytes,
+                    });
+                }
                 continue;
             }
-            slot.due = true;
-            slot.rto = self.rtt.backoff(slot.rto);
-            i += 1;
+            if let Some(slot) = self.ring[i].as_mut() {
+                slot.due = true;
+                slot.rto = self.rtt.backoff(slot.rto);
+                self.due.push_back(seq);
+            }
         }
+        self.prune();
     }
 
     /// When [`Window::handle_timeout`] should next be called: the earliest deadline of
     /// an outstanding request, or `None` with nothing outstanding.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter(|s| !s.due)
-            .map(|s| s.deadline)
-            .min()
+        self.timers.peek().map(|Reverse((deadline, ..))| *deadline)
     }
 
     /// The next request that gave up. Call after [`Window::handle_timeout`].
@@ -401,8 +560,15 @@ impl<P: Protocol, T> Window<P, T> {
     /// them will count as unknown) and returns their tokens and bytes. Sequence numbers
     /// carry on.
     pub fn clear(&mut self) -> Vec<(T, Vec<u8>)> {
-        let mut dropped: Vec<(T, Vec<u8>)> =
-            self.slots.drain(..).map(|s| (s.token, s.bytes)).collect();
+        let mut dropped: Vec<(T, Vec<u8>)> = self
+            .ring
+            .iter_mut()
+            .filter_map(Option::take)
+            .map(|s| (s.token, s.bytes))
+            .collect();
+        self.outstanding = 0;
+        self.due.clear();
+        self.timers.clear();
         dropped.extend(self.queue.drain(..).map(|(bytes, token)| (token, bytes)));
         dropped.extend(self.events.drain(..).map(|event| match event {
             Event::TimedOut { token, request, .. } => (token, request),
@@ -412,12 +578,12 @@ impl<P: Protocol, T> Window<P, T> {
 
     /// Nothing queued, outstanding, or waiting to be reported.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.slots.is_empty() && self.events.is_empty()
+        self.queue.is_empty() && self.outstanding == 0 && self.events.is_empty()
     }
 
     /// Requests sent and not yet answered.
     pub fn outstanding(&self) -> usize {
-        self.slots.len()
+        self.outstanding
     }
 
     /// Requests pushed and not yet sent.
@@ -430,10 +596,21 @@ impl<P: Protocol, T> Window<P, T> {
         &self.config
     }
 
-    /// Changes the window size (at least 1); outstanding requests beyond a smaller size
-    /// finish before new ones are sent.
+    /// Changes the window size (taken into `1..=MAX_WINDOW`); outstanding requests
+    /// beyond a smaller size finish before new ones are sent.
     pub fn set_window(&mut self, window: usize) {
-        self.config.window = window.max(1);
+        self.config.window = window.clamp(1, MAX_WINDOW);
+        let len = ring_len(self.config.window);
+        if len > self.ring.len() {
+            // Distinct sequence numbers modulo n stay distinct modulo a multiple of n.
+            let mut ring = Vec::new();
+            ring.resize_with(len, || None);
+            for slot in self.ring.drain(..).flatten() {
+                let i = usize::from(slot.seq) & (len - 1);
+                ring[i] = Some(slot);
+            }
+            self.ring = ring;
+        }
     }
 
     /// Replaces the timeout rule; the estimator keeps its samples.
@@ -457,12 +634,58 @@ impl<P: Protocol, T> Window<P, T> {
         &self.protocol
     }
 
+    fn index(&self, seq: u16) -> usize {
+        usize::from(seq) & (self.ring.len() - 1)
+    }
+
+    /// Removes the outstanding request at ring index `i`.
+    fn take(&mut self, i: usize) -> Option<Slot<T>> {
+        let slot = self.ring[i].take()?;
+        self.outstanding -= 1;
+        self.prune();
+        Some(slot)
+    }
+
+    /// Whether a timer entry still stands for the request's current deadline.
+    fn is_live(&self, i: usize, send: u64, seq: u16) -> bool {
+        self.ring[i]
+            .as_ref()
+            .is_some_and(|s| s.seq == seq && s.send == send && !s.due)
+    }
+
+    fn arm(&mut self, deadline: Instant, send: u64, seq: u16) {
+        self.timers.push(Reverse((deadline, send, seq)));
+        // Stale entries below the top wait until they surface; once they outnumber the
+        // live ones, drop them all (amortised O(1) per send, memory bounded by the
+        // window).
+        if self.timers.len() > 2 * self.outstanding + 16 {
+            let ring = &self.ring;
+            let mask = ring.len() - 1;
+            self.timers.retain(|Reverse((_, send, seq))| {
+                ring[usize::from(*seq) & mask]
+                    .as_ref()
+                    .is_some_and(|s| s.seq == *seq && s.send == *send && !s.due)
+            });
+        }
+    }
+
+    /// Pops stale entries off the top of the timer heap, so `poll_timeout` is exact.
+    fn prune(&mut self) {
+        while let Some(&Reverse((_, send, seq))) = self.timers.peek() {
+            if self.is_live(self.index(seq), send, seq) {
+                break;
+            }
+            self.timers.pop();
+        }
+    }
+
     fn allocate_seq(&mut self) -> u16 {
-        // At most `window` numbers are taken, so this finds a free one quickly.
+        // Fewer than `window` requests are outstanding and the ring holds at least twice
+        // that many slots, so a free one is found within a step or two.
         loop {
             let seq = self.next_seq;
             self.next_seq = self.next_seq.wrapping_add(1);
-            if !self.slots.iter().any(|s| s.seq == seq) {
+            if self.ring[self.index(seq)].is_none() {
                 self.completed[usize::from(seq) / 64] &= !(1 << (seq % 64));
                 return seq;
             }
@@ -476,4 +699,9 @@ impl<P: Protocol, T> Window<P, T> {
     fn is_completed(&self, seq: u16) -> bool {
         self.completed[usize::from(seq) / 64] & (1 << (seq % 64)) != 0
     }
+}
+
+/// Ring slots for a window of `window`: a power of two, at least twice the window.
+fn ring_len(window: usize) -> usize {
+    (window.max(1) * 2).next_power_of_two()
 }

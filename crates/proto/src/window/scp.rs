@@ -59,7 +59,7 @@ impl Protocol for ScpProtocol {
         let outcome = if rc == ReturnCode::OK {
             Outcome::Done
         } else if self.retry.contains(&rc) {
-            Outcome::Retry
+            Outcome::Retry(rc.0)
         } else {
             Outcome::Fatal(rc.0)
         };

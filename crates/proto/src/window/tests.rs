@@ -417,3 +417,104 @@ fn clear_also_drops_unreported_timeouts() {
     assert!(window.is_idle());
     assert_eq!(window.poll_event(), None);
 }
+
+#[test]
+fn windows_past_the_maximum_are_refused_by_check_and_clamped_by_new() {
+    let config = |window| Config {
+        window,
+        ..Config::default()
+    };
+    for window in [0, MAX_WINDOW + 1, 65_537] {
+        assert_eq!(config(window).check(), Err(ConfigError::Window(window)));
+    }
+    assert_eq!(config(MAX_WINDOW).check(), Ok(()));
+    // Unanswered, a window asked for 65 537 sends MAX_WINDOW requests and stops (the
+    // allocator used to loop for ever once every sequence number was taken).
+    let mut window: Window<ScpProtocol, u32> = Window::new(ScpProtocol::default(), config(65_537));
+    for token in 0..70_000 {
+        window.push(request(token % 1000), token);
+    }
+    let mut sent = 0;
+    while window.poll_transmit(Instant::ZERO).is_some() {
+        sent += 1;
+    }
+    assert_eq!((sent, window.outstanding()), (MAX_WINDOW, MAX_WINDOW));
+    assert_eq!(window.config().window, MAX_WINDOW);
+}
+
+#[test]
+fn the_largest_window_finishes_every_request_exactly_once_over_a_bad_link() {
+    let config = Config {
+        window: MAX_WINDOW,
+        ..Config::default()
+    };
+    let mut link = Link::new(11, 1, 0.05, 0.02, 0.1);
+    let mut most = 0;
+    let (window, out) = simulate(config, &mut link, 20_000, ok, |w, _| {
+        most = most.max(w.outstanding());
+    });
+    assert_eq!(out.completed.len() + out.timed_out.len(), 20_000);
+    assert!(out.completed.len() > 19_990, "{}", out.completed.len());
+    assert_eq!(most, MAX_WINDOW);
+    assert!(window.is_idle() && window.poll_timeout().is_none());
+}
+
+#[test]
+fn a_dead_peer_gives_up_after_the_documented_budget() {
+    let config = Config::default();
+    assert_eq!(config.give_up_after(), Duration::from_millis(9100));
+    assert_eq!(Config::rig().give_up_after(), Duration::from_millis(2500));
+    let mut link = Link::new(1, 1, 1.0, 0.0, 0.0);
+    let (_, out) = simulate(config, &mut link, 1, ok, |_, _| {});
+    let first = out.transmits[0].0;
+    assert_eq!(out.transmits.len(), 8);
+    assert_eq!(out.timed_out.get(&0), Some(&8));
+    // The last send's timer is what gives up: 9.1 s after the first send.
+    let last = out.transmits[7].0;
+    assert_eq!(
+        last - first + Duration::from_secs(2),
+        config.give_up_after()
+    );
+}
+
+#[test]
+fn a_request_that_only_ever_hears_busy_says_so_when_it_gives_up() {
+    let mut window: Window<ScpProtocol, u32> = Window::new(
+        ScpProtocol::default(),
+        Config::fixed(Duration::from_millis(10), 3, 4),
+    );
+    window.push(request(1), 1);
+    let mut now = Instant::ZERO;
+    for _ in 0..3 {
+        let sent = window.poll_transmit(now).expect("a send").to_vec();
+        let busy = reply_to(&sent, ReturnCode::P2P_BUSY);
+        assert_eq!(window.handle_reply(now, &busy), ReplyOutcome::RetryLater);
+        now += Duration::from_millis(10);
+        window.handle_timeout(now);
+    }
+    match window.poll_event() {
+        Some(Event::TimedOut { tries, busy, .. }) => {
+            assert_eq!((tries, busy), (3, Some((ReturnCode::P2P_BUSY.0, 3))));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn config_check_refuses_zero_and_huge_timeouts() {
+    assert_eq!(
+        Config::fixed(Duration::ZERO, 3, 8).check(),
+        Err(ConfigError::Timeout {
+            what: "timeout",
+            value: Duration::ZERO
+        })
+    );
+    let hour_and_a_bit = Duration::from_secs(3601);
+    assert!(Config::fixed(hour_and_a_bit, 3, 8).check().is_err());
+    assert_eq!(
+        Config::fixed(Duration::from_millis(1), 0, 8).check(),
+        Err(ConfigError::Tries)
+    );
+    assert_eq!(Config::rig().check(), Ok(()));
+    assert_eq!(Config::default().check(), Ok(()));
+}
