@@ -2,25 +2,29 @@
 //! seed's form: `Finished write after N ms. Throughput = X Mbit/s`, where Mbit is 2^20
 //! bits as in rig's scripts.
 
-use core::net::SocketAddr;
 use core::str::FromStr;
-use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufReader, IsTerminal, Seek, Write};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use volley_proto::time::Duration;
-use volley_proto::window::Rto;
+use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{ScpClient, ScpConfig, WindowSize};
+use volley_transport_udp::{Op, ScpClient, ScpConfig, Source, WindowSize, check_range};
 
 /// `volley scp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
-    /// Write a file into a board's memory.
+    /// Write a file into a board's memory, streamed (never read whole into memory).
     Write {
         #[command(flatten)]
         target: Target,
+        /// Bytes to write: at most the file's size (default: all of it). Needed when the
+        /// file is a pipe or a device, whose size is not known up front.
+        #[arg(long)]
+        len: Option<u64>,
         /// The file to write.
         file: PathBuf,
     },
@@ -30,8 +34,8 @@ pub(crate) enum Command {
         target: Target,
         /// Bytes to read.
         #[arg(long)]
-        len: usize,
-        /// Where the bytes go.
+        len: u64,
+        /// Where the bytes go (opened before anything is read).
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -40,26 +44,31 @@ pub(crate) enum Command {
 /// Where and how to transfer.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Target {
-    /// The board (or link simulator) address.
+    /// The board (or link simulator): HOST:PORT, a name or an address; each address a
+    /// name resolves to is tried in turn.
     #[arg(long)]
-    target: SocketAddr,
+    target: String,
     /// Chip and core: X,Y or X,Y,P.
     #[arg(long, default_value = "0,0,0")]
     chip: Chip,
     /// Start address, hexadecimal (0x60000000).
     #[arg(long, value_parser = hex)]
     addr: u32,
-    /// Requests in flight: a number, or `auto` to size it from the board's tag pool.
+    /// Requests in flight, 1 to 1024 (SCP boards take 8), or `auto` to size it from the
+    /// board's tag pool.
     #[arg(long, default_value = "8")]
     window: Window,
     /// `udp`, or `tcp` for volley's emulator's framed TCP port.
     #[arg(long, default_value = "udp")]
     transport: Transport,
-    /// A fixed retransmit timeout in milliseconds (default: estimated from the RTT).
-    #[arg(long)]
+    /// A fixed retransmit timeout in milliseconds, 1 to 3600000 (default: estimated from
+    /// the RTT, 100 ms before the first sample, doubling on each resend up to 2 s).
+    #[arg(long, value_parser = timeout_ms)]
     timeout_ms: Option<u64>,
-    /// Sends per request before giving up.
-    #[arg(long, default_value_t = 8)]
+    /// Sends per request before giving up, at least 1. A board that never answers fails
+    /// a request after the sum of its timeouts: with the defaults 100 + 200 + 400 + 800 +
+    /// 1600 + 3 x 2000 ms = 9.1 s; with --timeout-ms T, tries x T.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     tries: u32,
 }
 
@@ -104,9 +113,9 @@ impl FromStr for Window {
             return Ok(Self(WindowSize::Auto));
         }
         match s.parse::<usize>() {
-            Ok(n) if n >= 1 => Ok(Self(WindowSize::Fixed(n))),
+            Ok(n) if (1..=MAX_WINDOW).contains(&n) => Ok(Self(WindowSize::Fixed(n))),
             _ => Err(format!(
-                "--window takes a number of at least 1 or `auto`, not `{s}`"
+                "--window takes a number from 1 to {MAX_WINDOW} (SCP boards take 8) or `auto`, not `{s}`"
             )),
         }
     }
@@ -129,33 +138,47 @@ fn hex(s: &str) -> Result<u32, String> {
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
+    // from_str_radix would take a leading '+'.
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("`{s}` is not a 32-bit hex address (0x60000000)"));
+    }
     u32::from_str_radix(digits, 16).map_err(|e| format!("`{s}` is not a 32-bit hex address: {e}"))
 }
 
-/// Bytes per progress step when a bar is shown (the window drains between steps).
-const STEP: usize = 256 * 1024;
+fn timeout_ms(s: &str) -> Result<u64, String> {
+    let max = MAX_TIMEOUT.as_millis();
+    match s.parse::<u64>() {
+        Ok(ms) if (1..=max).contains(&ms) => Ok(ms),
+        _ => Err(format!("--timeout-ms takes 1 to {max} milliseconds, not `{s}`")),
+    }
+}
+
+/// Bytes of file read ahead of the window.
+const READ_AHEAD: usize = 64 * 1024;
 
 pub(crate) async fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Write { target, file } => {
-            let data = tokio::fs::read(&file)
-                .await
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        Command::Write { target, len, file } => {
+            let (mut source, len) = open_source(&file, len)?;
+            check_range(target.addr, len as usize).map_err(|e| e.to_string())?;
             let mut client = connect(&target).await?;
-            let bar = progress(data.len());
+            let bar = progress(len);
             let start = Instant::now();
-            for (i, step) in data.chunks(step_len(&bar, data.len())).enumerate() {
-                let address = target
-                    .addr
-                    .wrapping_add((i * step_len(&bar, data.len())) as u32);
-                client
-                    .write(target.chip.0, address, step)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                bar.inc(step.len() as u64);
-            }
+            let mut reader = BufReader::with_capacity(READ_AHEAD, &mut source);
+            client
+                .execute_with_progress(
+                    &mut [Op::WriteFrom {
+                        chip: target.chip.0,
+                        address: target.addr,
+                        len,
+                        source: Source(&mut reader),
+                    }],
+                    |done| bar.set_position(done),
+                )
+                .await
+                .map_err(|e| format!("{}: {e}", file.display()))?;
             bar.finish_and_clear();
-            report("write", data.len(), start);
+            report("write", len, start.elapsed());
             Ok(())
         }
         Command::Read {
@@ -163,25 +186,120 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
             len,
             output,
         } => {
-            let mut client = connect(&target).await?;
-            let mut data = vec![0u8; len];
-            let bar = progress(len);
-            let start = Instant::now();
-            let step = step_len(&bar, len);
-            for (i, chunk) in data.chunks_mut(step).enumerate() {
-                let address = target.addr.wrapping_add((i * step) as u32);
-                let n = chunk.len();
-                client
-                    .read(target.chip.0, address, chunk)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                bar.inc(n as u64);
+            let len = usize::try_from(len).map_err(|_| format!("--len {len} is too large"))?;
+            check_range(target.addr, len).map_err(|e| e.to_string())?;
+            let out = Output::open(&output)?;
+            let result = async {
+                let mut client = connect(&target).await?;
+                let mut data = vec![0u8; len];
+                let bar = progress(len as u32);
+                let start = Instant::now();
+                let read = client
+                    .execute_with_progress(
+                        &mut [Op::Read {
+                            chip: target.chip.0,
+                            address: target.addr,
+                            buf: &mut data,
+                        }],
+                        |done| bar.set_position(done),
+                    )
+                    .await;
+                bar.finish_and_clear();
+                read.map_err(|e| e.to_string())?;
+                Ok::<_, String>((data, start.elapsed()))
             }
-            bar.finish_and_clear();
-            report("read", len, start);
-            tokio::fs::write(&output, &data)
-                .await
-                .map_err(|e| format!("cannot write {}: {e}", output.display()))
+            .await;
+            match result {
+                Ok((data, elapsed)) => {
+                    out.commit(&data)?;
+                    report("read", len as u32, elapsed);
+                    Ok(())
+                }
+                Err(e) => {
+                    out.abandon();
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+/// The file to write and how many bytes of it: its size for a regular file (checked
+/// against `--len`), `--len` itself for anything else (a pipe, a device).
+fn open_source(path: &Path, len: Option<u64>) -> Result<(File, u32), String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+    if meta.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    let len = match (meta.is_file(), len) {
+        (true, Some(n)) if n > meta.len() => {
+            return Err(format!(
+                "--len {n} is more than the {} bytes of {}",
+                meta.len(),
+                path.display()
+            ));
+        }
+        (true, n) => n.unwrap_or(meta.len()),
+        (false, Some(n)) => n,
+        (false, None) => {
+            return Err(format!(
+                "{} is not a regular file, so its size is unknown: say how many bytes to write with --len",
+                path.display()
+            ));
+        }
+    };
+    let len = u32::try_from(len).map_err(|_| {
+        format!(
+            "{} is {len} bytes: more than the 4 GiB address space",
+            path.display()
+        )
+    })?;
+    Ok((file, len))
+}
+
+/// `scp read`'s output, opened before anything is read. An existing file is left as it
+/// is until the read succeeds; a file created here is removed if it fails.
+struct Output {
+    file: File,
+    path: PathBuf,
+    created: bool,
+}
+
+impl Output {
+    fn open(path: &Path) -> Result<Self, String> {
+        let existed = path.exists();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            created: !existed,
+        })
+    }
+
+    fn commit(mut self, data: &[u8]) -> Result<(), String> {
+        let regular = self.file.metadata().is_ok_and(|m| m.is_file());
+        let result = (|| {
+            if regular {
+                self.file.set_len(0)?;
+                self.file.rewind()?;
+            }
+            self.file.write_all(data)?;
+            self.file.flush()
+        })();
+        result.map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+
+    fn abandon(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
@@ -189,25 +307,23 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
 async fn connect(target: &Target) -> Result<ScpClient, String> {
     let mut config = ScpConfig {
         window: target.window.0,
-        max_tries: target.tries.max(1),
+        max_tries: target.tries,
         ..ScpConfig::default()
     };
     if let Some(ms) = target.timeout_ms {
-        config.rto = Rto::Fixed(Duration::from_millis(ms.max(1)));
+        config.rto = Rto::Fixed(Duration::from_millis(ms));
     }
-    let client = match target.transport {
-        Transport::Udp => ScpClient::connect(target.target, config).await,
-        Transport::Tcp => ScpClient::connect_tcp(target.target, config).await,
-    };
-    client.map_err(|e| format!("cannot reach {}: {e}", target.target))
+    ScpClient::connect_host(&target.target, target.transport == Transport::Tcp, config)
+        .await
+        .map_err(|e| format!("cannot reach {}: {e}", target.target))
 }
 
 /// A progress bar on a terminal, a hidden one otherwise.
-fn progress(len: usize) -> ProgressBar {
-    if !std::io::stderr().is_terminal() || len < STEP {
+fn progress(len: u32) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new(len as u64);
+    let bar = ProgressBar::new(u64::from(len));
     if let Ok(style) =
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
     {
@@ -216,14 +332,8 @@ fn progress(len: usize) -> ProgressBar {
     bar
 }
 
-/// With no bar to update, the whole transfer goes through the window at once.
-fn step_len(bar: &ProgressBar, len: usize) -> usize {
-    if bar.is_hidden() { len.max(1) } else { STEP }
-}
-
-fn report(what: &str, bytes: usize, start: Instant) {
-    let elapsed = start.elapsed();
-    let mbit = bytes as f64 * 8.0 / f64::from(1u32 << 20);
+fn report(what: &str, bytes: u32, elapsed: core::time::Duration) {
+    let mbit = f64::from(bytes) * 8.0 / f64::from(1u32 << 20);
     eprintln!(
         "Finished {what} after {} ms. Throughput = {:.2} Mbit/s",
         elapsed.as_millis(),

@@ -73,6 +73,21 @@ pub enum Op<'a> {
         /// The bytes.
         data: &'a [u8],
     },
+    /// Write `len` bytes read from `source` to `address` on `chip`, without holding them
+    /// all in memory: the source is read in order, a request's worth (256 bytes) at a
+    /// time, as the window has room, on the caller's task. Give it a buffered reader
+    /// (`std::io::BufReader`) over a file or pipe; a source that ends early fails the
+    /// operation with [`ScpError::Source`].
+    WriteFrom {
+        /// The chip and core.
+        chip: Address,
+        /// Start address.
+        address: u32,
+        /// Bytes to write.
+        len: u32,
+        /// Where the bytes come from.
+        source: Source<'a>,
+    },
     /// Fill `len` bytes from `address` with the word `value`.
     Fill {
         /// The chip and core.
@@ -93,6 +108,70 @@ pub enum Op<'a> {
     },
 }
 
+/// The reader behind an [`Op::WriteFrom`].
+pub struct Source<'a>(pub &'a mut (dyn io::Read + Send));
+
+impl core::fmt::Debug for Source<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Source(..)")
+    }
+}
+
+/// Why no reply came to a request that timed out, as far as the client can tell.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoReply {
+    /// Nothing came back at all.
+    Silence,
+    /// The board answered with a retry code every time (or some of the times).
+    Busy {
+        /// The last such code.
+        code: ReturnCode,
+        /// How many busy replies came.
+        replies: u32,
+        /// How many times the request was sent.
+        tries: u32,
+    },
+    /// The kernel reported the board's port closed (ICMP port unreachable), this many
+    /// times during the operation.
+    Refused {
+        /// Reports seen.
+        reports: u64,
+    },
+    /// Datagrams came back that were not SCP replies.
+    Garbage {
+        /// How many.
+        replies: u64,
+        /// Why the first one did not parse.
+        first: volley_proto::wire::Error,
+    },
+}
+
+impl core::fmt::Display for NoReply {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Silence => f.write_str("no reply"),
+            Self::Busy {
+                code,
+                replies,
+                tries,
+            } if replies >= tries => write!(f, "board busy ({code}) for all {tries} tries"),
+            Self::Busy {
+                code,
+                replies,
+                tries,
+            } => write!(f, "board busy ({code}) for {replies} of {tries} tries"),
+            Self::Refused { reports } => write!(
+                f,
+                "connection refused ({reports} ICMP port-unreachable reports: nothing listens there)"
+            ),
+            Self::Garbage { replies, first } => {
+                write!(f, "{replies} replies that did not parse: {first}")
+            }
+        }
+    }
+}
+
 /// Why an SCP operation failed.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +190,7 @@ pub enum ScpError {
     },
     /// No reply after every try.
     #[error(
-        "{cmd} to chip {chip} at {address:#010x} timed out after {tries} tries ({elapsed_ms} ms)"
+        "{cmd} to chip {chip} at {address:#010x} timed out after {tries} tries ({elapsed_ms} ms): {why}"
     )]
     Timeout {
         /// The command.
@@ -124,7 +203,19 @@ pub enum ScpError {
         tries: u32,
         /// Milliseconds from its first send to giving up.
         elapsed_ms: u64,
+        /// What came back instead of a reply.
+        why: NoReply,
     },
+    /// Nothing listens at the board's address: the kernel reported the port closed
+    /// (ICMP port unreachable) before the board ever answered.
+    #[error("connection refused: nothing is listening at {peer}")]
+    Refused {
+        /// The address.
+        peer: SocketAddr,
+    },
+    /// The reader behind an [`Op::WriteFrom`] failed, or ended early.
+    #[error("cannot read the data to write: {0}")]
+    Source(#[source] io::Error),
     /// A read reply carried the wrong number of bytes.
     #[error("read from chip {chip} at {address:#010x} returned {got} bytes, expected {expected}")]
     ReadLength {
@@ -198,12 +289,26 @@ pub struct ClientStats {
 #[derive(Debug)]
 pub struct ScpClient {
     link: Link,
-    window: Window<ScpProtocol, Token>,
-    epoch: StdInstant,
-    spare: Vec<Vec<u8>>,
+    core: Core,
     refused: u64,
     peer: SocketAddr,
     spin: core::time::Duration,
+}
+
+/// The window and what the driver keeps beside it while an operation runs.
+#[derive(Debug)]
+struct Core {
+    window: Window<ScpProtocol, Token>,
+    epoch: StdInstant,
+    /// Request buffers returned by the window, for reuse.
+    spare: Vec<Vec<u8>>,
+    /// Whether the board has ever answered (after that, "connection refused" is loss,
+    /// as while a board reboots; before it, nothing listens there).
+    heard: bool,
+    /// Datagrams that did not parse during this operation, and the first one's error.
+    garbage: (u64, Option<volley_proto::wire::Error>),
+    /// Data bytes of reads and writes completed during this operation.
+    done: u64,
 }
 
 #[derive(Debug)]
@@ -234,7 +339,8 @@ struct Token {
 const AUTO_TTO: u8 = 1;
 
 impl Default for ScpConfig {
-    /// Window 8, adaptive timeout (100 ms initial, 10 ms..2 s), 8 tries, rig's retry codes.
+    /// Window 8, adaptive timeout (100 ms initial, 10 ms..2 s), 8 tries, rig's retry codes:
+    /// a board that never answers fails a request after 9.1 s ([`ScpConfig::give_up_after`]).
     fn default() -> Self {
         let window = Config::default();
         Self {
@@ -265,13 +371,48 @@ impl ScpConfig {
             ..self
         }
     }
+
+    /// Checks every number before anything is opened: a window of 1 to
+    /// [`MAX_WINDOW`](volley_proto::window::MAX_WINDOW), at least one try, timeouts
+    /// from 1 µs to an hour, a spin of at most a second.
+    pub fn check(&self) -> Result<(), ScpError> {
+        self.window_config()
+            .check()
+            .map_err(|e| ScpError::InvalidArgument(e.to_string()))?;
+        if self.spin > core::time::Duration::from_secs(1) {
+            return Err(ScpError::InvalidArgument(format!(
+                "a spin of {:?} is over a second",
+                self.spin
+            )));
+        }
+        Ok(())
+    }
+
+    /// How long a request gets no reply before it fails, before any RTT sample: the
+    /// sum of its timeouts over every try (9.1 s with the defaults).
+    pub fn give_up_after(&self) -> core::time::Duration {
+        self.window_config().give_up_after().into()
+    }
+
+    fn window_config(&self) -> Config {
+        Config {
+            window: match self.window {
+                WindowSize::Fixed(n) => n,
+                WindowSize::Auto => 1,
+            },
+            rto: self.rto,
+            max_tries: self.max_tries,
+        }
+    }
 }
 
 impl ScpClient {
     /// Opens a UDP socket connected to the board at `addr` (SC&MP listens on
     /// [`scp::PORT`]). With [`WindowSize::Auto`] this also sets the board's transient-tag
-    /// timeout and sizes the window from its tag pool.
+    /// timeout and sizes the window from its tag pool. The settings are checked first
+    /// ([`ScpConfig::check`]).
     pub async fn connect(addr: SocketAddr, config: ScpConfig) -> Result<Self, ScpError> {
+        config.check()?;
         let socket = Socket::new(
             Domain::for_address(addr),
             Type::DGRAM,
@@ -296,6 +437,7 @@ impl ScpClient {
     /// Connects over TCP to volley's emulator, which carries the same SCP datagrams in
     /// SFTP-style frames (for UDP-vs-TCP comparisons on one workload).
     pub async fn connect_tcp(addr: SocketAddr, config: ScpConfig) -> Result<Self, ScpError> {
+        config.check()?;
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let link = Link::Tcp(TcpLink {
@@ -307,24 +449,79 @@ impl ScpClient {
         Self::start(link, addr, config).await
     }
 
+    /// Resolves `target` (`host:port`, e.g. `localhost:17893`) and connects to the first
+    /// of its addresses that answers ([`connect_any`](Self::connect_any)).
+    pub async fn connect_host(
+        target: &str,
+        tcp: bool,
+        config: ScpConfig,
+    ) -> Result<Self, ScpError> {
+        config.check()?;
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(target)
+            .await
+            .map_err(|e| ScpError::InvalidArgument(format!("cannot resolve `{target}`: {e}")))?
+            .collect();
+        Self::connect_any(&addrs, tcp, config)
+            .await
+            .map_err(|e| match e {
+                ScpError::InvalidArgument(why) if addrs.len() != 1 => {
+                    ScpError::InvalidArgument(format!("`{target}`: {why}"))
+                }
+                e => e,
+            })
+    }
+
+    /// Connects to the first of `addrs` that answers: over UDP
+    /// ([`connect`](Self::connect)), or over TCP with `tcp`. With several addresses
+    /// (`localhost` may give `::1` before `127.0.0.1`), each is asked for its software
+    /// version before it is taken, so one where nothing listens is skipped at its first
+    /// "connection refused"; a lone address is taken as it is.
+    pub async fn connect_any(
+        addrs: &[SocketAddr],
+        tcp: bool,
+        config: ScpConfig,
+    ) -> Result<Self, ScpError> {
+        let mut failures = Vec::new();
+        for &addr in addrs {
+            let attempt = async {
+                let mut client = if tcp {
+                    Self::connect_tcp(addr, config.clone()).await?
+                } else {
+                    Self::connect(addr, config.clone()).await?
+                };
+                if addrs.len() > 1 {
+                    client.sver(Address::core(0, 0, 0)).await?;
+                }
+                Ok::<_, ScpError>(client)
+            };
+            match attempt.await {
+                Ok(client) => return Ok(client),
+                Err(e) if addrs.len() == 1 => return Err(e),
+                Err(e) => failures.push(format!("{addr}: {e}")),
+            }
+        }
+        Err(ScpError::InvalidArgument(if failures.is_empty() {
+            "no address to connect to".to_owned()
+        } else {
+            format!("no address answered ({})", failures.join("; "))
+        }))
+    }
+
     async fn start(link: Link, peer: SocketAddr, config: ScpConfig) -> Result<Self, ScpError> {
-        let window_config = Config {
-            window: match config.window {
-                WindowSize::Fixed(n) => n,
-                WindowSize::Auto => 1,
-            },
-            rto: config.rto,
-            max_tries: config.max_tries,
-        };
         let mut client = Self {
             spin: config.spin,
             link,
-            window: Window::new(
-                ScpProtocol::with_retry_codes(config.retry_codes.iter().copied()),
-                window_config,
-            ),
-            epoch: StdInstant::now(),
-            spare: Vec::new(),
+            core: Core {
+                window: Window::new(
+                    ScpProtocol::with_retry_codes(config.retry_codes.iter().copied()),
+                    config.window_config(),
+                ),
+                epoch: StdInstant::now(),
+                spare: Vec::new(),
+                heard: false,
+                garbage: (0, None),
+                done: 0,
+            },
             refused: 0,
             peer,
         };
@@ -350,8 +547,10 @@ impl ScpClient {
                 max: max.max(floor),
             },
         };
-        self.window.set_rto(rto);
-        self.window.set_window(usize::from(info.pool_size).max(1));
+        self.core.window.set_rto(rto);
+        self.core
+            .window
+            .set_window(usize::from(info.pool_size).max(1));
         Ok(())
     }
 
@@ -362,12 +561,13 @@ impl ScpClient {
 
     /// Requests kept in flight.
     pub fn window_size(&self) -> usize {
-        self.window.config().window
+        self.core.window.config().window
     }
 
     /// The counters so far.
     pub fn stats(&self) -> ClientStats {
-        let s = self.window.stats();
+        let window = &self.core.window;
+        let s = window.stats();
         ClientStats {
             sent: s.sent,
             retransmits: s.retransmits,
@@ -380,8 +580,8 @@ impl ScpClient {
                 Link::Udp(_, io) => io.syscalls(),
                 Link::Tcp(_) => 0,
             },
-            srtt: self.window.rtt().srtt(),
-            rto: self.window.rtt().rto(),
+            srtt: window.rtt().srtt(),
+            rto: window.rtt().rto(),
         }
     }
 
@@ -416,13 +616,15 @@ impl ScpClient {
         self.execute(&mut [Op::Read { chip, address, buf }]).await
     }
 
-    /// Reads `len` bytes from `address` on `chip` into a new buffer.
+    /// Reads `len` bytes from `address` on `chip` into a new buffer. The range is
+    /// checked against the 32-bit address space before anything is allocated.
     pub async fn read_bytes(
         &mut self,
         chip: Address,
         address: u32,
         len: usize,
     ) -> Result<Bytes, ScpError> {
+        check_range(address, len)?;
         let mut buf = vec![0; len];
         self.read(chip, address, &mut buf).await?;
         Ok(Bytes::from(buf))
@@ -474,67 +676,109 @@ impl ScpClient {
     /// Runs every operation through one window: chunks of different operations (and
     /// chips) are in flight together. Fails on the first error, abandoning the rest.
     pub async fn execute(&mut self, ops: &mut [Op<'_>]) -> Result<(), ScpError> {
-        let result = self.drive(ops).await;
+        self.execute_with_progress(ops, |_| {}).await
+    }
+
+    /// [`execute`](Self::execute), calling `progress` with the data bytes of reads and
+    /// writes completed so far, once per batch of replies that completed any (a
+    /// progress bar's feed: the transfer stays one operation, the window never drains
+    /// between steps).
+    pub async fn execute_with_progress(
+        &mut self,
+        ops: &mut [Op<'_>],
+        progress: impl FnMut(u64),
+    ) -> Result<(), ScpError> {
+        self.core.done = 0;
+        self.core.garbage = (0, None);
+        let result = self.drive(ops, progress).await;
         if result.is_err() {
-            for (_, bytes) in self.window.clear() {
-                self.spare.push(bytes);
+            for (_, bytes) in self.core.window.clear() {
+                self.core.spare.push(bytes);
             }
         }
         result
     }
 
-    fn now(&self) -> Instant {
-        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
-    }
-
-    async fn drive(&mut self, ops: &mut [Op<'_>]) -> Result<(), ScpError> {
+    async fn drive(
+        &mut self,
+        ops: &mut [Op<'_>],
+        mut progress: impl FnMut(u64),
+    ) -> Result<(), ScpError> {
         let mut chunks = Chunks::new(ops)?;
+        let refused_before = self.refused;
+        let mut reported = 0;
         loop {
-            let now = self.now();
-            self.window.handle_timeout(now);
+            let now = self.core.now();
+            let window = &mut self.core.window;
+            window.handle_timeout(now);
             if let Some(Event::TimedOut {
                 token,
                 tries,
                 request,
+                busy,
                 ..
-            }) = self.window.poll_event()
+            }) = window.poll_event()
             {
-                self.spare.push(request);
+                self.core.spare.push(request);
                 let (cmd, chip, address) = describe(ops, &token);
+                let why = match (busy, self.core.garbage) {
+                    (Some((code, replies)), _) => NoReply::Busy {
+                        code: ReturnCode(code),
+                        replies,
+                        tries,
+                    },
+                    _ if self.refused > refused_before => NoReply::Refused {
+                        reports: self.refused - refused_before,
+                    },
+                    (None, (replies, Some(first))) => NoReply::Garbage { replies, first },
+                    (None, _) => NoReply::Silence,
+                };
                 return Err(ScpError::Timeout {
                     cmd,
                     chip,
                     address,
                     tries,
                     elapsed_ms: (now - token.first_sent).as_millis(),
+                    why,
                 });
             }
             // Fill the window, plus one request queued behind it so a freed slot
             // refills at once.
-            while self.window.outstanding() + self.window.queued() <= self.window_size() {
+            while self.core.window.outstanding() + self.core.window.queued() <= self.window_size() {
                 let Some(mut token) = chunks.next(ops) else {
                     break;
                 };
                 token.first_sent = now;
-                let bytes = build(ops, &token, self.spare.pop().unwrap_or_default())?;
-                self.window.push(bytes, token);
+                let bytes = build(ops, &token, self.core.spare.pop().unwrap_or_default())?;
+                self.core.window.push(bytes, token);
             }
             self.transmit(now).await?;
-            if self.window.is_idle() {
+            if self.core.window.is_idle() {
+                if self.core.done != reported {
+                    progress(self.core.done);
+                }
                 return Ok(());
             }
             self.receive(ops).await?;
+            if self.refused > refused_before && !self.core.heard {
+                return Err(ScpError::Refused { peer: self.peer });
+            }
+            if self.core.done != reported {
+                reported = self.core.done;
+                progress(reported);
+            }
         }
     }
 
     /// Sends everything the window has ready.
     async fn transmit(&mut self, now: Instant) -> Result<(), ScpError> {
+        let window = &mut self.core.window;
         match &mut self.link {
             Link::Udp(socket, io) => {
                 // Everything ready goes out in as few system calls as the kernel allows.
-                // Nothing listening (an earlier ICMP error) counts as loss: the requests
-                // are retried until they time out.
-                while let Some(datagram) = self.window.poll_transmit(now) {
+                // A "connection refused" (an earlier ICMP error) is counted: before the
+                // board has ever answered it fails the operation, after that it is loss.
+                while let Some(datagram) = window.poll_transmit(now) {
                     self.refused += io.tx.queue(socket, datagram, self.peer).await?.refused as u64;
                 }
                 self.refused += io.tx.flush(socket).await?.refused as u64;
@@ -543,7 +787,7 @@ impl ScpClient {
                 // Small packets: coalesced into one write (copying 282 bytes is cheaper
                 // than a slice per packet).
                 tcp.write_buf.clear();
-                while let Some(datagram) = self.window.poll_transmit(now) {
+                while let Some(datagram) = window.poll_transmit(now) {
                     let seq = u32::from(scp::Packet::new_unchecked(datagram).seq());
                     let header = frame::Header::new(SCP_FRAME_TYPE, seq, datagram.len())?;
                     tcp.write_buf.extend_from_slice(&header.encode());
@@ -560,9 +804,10 @@ impl ScpClient {
     /// Waits for replies or the next retransmit deadline; handles every reply that is
     /// ready before returning (one wake-up per batch).
     async fn receive(&mut self, ops: &mut [Op<'_>]) -> Result<(), ScpError> {
-        let deadline = self.window.poll_timeout().map(|t| {
+        let core = &mut self.core;
+        let deadline = core.window.poll_timeout().map(|t| {
             tokio::time::Instant::from_std(
-                self.epoch + core::time::Duration::from_micros(t.as_micros()),
+                core.epoch + core::time::Duration::from_micros(t.as_micros()),
             )
         });
         let sleep = async {
@@ -571,7 +816,7 @@ impl ScpClient {
                 None => core::future::pending().await,
             }
         };
-        let spin = self
+        let spin = core
             .window
             .rtt()
             .srtt()
@@ -585,7 +830,7 @@ impl ScpClient {
                     loop {
                         match io.rx.try_recv(socket, true) {
                             Ok(()) => {
-                                on_batch(io, &mut self.window, &mut self.spare, ops, self.epoch)?;
+                                core.on_batch(io, ops)?;
                                 // Back to sending at once: the slots just freed are
                                 // refilled before anything else (another receive call
                                 // here would mostly find nothing; the next receive
@@ -598,7 +843,10 @@ impl ScpClient {
                                 }
                                 core::hint::spin_loop();
                             }
-                            Err(e) if refused(&e) => self.refused += 1,
+                            Err(e) if refused(&e) => {
+                                self.refused += 1;
+                                return Ok(());
+                            }
                             Err(e) => return Err(e.into()),
                         }
                     }
@@ -607,7 +855,7 @@ impl ScpClient {
                     biased;
                     ready = socket.readable() => {
                         ready?;
-                        self.refused += drain(socket, io, &mut self.window, &mut self.spare, ops, self.epoch)?;
+                        self.refused += core.drain(socket, io, ops)?;
                     }
                     () = sleep => {}
                 }
@@ -619,11 +867,16 @@ impl ScpClient {
                         if n? == 0 {
                             return Err(ScpError::Closed);
                         }
-                        let now = Instant::from_micros(self.epoch.elapsed().as_micros() as u64);
+                        let now = core.now();
                         while let Some((frame, used)) = tcp.decoder.decode(&tcp.read_buf)? {
-                            let _ = frame;
+                            if frame.ty != SCP_FRAME_TYPE {
+                                return Err(ScpError::InvalidArgument(format!(
+                                    "the board sent a frame of type {:#04x}, not SCP ({SCP_FRAME_TYPE:#04x})",
+                                    frame.ty
+                                )));
+                            }
                             let datagram = &tcp.read_buf[frame::HEADER_LEN..used];
-                            on_reply(&mut self.window, &mut self.spare, ops, now, datagram)?;
+                            core.on_reply(ops, now, datagram)?;
                             let _ = tcp.read_buf.split_to(used);
                         }
                         if tcp.read_buf.capacity() < 4096 {
@@ -638,90 +891,112 @@ impl ScpClient {
     }
 }
 
-/// Handles every reply that is ready, without waiting (after the reactor saw the socket
-/// readable); returns how many "connection refused" reports came instead.
-fn drain(
-    socket: &UdpSocket,
-    io: &mut Datagrams,
-    window: &mut Window<ScpProtocol, Token>,
-    spare: &mut Vec<Vec<u8>>,
-    ops: &mut [Op<'_>],
-    epoch: StdInstant,
-) -> Result<u64, ScpError> {
-    let mut refused_count = 0;
-    loop {
-        match io.rx.try_recv(socket, false) {
-            Ok(()) => on_batch(io, window, spare, ops, epoch)?,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(refused_count),
-            Err(e) if refused(&e) => refused_count += 1,
-            Err(e) => return Err(e.into()),
+impl Core {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// Handles every reply that is ready, without waiting (after the reactor saw the
+    /// socket readable); returns how many "connection refused" reports came instead.
+    fn drain(
+        &mut self,
+        socket: &UdpSocket,
+        io: &mut Datagrams,
+        ops: &mut [Op<'_>],
+    ) -> Result<u64, ScpError> {
+        let mut refused_count = 0;
+        loop {
+            match io.rx.try_recv(socket, false) {
+                Ok(()) => self.on_batch(io, ops)?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(refused_count),
+                Err(e) if refused(&e) => refused_count += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Applies every reply of the last receive call.
+    fn on_batch(&mut self, io: &Datagrams, ops: &mut [Op<'_>]) -> Result<(), ScpError> {
+        let now = self.now();
+        io.rx
+            .datagrams()
+            .try_for_each(|(datagram, _)| self.on_reply(ops, now, datagram))
+    }
+
+    /// Applies one reply to the window and, if it completes a request, to its operation.
+    fn on_reply(
+        &mut self,
+        ops: &mut [Op<'_>],
+        now: Instant,
+        datagram: &[u8],
+    ) -> Result<(), ScpError> {
+        self.heard = true;
+        match self.window.handle_reply(now, datagram) {
+            ReplyOutcome::Completed { token, request, .. } => {
+                self.spare.push(request);
+                // The window has already checked the header; take the body from the view.
+                let packet = scp::Packet::new_checked(datagram)?;
+                let body = packet.body();
+                match &mut ops[token.op] {
+                    Op::Read { chip, address, buf } => {
+                        if body.len() != token.len {
+                            return Err(ScpError::ReadLength {
+                                chip: *chip,
+                                address: address.wrapping_add(token.offset as u32),
+                                expected: token.len,
+                                got: body.len(),
+                            });
+                        }
+                        buf[token.offset..token.offset + token.len].copy_from_slice(body);
+                    }
+                    Op::Raw { reply, .. } => {
+                        reply.clear();
+                        reply.extend_from_slice(body);
+                    }
+                    Op::Write { .. } | Op::WriteFrom { .. } | Op::Fill { .. } => {}
+                }
+                self.done += token.len as u64;
+                Ok(())
+            }
+            ReplyOutcome::Failed {
+                token,
+                code,
+                request,
+            } => {
+                self.spare.push(request);
+                let (cmd, chip, address) = describe(ops, &token);
+                Err(ScpError::Rc {
+                    rc: ReturnCode(code),
+                    cmd,
+                    chip,
+                    address,
+                })
+            }
+            ReplyOutcome::Unknown => {
+                if let Err(e) = scp::Packet::new_checked(datagram) {
+                    self.garbage.0 += 1;
+                    self.garbage.1.get_or_insert(e);
+                }
+                Ok(())
+            }
+            ReplyOutcome::RetryLater | ReplyOutcome::Duplicate => Ok(()),
         }
     }
 }
 
-/// Applies every reply of the last receive call.
-fn on_batch(
-    io: &Datagrams,
-    window: &mut Window<ScpProtocol, Token>,
-    spare: &mut Vec<Vec<u8>>,
-    ops: &mut [Op<'_>],
-    epoch: StdInstant,
-) -> Result<(), ScpError> {
-    let now = Instant::from_micros(epoch.elapsed().as_micros() as u64);
-    io.rx
-        .datagrams()
-        .try_for_each(|(datagram, _)| on_reply(window, spare, ops, now, datagram))
-}
-
-/// Applies one reply to the window and, if it completes a request, to its operation.
-fn on_reply(
-    window: &mut Window<ScpProtocol, Token>,
-    spare: &mut Vec<Vec<u8>>,
-    ops: &mut [Op<'_>],
-    now: Instant,
-    datagram: &[u8],
-) -> Result<(), ScpError> {
-    match window.handle_reply(now, datagram) {
-        ReplyOutcome::Completed { token, request, .. } => {
-            spare.push(request);
-            // The window has already checked the header; take the body from the view.
-            let packet = scp::Packet::new_checked(datagram)?;
-            let body = packet.body();
-            match &mut ops[token.op] {
-                Op::Read { chip, address, buf } => {
-                    if body.len() != token.len {
-                        return Err(ScpError::ReadLength {
-                            chip: *chip,
-                            address: address.wrapping_add(token.offset as u32),
-                            expected: token.len,
-                            got: body.len(),
-                        });
-                    }
-                    buf[token.offset..token.offset + token.len].copy_from_slice(body);
-                }
-                Op::Raw { reply, .. } => {
-                    reply.clear();
-                    reply.extend_from_slice(body);
-                }
-                Op::Write { .. } | Op::Fill { .. } => {}
-            }
-            Ok(())
-        }
-        ReplyOutcome::Failed {
-            token,
-            code,
-            request,
-        } => {
-            spare.push(request);
-            let (cmd, chip, address) = describe(ops, &token);
-            Err(ScpError::Rc {
-                rc: ReturnCode(code),
-                cmd,
-                chip,
-                address,
-            })
-        }
-        ReplyOutcome::RetryLater | ReplyOutcome::Duplicate | ReplyOutcome::Unknown => Ok(()),
+/// Checks that `len` bytes from `address` fit the 32-bit address space (what every
+/// bulk operation is checked against before anything is sent or allocated).
+pub fn check_range(address: u32, len: usize) -> Result<(), ScpError> {
+    let fits = u32::try_from(len)
+        .ok()
+        .and_then(|len| address.checked_add(len.saturating_sub(1)))
+        .is_some();
+    if fits {
+        Ok(())
+    } else {
+        Err(ScpError::InvalidArgument(format!(
+            "{len} bytes at {address:#010x} run past the end of the 32-bit address space"
+        )))
     }
 }
 
@@ -730,26 +1005,52 @@ fn describe(ops: &[Op<'_>], token: &Token) -> (Command, Address, u32) {
     let offset = token.offset as u32;
     match &ops[token.op] {
         Op::Read { chip, address, .. } => (Command::READ, *chip, address.wrapping_add(offset)),
-        Op::Write { chip, address, .. } => (Command::WRITE, *chip, address.wrapping_add(offset)),
+        Op::Write { chip, address, .. } | Op::WriteFrom { chip, address, .. } => {
+            (Command::WRITE, *chip, address.wrapping_add(offset))
+        }
         Op::Fill { chip, address, .. } => (Command::FILL, *chip, *address),
         Op::Raw { request, .. } => (request.cmd, request.sdp.dest, request.args[0]),
     }
 }
 
-/// Encodes the request for one chunk into a recycled buffer.
-fn build(ops: &[Op<'_>], token: &Token, mut buf: Vec<u8>) -> Result<Vec<u8>, ScpError> {
+/// Encodes the request for one chunk into a recycled buffer (reading a
+/// [`Op::WriteFrom`]'s chunk from its source: chunks are built once each, in order).
+fn build(ops: &mut [Op<'_>], token: &Token, mut buf: Vec<u8>) -> Result<Vec<u8>, ScpError> {
     let offset = token.offset as u32;
-    let request = match &ops[token.op] {
-        Op::Read { chip, address, .. } => scp::read_request(*chip, address + offset, token.len)?,
+    let mut staged = [0u8; MAX_DATA_LEN];
+    let request = match &mut ops[token.op] {
+        Op::Read { chip, address, .. } => scp::read_request(*chip, *address + offset, token.len)?,
         Op::Write {
             chip,
             address,
             data,
         } => scp::write_request(
             *chip,
-            address + offset,
+            *address + offset,
             &data[token.offset..token.offset + token.len],
         )?,
+        Op::WriteFrom {
+            chip,
+            address,
+            len,
+            source,
+        } => {
+            let data = &mut staged[..token.len];
+            source.0.read_exact(data).map_err(|e| {
+                ScpError::Source(if e.kind() == io::ErrorKind::UnexpectedEof {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "the source ended before byte {} of the {len} promised",
+                            token.offset + token.len
+                        ),
+                    )
+                } else {
+                    e
+                })
+            })?;
+            scp::write_request(*chip, *address + offset, data)?
+        }
         Op::Fill {
             chip,
             address,
@@ -774,20 +1075,8 @@ impl Chunks {
     /// Checks every operation fits the address space before anything is sent.
     fn new(ops: &[Op<'_>]) -> Result<Self, ScpError> {
         for op in ops {
-            let (address, len) = match op {
-                Op::Read { address, buf, .. } => (*address, buf.len()),
-                Op::Write { address, data, .. } => (*address, data.len()),
-                Op::Fill { address, len, .. } => (*address, *len as usize),
-                Op::Raw { .. } => continue,
-            };
-            let fits = u32::try_from(len)
-                .ok()
-                .and_then(|len| address.checked_add(len.saturating_sub(1)))
-                .is_some();
-            if !fits {
-                return Err(ScpError::InvalidArgument(format!(
-                    "{len} bytes at {address:#010x} run past the end of the 32-bit address space"
-                )));
+            if let Some((address, len)) = op.range() {
+                check_range(address, len)?;
             }
         }
         Ok(Self { op: 0, offset: 0 })
@@ -796,8 +1085,9 @@ impl Chunks {
     fn next(&mut self, ops: &[Op<'_>]) -> Option<Token> {
         while let Some(op) = ops.get(self.op) {
             let total = match op {
-                Op::Read { buf, .. } => buf.len(),
-                Op::Write { data, .. } => data.len(),
+                Op::Read { .. } | Op::Write { .. } | Op::WriteFrom { .. } => {
+                    op.range().map_or(0, |(_, len)| len)
+                }
                 // One request whatever the size.
                 Op::Fill { .. } | Op::Raw { .. } => {
                     if self.offset == 0 {
@@ -827,5 +1117,18 @@ impl Chunks {
             self.offset = 0;
         }
         None
+    }
+}
+
+impl Op<'_> {
+    /// The start address and length of a bulk operation.
+    fn range(&self) -> Option<(u32, usize)> {
+        match self {
+            Op::Read { address, buf, .. } => Some((*address, buf.len())),
+            Op::Write { address, data, .. } => Some((*address, data.len())),
+            Op::WriteFrom { address, len, .. } => Some((*address, *len as usize)),
+            Op::Fill { address, len, .. } => Some((*address, *len as usize)),
+            Op::Raw { .. } => None,
+        }
     }
 }

@@ -39,7 +39,10 @@ mod datagrams;
 mod netsim;
 
 pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE};
-pub use client::{ClientStats, Op, ScpClient, ScpConfig, ScpError, SoftwareVersion, WindowSize};
+pub use client::{
+    ClientStats, NoReply, Op, ScpClient, ScpConfig, ScpError, SoftwareVersion, Source, WindowSize,
+    check_range,
+};
 pub use netsim::{LinkConfig, LinkSim, LinkStats};
 
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |

@@ -9,7 +9,8 @@ use volley_proto::window::Rto;
 use volley_proto::wire::scp::{self, Command, ReturnCode};
 use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{
-    Board, BoardConfig, LinkConfig, LinkSim, Op, ScpClient, ScpConfig, ScpError, WindowSize,
+    Board, BoardConfig, LinkConfig, LinkSim, NoReply, Op, ScpClient, ScpConfig, ScpError, Source,
+    WindowSize,
 };
 
 const SDRAM: u32 = 0x6000_0000;
@@ -33,19 +34,47 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
-/// A client for a port nothing listens on (a socket bound, then dropped), with a fixed
-/// retransmit timeout of `timeout_ms` and `tries` sends per request.
-async fn dead_board_client(timeout_ms: u64, tries: u32, base: ScpConfig) -> ScpClient {
-    let addr = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+/// A client for a board that never answers (a socket bound and kept silent), with a
+/// fixed retransmit timeout of `timeout_ms` and `tries` sends per request; the socket is
+/// returned to keep it open.
+async fn dead_board_client(
+    timeout_ms: u64,
+    tries: u32,
+    base: ScpConfig,
+) -> (ScpClient, std::net::UdpSocket) {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let config = ScpConfig {
         rto: Rto::Fixed(volley_proto::time::Duration::from_millis(timeout_ms)),
         max_tries: tries,
         ..base
     };
-    ScpClient::connect(addr, config).await.unwrap()
+    let client = ScpClient::connect(silent.local_addr().unwrap(), config)
+        .await
+        .unwrap();
+    (client, silent)
+}
+
+/// A fake board that answers every datagram with `answer(request)`, until dropped.
+async fn fake_board(
+    answer: impl Fn(&[u8]) -> Vec<u8> + Send + 'static,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            let _ = socket.send_to(&answer(&buf[..n]), from).await;
+        }
+    });
+    (addr, task)
+}
+
+fn fixed(timeout_ms: u64, tries: u32) -> ScpConfig {
+    ScpConfig {
+        rto: Rto::Fixed(volley_proto::time::Duration::from_millis(timeout_ms)),
+        max_tries: tries,
+        ..ScpConfig::default()
+    }
 }
 
 async fn board() -> Board {
@@ -102,7 +131,7 @@ async fn ten_mib_survive_loss_duplication_and_reordering() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_board_times_out_after_n_tries() {
     within(30, async {
-        let mut client = dead_board_client(100, 3, ScpConfig::default()).await;
+        let (mut client, _silent) = dead_board_client(100, 3, ScpConfig::default()).await;
         let start = Instant::now();
         let err = client
             .read_bytes(Address::core(0, 0, 0), SDRAM, 1024)
@@ -120,7 +149,11 @@ async fn a_dead_board_times_out_after_n_tries() {
             ),
             "{err}"
         );
-        assert!(err.to_string().contains("timed out after 3 tries"), "{err}");
+        assert!(
+            err.to_string().contains("timed out after 3 tries")
+                && err.to_string().ends_with(": no reply"),
+            "{err}"
+        );
         // 3 tries x 100 ms, give or take a timer tick and scheduling.
         assert!(elapsed >= Duration::from_millis(290), "{elapsed:?}");
         assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
@@ -307,7 +340,8 @@ async fn the_same_workload_over_tcp() {
 async fn a_failed_batch_leaves_nothing_behind_for_the_next() {
     within(30, async {
         // Nothing listens: a batch of many chunks times out, several at once.
-        let mut client = dead_board_client(20, 2, ScpConfig::default().with_window(8)).await;
+        let (mut client, _silent) =
+            dead_board_client(20, 2, ScpConfig::default().with_window(8)).await;
         let chip = Address::core(0, 0, 0);
         let mut big = vec![0u8; 64 * 1024];
         let mut small = vec![0u8; 4];
@@ -365,4 +399,242 @@ async fn a_window_of_requests_shares_system_calls() {
         .await
         .unwrap();
     assert_eq!(back, data[..4096]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_connection_refused_at_once() {
+    within(30, async {
+        let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let mut client = ScpClient::connect(addr, ScpConfig::default())
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let err = client
+            .read_bytes(Address::core(0, 0, 0), SDRAM, 1024)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ScpError::Refused { peer } if peer == addr),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("connection refused: nothing is listening at {addr}")
+        );
+        // The first ICMP report, not 9 s of retries.
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(client.stats().refused >= 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_busy_for_every_try_says_so() {
+    within(30, async {
+        let (addr, _board) = fake_board(|request| {
+            let mut reply = request.to_vec();
+            // Swap the SDP ports round as a board does, and answer RC_P2P_BUSY.
+            reply[10..12].copy_from_slice(&ReturnCode::P2P_BUSY.0.to_le_bytes());
+            reply.truncate(14);
+            reply
+        })
+        .await;
+        let mut client = ScpClient::connect(addr, fixed(20, 4)).await.unwrap();
+        let err = client
+            .read_bytes(Address::core(0, 0, 0), SDRAM, 16)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ScpError::Timeout {
+                    tries: 4,
+                    why: NoReply::Busy { replies: 4, .. },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with("board busy (RC_P2P_BUSY) for all 4 tries"),
+            "{err}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_answering_garbage_says_what_did_not_parse() {
+    within(30, async {
+        let (addr, _board) = fake_board(|_| vec![0xde, 0xad, 0xbe]).await;
+        let mut client = ScpClient::connect(addr, fixed(20, 3)).await.unwrap();
+        let err = client
+            .read_bytes(Address::core(0, 0, 0), SDRAM, 16)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(
+                err,
+                ScpError::Timeout {
+                    why: NoReply::Garbage { replies: 3, .. },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(text.contains("3 replies that did not parse: "), "{text}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_settings_and_lengths_are_refused_before_anything_is_sent() {
+    within(30, async {
+        let board = board().await;
+        for config in [
+            ScpConfig::default().with_window(65_537),
+            ScpConfig::default().with_window(0),
+            fixed(0, 3),
+            fixed(10, 0),
+            fixed(3_600_001, 3),
+        ] {
+            let err = ScpClient::connect(board.udp_addr(), config.clone())
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, ScpError::InvalidArgument(_)),
+                "{config:?}: {err}"
+            );
+        }
+        let err = ScpClient::connect(board.udp_addr(), ScpConfig::default().with_window(65_537))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("1..=1024"), "{err}");
+        let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default())
+            .await
+            .unwrap();
+        let chip = Address::core(0, 0, 0);
+        // Checked before a byte is allocated: these used to overflow or abort.
+        for len in [usize::MAX, 30_000_000_000] {
+            let err = client.read_bytes(chip, SDRAM, len).await.unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("past the end of the 32-bit address space"),
+                "{err}"
+            );
+        }
+        assert_eq!(client.stats().sent, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_write_is_one_operation_with_progress() {
+    within(60, async {
+        let board = board().await;
+        let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default().with_window(16))
+            .await
+            .unwrap();
+        let chip = Address::core(0, 0, 0);
+        let data = pattern((1 << 20) + 17, 11);
+        let mut reader = std::io::BufReader::new(&data[..]);
+        let mut seen = Vec::new();
+        let len = data.len() as u32;
+        client
+            .execute_with_progress(
+                &mut [Op::WriteFrom {
+                    chip,
+                    address: SDRAM,
+                    len,
+                    source: Source(&mut reader),
+                }],
+                |done| seen.push(done),
+            )
+            .await
+            .unwrap();
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "progress went backwards"
+        );
+        assert_eq!(seen.last(), Some(&u64::from(len)));
+        assert!(seen.len() > 10, "{} progress calls", seen.len());
+        let back = client.read_bytes(chip, SDRAM, data.len()).await.unwrap();
+        assert!(back == data, "streamed write read back differs");
+
+        // A source shorter than promised is a clear error, not a short write.
+        let short = vec![1u8; 1000];
+        let err = client
+            .execute(&mut [Op::WriteFrom {
+                chip,
+                address: SDRAM,
+                len: 4096,
+                source: Source(&mut &short[..]),
+            }])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ScpError::Source(_)), "{err}");
+        assert!(err.to_string().contains("of the 4096 promised"), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_names_are_resolved_and_tried_in_turn() {
+    within(30, async {
+        let board = board().await;
+        let port = board.udp_addr().port();
+        let mut client =
+            ScpClient::connect_host(&format!("localhost:{port}"), false, ScpConfig::default())
+                .await
+                .unwrap();
+        assert_eq!(client.peer().port(), port);
+        let back = client
+            .read_bytes(Address::core(0, 0, 0), SDRAM, 512)
+            .await
+            .unwrap();
+        assert_eq!(back.len(), 512);
+        // localhost may resolve to ::1 first while the board listens on 127.0.0.1 only:
+        // an address where nothing listens is passed over at its first refusal.
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let start = Instant::now();
+        let client =
+            ScpClient::connect_any(&[closed, board.udp_addr()], false, ScpConfig::default())
+                .await
+                .unwrap();
+        assert_eq!(client.peer(), board.udp_addr());
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        let err = ScpClient::connect_any(&[closed, closed], false, ScpConfig::default())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("no address answered")
+                && err.to_string().contains("connection refused"),
+            "{err}"
+        );
+        let err = ScpClient::connect_host("no-such-host.invalid:1", false, ScpConfig::default())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cannot resolve `no-such-host.invalid:1`"),
+            "{err}"
+        );
+    })
+    .await;
 }
