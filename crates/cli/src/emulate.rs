@@ -39,15 +39,18 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         seed: args.seed,
         ..BoardConfig::default()
     };
-    let board = Board::bind(args.udp, args.tcp, config)
+    let mut board = Board::bind(args.udp, args.tcp, config)
         .await
-        .map_err(|e| format!("cannot bind the emulator: {e}"))?;
+        .map_err(|e| format!("cannot start the emulator: {e}"))?;
     let tcp = board
         .tcp_addr()
         .map_or_else(|| "-".to_owned(), |a| a.to_string());
     println!("listening udp={} tcp={tcp}", board.udp_addr());
     let _ = std::io::stdout().flush();
-    shutdown_signal().await?;
+    tokio::select! {
+        signal = shutdown_signal() => signal?,
+        e = board.stopped() => return Err(format!("the emulator stopped: {e}")),
+    }
     let stats = board.stats();
     eprintln!(
         "emulator stopped: {} requests, {} replies, {} dropped for want of a tag",

@@ -98,11 +98,13 @@ fn millis(text: &str) -> Result<core::time::Duration, String> {
     let value: f64 = text
         .parse()
         .map_err(|e| format!("`{text}` is not a number: {e}"))?;
-    if value.is_finite() && value >= 0.0 {
-        Ok(core::time::Duration::from_secs_f64(value / 1000.0))
-    } else {
-        Err(format!(
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(format!(
             "{value} is not a non-negative number of milliseconds"
-        ))
+        ));
     }
+    // Too large for any duration; smaller but still absurd values reach the library,
+    // which says what its limit is.
+    core::time::Duration::try_from_secs_f64(value / 1000.0)
+        .map_err(|_| format!("{text} milliseconds is too long (the limit is one hour)"))
 }

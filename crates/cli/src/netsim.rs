@@ -42,6 +42,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args) -> Result<(), String> {
     let rate_bps = match args.rate_mbit {
+        // A rate under 1 bit/s rounds to 0, which the library refuses.
         Some(r) if r.is_finite() && r > 0.0 => Some((r * 1e6) as u64),
         Some(r) => return Err(format!("--rate-mbit {r} must be a positive number")),
         None => None,
@@ -55,11 +56,14 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         rate_bps,
         seed: args.seed,
     };
-    let link = LinkSim::start(args.listen, args.upstream, config)
+    let mut link = LinkSim::start(args.listen, args.upstream, config)
         .map_err(|e| format!("cannot start the link simulator: {e}"))?;
     println!("listening {}", link.local_addr());
     let _ = std::io::stdout().flush();
-    shutdown_signal().await?;
+    tokio::select! {
+        signal = shutdown_signal() => signal?,
+        e = link.stopped() => return Err(format!("the link simulator stopped: {e}")),
+    }
     let s = link.stats();
     eprintln!(
         "netsim stopped: {} up, {} down, {} dropped, {} duplicated, {} reordered",

@@ -4,6 +4,7 @@
 //! for the same SCP packets carried in SFTP-style frames.
 
 use core::cmp::Reverse;
+use core::future::Future;
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
@@ -65,7 +66,7 @@ pub struct Board {
     udp_addr: SocketAddr,
     tcp_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<io::Result<()>>>,
 }
 
 /// Counters of what the board has seen.
@@ -125,6 +126,28 @@ struct Schedule<T: Ord> {
     order: u64,
 }
 
+impl BoardConfig {
+    /// Checks every number before anything is bound: delays of at most
+    /// [`MAX_DELAY`](crate::MAX_DELAY), a reply-loss fraction in 0..=1, a spin of at most
+    /// a second, a tag pool of at least one, a TTO code of 0..=15.
+    pub fn check(&self) -> io::Result<()> {
+        crate::check_delay("processing delay", self.processing_delay)?;
+        crate::check_delay("hop latency", self.hop_latency)?;
+        crate::check_fraction("reply loss", self.reply_loss)?;
+        let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        if self.spin > Duration::from_secs(1) {
+            return invalid(format!("a spin of {:?} is over a second", self.spin));
+        }
+        if self.pool_size == 0 {
+            return invalid("a transient-tag pool of 0 answers nothing over UDP".into());
+        }
+        if self.tto > 15 {
+            return invalid(format!("transient-tag timeout code {} is not in 0..=15", self.tto));
+        }
+        Ok(())
+    }
+}
+
 impl Default for BoardConfig {
     /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9, 50 us of polling.
     fn default() -> Self {
@@ -150,6 +173,7 @@ impl Board {
         tcp: Option<SocketAddr>,
         config: BoardConfig,
     ) -> io::Result<Self> {
+        config.check()?;
         let socket = std::net::UdpSocket::bind(udp)?;
         socket.set_nonblocking(true)?;
         let socket = UdpSocket::from_std(socket)?;
@@ -227,6 +251,34 @@ impl Board {
     /// The transient-tag timeout code in force.
     pub fn tto(&self) -> u8 {
         self.shared.lock().tto
+    }
+
+    /// Waits until a serving task stops, which it does only when it fails, and says why
+    /// (a socket error, or a panic): a process that runs a board should end with this
+    /// error rather than go on answering nothing.
+    pub async fn stopped(&mut self) -> io::Error {
+        if self.tasks.is_empty() {
+            return io::Error::other("the board was shut down");
+        }
+        let (result, i) = core::future::poll_fn(|cx| {
+            for (i, task) in self.tasks.iter_mut().enumerate() {
+                if let core::task::Poll::Ready(result) = core::pin::Pin::new(task).poll(cx) {
+                    return core::task::Poll::Ready((result, i));
+                }
+            }
+            core::task::Poll::Pending
+        })
+        .await;
+        // A finished task must not be polled again (by shutdown).
+        self.tasks.remove(i);
+        match result {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => io::Error::other("a serving task ended"),
+            Err(e) if e.is_panic() => {
+                io::Error::other(format!("a serving task panicked: {}", panic_message(&e.into_panic())))
+            }
+            Err(e) => io::Error::other(format!("a serving task was cancelled: {e}")),
+        }
     }
 
     /// Stops serving and waits for the tasks to end.
@@ -528,7 +580,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// sends each batch of replies in as few system calls as the kernel allows. After
 /// traffic it polls the socket for `spin` before parking, as a board's dedicated core
 /// would answer without a wake-up.
-async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
+async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) -> io::Result<()> {
     let mut io = Datagrams::new(&socket);
     let mut out = [0u8; MAX_DATAGRAM_LEN];
     let mut delayed: Schedule<(Vec<u8>, SocketAddr)> = Schedule::default();
@@ -538,9 +590,7 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
         tokio::select! {
             biased;
             ready = socket.readable() => {
-                if ready.is_err() {
-                    return;
-                }
+                ready?;
                 loop {
                     match io.rx.try_recv(&socket, false) {
                         Ok(()) => {
@@ -653,7 +703,7 @@ fn on_datagram(
     }
 }
 
-async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
+async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -731,4 +781,13 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
             write_buf.clear();
         }
     }
+}
+
+/// The text of a panic's payload.
+pub(crate) fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }

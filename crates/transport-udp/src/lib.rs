@@ -45,6 +45,29 @@ pub use client::{
 };
 pub use netsim::{LinkConfig, LinkSim, LinkStats};
 
+/// The longest delay, jitter or latency the emulator and the link simulator take: an hour.
+pub const MAX_DELAY: core::time::Duration = core::time::Duration::from_secs(3600);
+
+fn check_delay(what: &str, value: core::time::Duration) -> std::io::Result<()> {
+    if value > MAX_DELAY {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a {what} of {value:?} is over the limit of one hour"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_fraction(what: &str, value: f64) -> std::io::Result<()> {
+    if !(0.0..=1.0).contains(&value) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a {what} of {value} is not a fraction between 0 and 1"),
+        ));
+    }
+    Ok(())
+}
+
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |
 /// datagram`); the id is the request's sequence number, echoed in the reply.
 pub const SCP_FRAME_TYPE: u8 = 0x53;

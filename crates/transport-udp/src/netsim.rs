@@ -40,6 +40,26 @@ pub struct LinkConfig {
     pub seed: u64,
 }
 
+impl LinkConfig {
+    /// Checks every number before anything is bound: delay and jitter of at most
+    /// [`MAX_DELAY`](crate::MAX_DELAY), probabilities in 0..=1, and a rate, if any, of at
+    /// least one bit per second.
+    pub fn check(&self) -> io::Result<()> {
+        crate::check_delay("delay", self.delay)?;
+        crate::check_delay("jitter", self.jitter)?;
+        crate::check_fraction("loss", self.loss)?;
+        crate::check_fraction("duplication", self.dup)?;
+        crate::check_fraction("reordering", self.reorder)?;
+        if self.rate_bps == Some(0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a rate of 0 bit/s carries nothing (leave the rate unset for no cap)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Counters of what the link did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkStats {
@@ -62,6 +82,8 @@ pub struct LinkSim {
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
     thread: Option<JoinHandle<()>>,
+    /// Closed when the relay thread ends, by returning or by a panic.
+    ended: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 #[derive(Debug, Default)]
@@ -97,7 +119,9 @@ struct Relay {
 impl LinkSim {
     /// Binds `listen` (port 0 picks one) and relays between it and `upstream` until
     /// stopped or dropped.
+    /// The settings are checked first ([`LinkConfig::check`]).
     pub fn start(listen: SocketAddr, upstream: SocketAddr, config: LinkConfig) -> io::Result<Self> {
+        config.check()?;
         let socket = UdpSocket::bind(listen)?;
         socket.set_nonblocking(true)?;
         let addr = socket.local_addr()?;
@@ -116,14 +140,20 @@ impl LinkSim {
             counters: counters.clone(),
         };
         let stop_flag = stop.clone();
+        let (alive, ended) = tokio::sync::oneshot::channel::<()>();
         let thread = thread::Builder::new()
             .name("volley-netsim".into())
-            .spawn(move || relay.run(&stop_flag))?;
+            .spawn(move || {
+                // Dropped when the thread ends, unwinding included.
+                let _alive = alive;
+                relay.run(&stop_flag);
+            })?;
         Ok(Self {
             addr,
             stop,
             counters,
             thread: Some(thread),
+            ended: Some(ended),
         })
     }
 
@@ -142,6 +172,22 @@ impl LinkSim {
             dropped: get(&c.dropped),
             duplicated: get(&c.duplicated),
             reordered: get(&c.reordered),
+        }
+    }
+
+    /// Waits until the relay thread ends without being stopped, which it does only if it
+    /// fails, and says why: a process that runs a link simulator should end with this
+    /// error rather than go on relaying nothing.
+    pub async fn stopped(&mut self) -> io::Error {
+        if let Some(ended) = self.ended.take() {
+            let _ = ended.await;
+        }
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Err(payload)) => io::Error::other(format!(
+                "the relay thread panicked: {}",
+                crate::board::panic_message(payload.as_ref())
+            )),
+            Some(Ok(())) | None => io::Error::other("the relay thread ended"),
         }
     }
 
