@@ -149,7 +149,9 @@ fn timeout_ms(s: &str) -> Result<u64, String> {
     let max = MAX_TIMEOUT.as_millis();
     match s.parse::<u64>() {
         Ok(ms) if (1..=max).contains(&ms) => Ok(ms),
-        _ => Err(format!("--timeout-ms takes 1 to {max} milliseconds, not `{s}`")),
+        _ => Err(format!(
+            "--timeout-ms takes 1 to {max} milliseconds, not `{s}`"
+        )),
     }
 }
 

@@ -2,62 +2,14 @@
 //! processes, the way a user runs them.
 
 use core::time::Duration;
-use std::process::Stdio;
 use std::time::Instant;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::time::timeout;
 
-const VOLLEY: &str = env!("CARGO_BIN_EXE_volley");
+mod common;
 
-/// Starts a long-running `volley` command and returns it with the first line it prints.
-async fn spawn(args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(VOLLEY)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("volley starts");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    timeout(
-        Duration::from_secs(10),
-        BufReader::new(stdout).read_line(&mut line),
-    )
-    .await
-    .expect("volley printed its listening line within 10 s")
-    .expect("stdout readable");
-    (child, line.trim().to_owned())
-}
-
-/// Runs a `volley` command to completion (60 s at most) and returns (success, stderr).
-async fn run(args: &[&str]) -> (bool, String) {
-    let output = timeout(
-        Duration::from_secs(60),
-        Command::new(VOLLEY).args(args).kill_on_drop(true).output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("volley {args:?} did not finish within 60 s"))
-    .expect("volley runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9u32;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+use common::{pattern, run, spawn};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_mib_through_a_lossy_link_come_back_identical() {
@@ -135,12 +87,10 @@ async fn ten_mib_through_a_lossy_link_come_back_identical() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nothing_listening_fails_with_a_timeout_in_tries_times_timeout() {
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let target = port.to_string();
+async fn a_silent_board_fails_with_a_timeout_in_tries_times_timeout() {
+    // Bound and kept, never answering.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = silent.local_addr().unwrap().to_string();
     let start = Instant::now();
     let (ok, stderr) = run(&[
         "scp",
@@ -162,6 +112,7 @@ async fn nothing_listening_fails_with_a_timeout_in_tries_times_timeout() {
     let elapsed = start.elapsed();
     assert!(!ok, "a read from nothing succeeded");
     assert!(stderr.contains("timed out after 3 tries"), "{stderr}");
+    assert!(stderr.trim_end().ends_with("ms): no reply"), "{stderr}");
     assert!(stderr.contains("chip (0, 0, 0) at 0x60000000"), "{stderr}");
     assert!(elapsed >= Duration::from_millis(600), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");

@@ -142,7 +142,10 @@ impl BoardConfig {
             return invalid("a transient-tag pool of 0 answers nothing over UDP".into());
         }
         if self.tto > 15 {
-            return invalid(format!("transient-tag timeout code {} is not in 0..=15", self.tto));
+            return invalid(format!(
+                "transient-tag timeout code {} is not in 0..=15",
+                self.tto
+            ));
         }
         Ok(())
     }
@@ -274,9 +277,10 @@ impl Board {
         match result {
             Ok(Err(e)) => e,
             Ok(Ok(())) => io::Error::other("a serving task ended"),
-            Err(e) if e.is_panic() => {
-                io::Error::other(format!("a serving task panicked: {}", panic_message(&e.into_panic())))
-            }
+            Err(e) if e.is_panic() => io::Error::other(format!(
+                "a serving task panicked: {}",
+                panic_message(&e.into_panic())
+            )),
             Err(e) => io::Error::other(format!("a serving task was cancelled: {e}")),
         }
     }

@@ -1,0 +1,108 @@
+//! What the CLI tests share: running `volley` as a user would, with a timeout on each
+//! wait.
+
+#![allow(dead_code, unreachable_pub)]
+
+use core::time::Duration;
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::timeout;
+
+pub const VOLLEY: &str = env!("CARGO_BIN_EXE_volley");
+
+/// Starts a long-running `volley` command and returns it with the first line it prints.
+pub async fn spawn(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(VOLLEY)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("volley starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    timeout(
+        Duration::from_secs(10),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("volley printed its listening line within 10 s")
+    .expect("stdout readable");
+    (child, line.trim().to_owned())
+}
+
+/// Runs a `volley` command to completion (60 s at most) and returns (success, stderr).
+pub async fn run(args: &[&str]) -> (bool, String) {
+    let output = timeout(
+        Duration::from_secs(60),
+        Command::new(VOLLEY).args(args).kill_on_drop(true).output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("volley {args:?} did not finish within 60 s"))
+    .expect("volley runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+pub fn pattern(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9u32;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Starts an emulator on a free UDP port and returns it with its address.
+pub async fn emulator(extra: &[&str]) -> (Child, String) {
+    let mut args = vec!["emulate", "--udp", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let (child, line) = spawn(&args).await;
+    let udp = line
+        .strip_prefix("listening udp=")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    (child, udp)
+}
+
+/// Runs `volley ARGS` with a pseudo-terminal for its stdin, stdout and stderr (through
+/// util-linux's `script`), as a user at a terminal would; returns (success, output).
+pub async fn run_on_terminal(args: &[&str]) -> (bool, String) {
+    let mut line = String::from(VOLLEY);
+    for arg in args {
+        line.push_str(" '");
+        line.push_str(&arg.replace('\'', "'\\''"));
+        line.push('\'');
+    }
+    let output = timeout(
+        Duration::from_secs(60),
+        Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("volley {args:?} on a terminal did not finish within 60 s"))
+    .expect("script (util-linux) runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// A fresh directory for one test's files.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("volley-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
