@@ -475,7 +475,7 @@ async fn put_in_process(source: &Path, target: &Path, chunk: usize) -> (f64, u64
     let opts = volley_sftp::TransferOptions {
         requests: 64,
         chunk: Some(chunk),
-        send_from_file: false,
+        ..volley_sftp::TransferOptions::default()
     };
     let remote = target.as_os_str().as_encoded_bytes().to_vec();
     let region = stats_alloc::Region::new(crate::GLOBAL);

@@ -13,16 +13,22 @@ use volley_sftp::{Progress, SftpClient, TransferOptions};
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum SftpCommand {
-    /// Copy a remote file to a local one.
+    /// Copy a remote file to a local one. The copy goes to a temporary file beside the
+    /// destination and replaces it only once complete.
     Get {
         #[command(flatten)]
         server: Server,
+        /// Keep a copy that came out shorter than the size the server stated at the
+        /// start (a file that shrank while it was read), with a warning; without this,
+        /// such a copy is discarded and the command fails.
+        #[arg(long)]
+        allow_shrink: bool,
         /// Remote path.
         src: String,
         /// Local path.
         dst: PathBuf,
     },
-    /// Copy a local file to a remote one.
+    /// Copy a local file to a remote one. A pipe, FIFO or device is read to its end.
     Put {
         #[command(flatten)]
         server: Server,
@@ -73,11 +79,15 @@ fn at_least_one(arg: &str) -> Result<usize, String> {
 }
 
 pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
-    let (server, what, send_from_file) = match &command {
-        SftpCommand::Get { server, .. } => (server, "get", false),
+    let (server, what, send_from_file, allow_shrink) = match &command {
+        SftpCommand::Get {
+            server,
+            allow_shrink,
+            ..
+        } => (server, "get", false, *allow_shrink),
         SftpCommand::Put {
             server, sendfile, ..
-        } => (server, "put", *sendfile),
+        } => (server, "put", *sendfile, false),
     };
     let sftp = connect(server).await?;
     if let (Some(chunk), Some(limits)) = (server.chunk, sftp.limits()) {
@@ -94,6 +104,7 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
         requests: server.requests,
         chunk: server.chunk,
         send_from_file,
+        allow_shrink,
     };
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
@@ -106,22 +117,32 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
     } else {
         ProgressBar::hidden()
     };
+    let mut stated = None;
     let on_progress = |p: Progress| {
         if let Some(total) = p.total {
             bar.set_length(total);
         }
+        stated = p.total;
         bar.set_position(p.done);
     };
     let start = Instant::now();
     let moved = match command {
-        SftpCommand::Get { src, dst, .. } => {
-            sftp.get(src.as_bytes(), &dst, &opts, on_progress).await
-        }
-        SftpCommand::Put { src, dst, .. } => {
-            sftp.put(&src, dst.as_bytes(), &opts, on_progress).await
-        }
+        SftpCommand::Get {
+            ref src, ref dst, ..
+        } => sftp.get(src.as_bytes(), dst, &opts, on_progress).await,
+        SftpCommand::Put {
+            ref src, ref dst, ..
+        } => sftp.put(src, dst.as_bytes(), &opts, on_progress).await,
     }
     .map_err(|e| format!("{what} failed: {e}"))?;
+    if let (SftpCommand::Get { src, .. }, Some(stated)) = (&command, stated) {
+        if moved < stated {
+            eprintln!(
+                "volley: warning: {}: the server stated {stated} bytes but the file ended at {moved}; kept the short copy (--allow-shrink)",
+                volley_sftp::printable(src)
+            );
+        }
+    }
     let elapsed = start.elapsed();
     bar.finish_and_clear();
     sftp.shutdown().await.map_err(|e| e.to_string())?;

@@ -17,8 +17,9 @@ use volley_transport_tcp::{Config, Connection, FileRegion, Pipeline, Reply};
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum SftpError {
-    /// The server answered with a status other than OK.
-    #[error("{op} {path}: {code}: {message}")]
+    /// The server answered with a status other than OK. Printed with control characters
+    /// escaped (the message is the server's, and may hold anything).
+    #[error("{op} {}: {code}: {}", printable(path), printable(message))]
     Status {
         /// The operation.
         op: &'static str,
@@ -74,6 +75,29 @@ pub enum SftpError {
         /// The error.
         source: io::Error,
     },
+    /// A local path that cannot take part in the transfer (a directory, a FIFO).
+    #[error("{} {problem}", printable(path))]
+    Local {
+        /// The local path.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A download that ended before the size the server stated at its start (the
+    /// remote file shrank, or the server lies); the partial copy was not kept (see
+    /// [`TransferOptions::allow_shrink`](crate::TransferOptions::allow_shrink)).
+    #[error(
+        "{}: the server stated {stated} bytes but the file ended at {got}; the short copy was discarded (allow a shrinking file to keep it)",
+        printable(path)
+    )]
+    Shrank {
+        /// The remote path.
+        path: String,
+        /// The size FSTAT gave at the start.
+        stated: u64,
+        /// Where end of file came.
+        got: u64,
+    },
     /// A transfer ended with a different size than the server reported.
     #[error("{path}: transfer ended at {got} bytes, but {expected} were expected")]
     SizeMismatch {
@@ -89,6 +113,14 @@ pub enum SftpError {
 /// An open file or directory on the server.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Handle(pub Bytes);
+
+impl core::fmt::Display for Handle {
+    /// `handle 0x...`, the bytes in hex (for errors about a handle with no path).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("handle 0x")?;
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
 
 /// File attributes, owned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -204,7 +236,6 @@ impl SftpClient {
                         data: &[],
                     },
                     "limits",
-                    "",
                 )
                 .await?;
             client.limits = match parse(&reply, "limits")? {
@@ -261,15 +292,21 @@ impl SftpClient {
         self.handle_reply(&request, "open", path).await
     }
 
-    /// Closes a file or directory handle.
+    /// Closes a file or directory handle; an error names the handle.
     pub async fn close(&self, handle: &Handle) -> Result<(), SftpError> {
+        self.close_named(handle, handle.to_string().as_bytes())
+            .await
+    }
+
+    /// Closes a handle opened on `path`, naming the path in any error.
+    pub(crate) async fn close_named(&self, handle: &Handle, path: &[u8]) -> Result<(), SftpError> {
         self.status_reply(
             &Request::Close {
                 id: 0,
                 handle: &handle.0,
             },
             "close",
-            b"",
+            path,
         )
         .await
     }
@@ -291,10 +328,9 @@ impl SftpClient {
                     len,
                 },
                 "read",
-                "",
             )
             .await?;
-        data_or_eof(&reply, "read", "")
+        data_or_eof(&reply, "read", &handle.to_string())
     }
 
     /// Writes `data` at `offset`; the payload goes to the socket uncopied.
@@ -313,7 +349,7 @@ impl SftpClient {
         )
         .await?;
         let reply = self.recv(&mut pipeline, "write").await?;
-        expect_ok(&reply, "write", "")
+        expect_ok(&reply, "write", &handle.to_string())
     }
 
     /// Attributes of `path`, following symlinks.
@@ -336,7 +372,7 @@ impl SftpClient {
                 handle: &handle.0,
             },
             "fstat",
-            b"",
+            handle.to_string().as_bytes(),
         )
         .await
     }
@@ -364,7 +400,7 @@ impl SftpClient {
                 attrs: attrs.to_wire(),
             },
             "fsetstat",
-            b"",
+            handle.to_string().as_bytes(),
         )
         .await
     }
@@ -385,7 +421,6 @@ impl SftpClient {
                     handle: &handle.0,
                 },
                 "readdir",
-                "",
             )
             .await?;
         match parse(&reply, "readdir")? {
@@ -403,7 +438,7 @@ impl SftpClient {
                 code: StatusCode::EOF,
                 ..
             } => Ok(None),
-            other => Err(status_or_unexpected("readdir", "", &other)),
+            other => Err(status_or_unexpected("readdir", &handle.to_string(), &other)),
         }
     }
 
@@ -418,7 +453,7 @@ impl SftpClient {
             Ok(())
         }
         .await;
-        self.close(&handle).await?;
+        self.close_named(&handle, path).await?;
         result.map(|()| entries)
     }
 
@@ -626,7 +661,6 @@ impl SftpClient {
         &self,
         request: &Request<'_>,
         op: &'static str,
-        _path: &str,
     ) -> Result<Reply, SftpError> {
         let mut pipeline = self.conn.pipeline();
         self.send(&mut pipeline, request, Bytes::new(), op).await?;
@@ -639,7 +673,7 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<(), SftpError> {
-        let reply = self.round_trip(request, op, "").await?;
+        let reply = self.round_trip(request, op).await?;
         expect_ok(&reply, op, &String::from_utf8_lossy(path))
     }
 
@@ -649,7 +683,7 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<Handle, SftpError> {
-        let reply = self.round_trip(request, op, "").await?;
+        let reply = self.round_trip(request, op).await?;
         match parse(&reply, op)? {
             Response::Handle { handle, .. } => Ok(Handle(reply.body.slice_ref(handle))),
             other => Err(status_or_unexpected(
@@ -666,7 +700,7 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<FileAttrs, SftpError> {
-        let reply = self.round_trip(request, op, "").await?;
+        let reply = self.round_trip(request, op).await?;
         match parse(&reply, op)? {
             Response::Attrs { attrs, .. } => Ok(FileAttrs::from_wire(&attrs)),
             other => Err(status_or_unexpected(
@@ -683,7 +717,7 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<Vec<u8>, SftpError> {
-        let reply = self.round_trip(request, op, "").await?;
+        let reply = self.round_trip(request, op).await?;
         match parse(&reply, op)? {
             Response::Name { names, .. } => {
                 names
@@ -702,6 +736,23 @@ impl SftpClient {
             )),
         }
     }
+}
+
+/// `text` with every control character escaped (`\u{1b}`, `\0`, `\n`), so a string a
+/// server sent cannot drive the terminal it is printed on.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn config() -> Config {

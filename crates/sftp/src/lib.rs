@@ -43,9 +43,10 @@
 //! ```
 
 mod client;
+pub mod testing;
 mod transfer;
 
-pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError};
+pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
 pub use transfer::{Progress, TransferOptions};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
 

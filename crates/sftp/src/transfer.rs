@@ -1,9 +1,9 @@
 //! Whole-file transfers with many requests in flight.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -29,6 +29,10 @@ pub struct TransferOptions {
     /// data cold from the page cache rather than from a socket buffer the client just
     /// wrote: `cargo xtask bench --suite sftp` shows both. Off by default.
     pub send_from_file: bool,
+    /// `get` only: keep a copy that came out shorter than the size the server stated
+    /// at the start (a file that shrank while it was read). Off by default: such a copy
+    /// fails with [`SftpError::Shrank`] and the destination is left as it was.
+    pub allow_shrink: bool,
 }
 
 /// Where a transfer is.
@@ -50,6 +54,7 @@ impl Default for TransferOptions {
             requests: 64,
             chunk: None,
             send_from_file: false,
+            allow_shrink: false,
         }
     }
 }
@@ -65,6 +70,11 @@ impl SftpClient {
     /// Copies the remote file at `remote` to the local file `local`, `opts.requests`
     /// READs in flight; returns the bytes copied. A short read is re-requested for its
     /// tail; the transfer ends at the first offset the server calls end of file.
+    ///
+    /// The copy goes into a temporary file beside `local` that is renamed into place
+    /// only once complete, so a failure leaves an existing `local` untouched and nothing
+    /// behind. A `local` that is a symbolic link is followed; a device (`/dev/null`) is
+    /// written in place; a directory or a FIFO is refused.
     pub async fn get(
         &self,
         remote: &[u8],
@@ -76,12 +86,10 @@ impl SftpClient {
         let handle = self
             .open(remote, OpenFlags::READ, FileAttrs::default())
             .await?;
+        let mut target = None;
         let result = async {
             let size = self.fstat(&handle).await?.size;
-            let file = File::create(local).map_err(|source| SftpError::Io {
-                what: format!("cannot create {}", local.display()),
-                source,
-            })?;
+            let file = &target.insert(Destination::prepare(local)?).file;
             let chunk = self.chunk(opts.chunk, self.limits().map(|l| l.max_read_len)) as u64;
             let mut pipeline = self.conn.pipeline();
             let mut in_flight: HashMap<u32, (u64, u32)> = HashMap::new();
@@ -156,17 +164,27 @@ impl SftpClient {
                     expected: end,
                 });
             }
-            file.set_len(end).map_err(|source| SftpError::Io {
-                what: format!("cannot size {}", local.display()),
-                source,
-            })?;
+            if let Some(stated) = size.filter(|&s| end < s && !opts.allow_shrink) {
+                return Err(SftpError::Shrank {
+                    path: rpath.clone(),
+                    stated,
+                    got: end,
+                });
+            }
             Ok(done)
         }
         .await;
-        let closed = self.close(&handle).await;
-        let done = result?;
-        closed?;
-        Ok(done)
+        let closed = self.close_named(&handle, remote).await;
+        let result = result.and_then(|done| closed.map(|()| done));
+        match (result, target) {
+            (Ok(done), Some(target)) => target.commit(done).map(|()| done),
+            (result, target) => {
+                if let Some(target) = target {
+                    target.discard();
+                }
+                result
+            }
+        }
     }
 
     async fn issue_read(
@@ -195,6 +213,10 @@ impl SftpClient {
     /// the page cache (see [`FileRegion::read_in`]). The file's size is taken at the
     /// start; a file that shrinks during the transfer fails it, and the connection with
     /// it (the WRITE's length is already on the wire when its data turns out missing).
+    ///
+    /// A source whose size is not known up front (a pipe, a FIFO, a device, or a
+    /// `/proc` file that stats as empty) is read to its end instead, one chunk per WRITE,
+    /// with at most `opts.requests` chunks in memory. A directory is refused.
     pub async fn put(
         &self,
         local: &Path,
@@ -207,14 +229,22 @@ impl SftpClient {
             what: format!("cannot open {}", local.display()),
             source,
         })?;
-        let total = file
-            .metadata()
-            .map_err(|source| SftpError::Io {
-                what: format!("cannot stat {}", local.display()),
-                source,
-            })?
-            .len();
-        let file = Arc::new(file);
+        let meta = file.metadata().map_err(|source| SftpError::Io {
+            what: format!("cannot stat {}", local.display()),
+            source,
+        })?;
+        if meta.is_dir() {
+            return Err(SftpError::Local {
+                path: local.display().to_string(),
+                problem: "is a directory".to_owned(),
+            });
+        }
+        // Stat's size is the truth only for a regular file that has one.
+        let total = Some(meta.len()).filter(|&n| meta.is_file() && n > 0);
+        let mut source = match total {
+            Some(_) => Source::Regions(Arc::new(file)),
+            None => Source::Stream(tokio::fs::File::from_std(file), false),
+        };
         let flags = OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC;
         let handle = self.open(remote, flags, FileAttrs::default()).await?;
         let result = async {
@@ -225,24 +255,61 @@ impl SftpClient {
             let mut in_flight: HashMap<u32, usize> = HashMap::new();
             let mut done = 0u64;
             loop {
-                while in_flight.len() < opts.requests.max(1) && offset < total {
-                    let len = chunk.min((total - offset) as usize);
-                    let region = FileRegion::new(file.clone(), offset, len);
-                    // Read in by the writer unless asked otherwise. A read here, on the
-                    // runtime's thread, could land just when the socket wants refilling:
-                    // with the 416 KiB socket buffers a stock kernel allows
-                    // (net.core.wmem_max), that let sftp-server run dry (put at 0.85x
-                    // OpenSSH's sftp, against 0.99-1.11x read in by the writer).
-                    let region = if opts.send_from_file {
-                        region
-                    } else {
-                        region.read_in()
+                while in_flight.len() < opts.requests.max(1) {
+                    let sent = match &mut source {
+                        Source::Regions(file) => {
+                            let left = total.unwrap_or(0) - offset;
+                            if left == 0 {
+                                break;
+                            }
+                            let len = chunk.min(left as usize);
+                            let region = FileRegion::new(file.clone(), offset, len);
+                            // Read in by the writer unless asked otherwise. A read here,
+                            // on the runtime's thread, could land just when the socket
+                            // wants refilling: with the 416 KiB socket buffers a stock
+                            // kernel allows (net.core.wmem_max), that let sftp-server run
+                            // dry (put at 0.85x OpenSSH's sftp, against 0.99-1.11x read
+                            // in by the writer).
+                            let region = if opts.send_from_file {
+                                region
+                            } else {
+                                region.read_in()
+                            };
+                            let id = self
+                                .send_write_from_file(&mut pipeline, &handle.0, region)
+                                .await?;
+                            (id, len)
+                        }
+                        Source::Stream(_, true) => break,
+                        Source::Stream(reader, ended) => {
+                            let data = read_chunk(reader, chunk).await.map_err(|source| {
+                                SftpError::Io {
+                                    what: format!("cannot read {}", local.display()),
+                                    source,
+                                }
+                            })?;
+                            if data.len() < chunk {
+                                *ended = true;
+                            }
+                            if data.is_empty() {
+                                break;
+                            }
+                            let request = Request::Write {
+                                id: 0,
+                                handle: &handle.0,
+                                offset,
+                                data: &data,
+                            };
+                            let len = data.len();
+                            (
+                                self.send(&mut pipeline, &request, data.clone(), "write")
+                                    .await?,
+                                len,
+                            )
+                        }
                     };
-                    let id = self
-                        .send_write_from_file(&mut pipeline, &handle.0, region)
-                        .await?;
-                    in_flight.insert(id, len);
-                    offset += len as u64;
+                    in_flight.insert(sent.0, sent.1);
+                    offset += sent.1 as u64;
                 }
                 if in_flight.is_empty() {
                     break;
@@ -252,17 +319,149 @@ impl SftpClient {
                 if let Some(len) = in_flight.remove(&reply.id) {
                     done += len as u64;
                 }
-                progress(Progress {
-                    done,
-                    total: Some(total),
-                });
+                progress(Progress { done, total });
             }
-            Ok(total)
+            Ok(done)
         }
         .await;
-        let closed = self.close(&handle).await;
+        let closed = self.close_named(&handle, remote).await;
         let done = result?;
         closed?;
         Ok(done)
+    }
+}
+
+/// Where a put's data comes from.
+enum Source {
+    /// A regular file of known size, sent as regions the writer (or the kernel) reads.
+    Regions(Arc<File>),
+    /// Anything else, read to its end chunk by chunk; `true` once it has ended.
+    Stream(tokio::fs::File, bool),
+}
+
+/// Reads up to `len` bytes, as many as come before end of input (a pipe gives them in
+/// pieces; a WRITE should not be smaller than it must).
+async fn read_chunk(reader: &mut tokio::fs::File, len: usize) -> std::io::Result<Bytes> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = bytes::BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let mut limited = (&mut *reader).take((len - buf.len()) as u64);
+        if limited.read_buf(&mut buf).await? == 0 {
+            break;
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// Where a download lands: a temporary file beside the destination, renamed over it once
+/// the copy is complete; or, for a device, the destination itself.
+#[derive(Debug)]
+struct Destination {
+    file: File,
+    /// The temporary file, or `None` when writing a device in place.
+    temp: Option<PathBuf>,
+    path: PathBuf,
+}
+
+impl Destination {
+    fn prepare(local: &Path) -> Result<Self, SftpError> {
+        // A link is followed, so it stays a link to the new copy.
+        let path = match std::fs::symlink_metadata(local) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                std::fs::canonicalize(local).unwrap_or_else(|_| local.to_owned())
+            }
+            _ => local.to_owned(),
+        };
+        let refuse = |problem: &str| SftpError::Local {
+            path: path.display().to_string(),
+            problem: problem.to_owned(),
+        };
+        let existing = std::fs::metadata(&path).ok();
+        if let Some(meta) = &existing {
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                return Err(refuse("is a directory"));
+            }
+            if kind.is_fifo() || kind.is_socket() {
+                return Err(refuse(
+                    "is a FIFO or a socket: a download writes at offsets, so it needs a regular file or a device",
+                ));
+            }
+            if !kind.is_file() {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|source| SftpError::Io {
+                        what: format!("cannot open {}", path.display()),
+                        source,
+                    })?;
+                return Ok(Self {
+                    file,
+                    temp: None,
+                    path,
+                });
+            }
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| refuse("names no file"))?
+            .to_string_lossy()
+            .into_owned();
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        for attempt in 0..100 {
+            let temp = dir.join(format!(
+                ".{name}.volley-{}-{attempt}.part",
+                std::process::id()
+            ));
+            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+                Ok(file) => {
+                    if let Some(meta) = &existing {
+                        // The copy keeps the mode of the file it replaces.
+                        let _ = file.set_permissions(meta.permissions());
+                    }
+                    return Ok(Self {
+                        file,
+                        temp: Some(temp),
+                        path,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    return Err(SftpError::Io {
+                        what: format!("cannot create {}", temp.display()),
+                        source,
+                    });
+                }
+            }
+        }
+        Err(refuse("no free name for a temporary file beside it"))
+    }
+
+    /// Sizes the copy to `len` and renames it into place.
+    fn commit(self, len: u64) -> Result<(), SftpError> {
+        let Some(temp) = &self.temp else {
+            return Ok(());
+        };
+        let placed = self
+            .file
+            .set_len(len)
+            .and_then(|()| std::fs::rename(temp, &self.path));
+        placed.map_err(|source| {
+            let _ = std::fs::remove_file(temp);
+            SftpError::Io {
+                what: format!("cannot put the copy in place at {}", self.path.display()),
+                source,
+            }
+        })
+    }
+
+    /// Removes the temporary file; the destination is as it was.
+    fn discard(self) {
+        if let Some(temp) = &self.temp {
+            let _ = std::fs::remove_file(temp);
+        }
     }
 }

@@ -129,7 +129,7 @@ async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
         let opts = TransferOptions {
             requests: 7,
             chunk: Some(1000),
-            send_from_file: false,
+            ..TransferOptions::default()
         };
         let local = dir.path("odd");
         std::fs::write(&local, pattern(123_457, 99)).unwrap();
@@ -417,6 +417,84 @@ async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
         assert!(killed);
         assert!(matches!(err, SftpError::Connection { .. }), "{err}");
         assert!(err.to_string().contains("closed"), "{err}");
+    })
+    .await;
+}
+
+/// A pipe, a FIFO and a `/proc` file have no size up front (stat says 0): put reads
+/// them to their end (it used to send 0 bytes and succeed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_without_a_size_are_read_to_their_end() {
+    within(60, async {
+        let dir = TempDir::new("sizeless");
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        let opts = TransferOptions {
+            requests: 8,
+            chunk: Some(100_000),
+            ..TransferOptions::default()
+        };
+        let fifo = dir.path("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let data = pattern(3_000_017, 5);
+        let feeder = {
+            let (fifo, data) = (fifo.clone(), data.clone());
+            // Written in uneven pieces, as a producer would.
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut out = std::fs::OpenOptions::new().write(true).open(fifo)?;
+                for piece in data.chunks(77_777) {
+                    out.write_all(piece)?;
+                }
+                Ok::<_, std::io::Error>(())
+            })
+        };
+        let mut last = None;
+        let sent = sftp
+            .put(&fifo, &dir.bytes("from-fifo"), &opts, |p| last = Some(p))
+            .await
+            .unwrap();
+        feeder.join().unwrap().unwrap();
+        assert_eq!(sent, data.len() as u64);
+        assert_eq!(last.map(|p| (p.done, p.total)), Some((sent, None)));
+        assert!(
+            std::fs::read(dir.path("from-fifo")).unwrap() == data,
+            "FIFO put differs"
+        );
+
+        let proc_file = Path::new("/proc/self/mountinfo");
+        assert_eq!(std::fs::metadata(proc_file).unwrap().len(), 0);
+        let sent = sftp
+            .put(proc_file, &dir.bytes("from-proc"), &opts, |_| {})
+            .await
+            .unwrap();
+        let copy = std::fs::read(dir.path("from-proc")).unwrap();
+        assert!(sent > 0 && sent == copy.len() as u64, "{sent} bytes");
+
+        // An empty regular file is still an empty copy.
+        std::fs::write(dir.path("empty"), b"").unwrap();
+        let sent = sftp
+            .put(&dir.path("empty"), &dir.bytes("from-empty"), &opts, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(sent, 0);
+        assert_eq!(std::fs::read(dir.path("from-empty")).unwrap(), b"");
+
+        // A directory is named as one, not an I/O error on the connection.
+        let err = sftp
+            .put(&dir.0, &dir.bytes("from-dir"), &opts, |_| {})
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{} is a directory", dir.0.display())
+        );
+        sftp.shutdown().await.unwrap();
     })
     .await;
 }

@@ -57,7 +57,7 @@ async fn dead_board_client(
 /// A fake board that answers every datagram with `answer(request)`, until dropped.
 async fn fake_board(
     answer: impl Fn(&[u8]) -> Vec<u8> + Send + 'static,
-) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+) -> (core::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = socket.local_addr().unwrap();
     let task = tokio::spawn(async move {

@@ -458,7 +458,7 @@ impl<P: Protocol, T> Window<P, T> {
             return ReplyOutcome::Unknown;
         };
         let i = self.index(seq);
-        if !self.ring[i].as_ref().is_some_and(|s| s.seq == seq) {
+        if self.ring[i].as_ref().is_none_or(|s| s.seq != seq) {
             return if self.is_completed(seq) {
                 self.stats.duplicates += 1;
                 ReplyOutcome::Duplicate

@@ -1,0 +1,264 @@
+//! The client against a scripted server that misbehaves: short reads, a stated size that
+//! lies, a hostile STATUS message, a server that dies mid-transfer. Downloads land whole
+//! or not at all.
+
+use core::time::Duration;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use volley_proto::wire::sftp::StatusCode;
+use volley_sftp::testing::{Script, serve};
+use volley_sftp::{SftpClient, SftpError, TransferOptions};
+
+fn content(len: usize) -> Vec<u8> {
+    (0..len as u32).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// A client talking to `script` over an in-memory stream, and the server's task.
+async fn client(script: Script) -> (SftpClient, tokio::task::JoinHandle<usize>) {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let server = tokio::spawn(serve(theirs, script));
+    let (read, write) = tokio::io::split(ours);
+    (SftpClient::connect(read, write).await.unwrap(), server)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("volley-scripted-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn within<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("finished within 60 s")
+}
+
+fn small(requests: usize, chunk: usize) -> TransferOptions {
+    TransferOptions {
+        requests,
+        chunk: Some(chunk),
+        ..TransferOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_reads_are_asked_again_not_taken_for_eof() {
+    within(async {
+        let data = content(300_001);
+        let (sftp, server) = client(Script {
+            content: data.clone(),
+            max_read: Some(5_001),
+            ..Script::default()
+        })
+        .await;
+        assert_eq!(sftp.limits(), None);
+        let dir = scratch("short");
+        let local = dir.join("copy");
+        let got = sftp
+            .get(b"/file", &local, &small(8, 10_000), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(got, data.len() as u64);
+        assert!(
+            std::fs::read(&local).unwrap() == data,
+            "bytes differ after short reads"
+        );
+        drop(sftp);
+        // Every 10 000-byte READ came back short, so there were about twice as many.
+        let reads = server.await.unwrap();
+        assert!(reads >= 2 * 30, "{reads} reads");
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_message_cannot_drive_the_terminal() {
+    within(async {
+        let (sftp, _server) = client(Script {
+            open_error: Some((
+                StatusCode::PERMISSION_DENIED,
+                b"no\0pe \x1b[31mred\x1b[0m\n".to_vec(),
+            )),
+            ..Script::default()
+        })
+        .await;
+        let dir = scratch("escape");
+        let err = sftp
+            .get(b"/f\x1bx", &dir.join("x"), &small(4, 4096), |_| {})
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, SftpError::Status { .. }), "{err:?}");
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(
+            text.contains(r"no\u{0}pe \u{1b}[31mred\u{1b}[0m\n"),
+            "{text}"
+        );
+        assert!(text.contains(r"/f\u{1b}x"), "{text}");
+        assert!(listing(&dir).is_empty(), "{:?}", listing(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_shorter_than_stated_is_refused_unless_allowed() {
+    within(async {
+        let data = content(32_768);
+        let script = Script {
+            content: data.clone(),
+            stated_size: Some(100_000),
+            ..Script::default()
+        };
+        let dir = scratch("shrink");
+        let local = dir.join("dst");
+        std::fs::write(&local, b"the old copy").unwrap();
+        let (sftp, _server) = client(script.clone()).await;
+        let err = sftp
+            .get(b"/f", &local, &small(4, 8192), |_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SftpError::Shrank {
+                    stated: 100_000,
+                    got: 32_768,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("100000") && text.contains("32768"), "{text}");
+        assert_eq!(std::fs::read(&local).unwrap(), b"the old copy");
+        assert_eq!(listing(&dir), ["dst"]);
+
+        let (sftp, _server) = client(script).await;
+        let opts = TransferOptions {
+            allow_shrink: true,
+            ..small(4, 8192)
+        };
+        let mut stated = None;
+        let got = sftp
+            .get(b"/f", &local, &opts, |p| stated = p.total)
+            .await
+            .unwrap();
+        assert_eq!((got, stated), (32_768, Some(100_000)));
+        assert!(std::fs::read(&local).unwrap() == data);
+        assert_eq!(listing(&dir), ["dst"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_get_leaves_the_old_file_and_no_litter() {
+    within(async {
+        let dir = scratch("dies");
+        let local = dir.join("dst");
+        std::fs::write(&local, b"the old copy").unwrap();
+        let (sftp, _server) = client(Script {
+            content: content(1 << 20),
+            die_after_reads: Some(10),
+            ..Script::default()
+        })
+        .await;
+        let err = sftp
+            .get(b"/f", &local, &small(4, 8192), |_| {})
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SftpError::Connection { .. }), "{err:?}");
+        assert_eq!(std::fs::read(&local).unwrap(), b"the old copy");
+        assert_eq!(listing(&dir), ["dst"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn special_destinations_are_written_in_place_or_refused() {
+    within(async {
+        let data = content(50_000);
+        let script = Script {
+            content: data.clone(),
+            ..Script::default()
+        };
+        let dir = scratch("special");
+        // A device is written in place, never replaced.
+        let (sftp, _server) = client(script.clone()).await;
+        let got = sftp
+            .get(b"/f", Path::new("/dev/null"), &small(4, 8192), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(got, 50_000);
+        assert!(
+            std::fs::metadata("/dev/null")
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+        // A directory and a FIFO are refused, and stay what they were.
+        let fifo = dir.join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        for (path, what) in [(&dir, "is a directory"), (&fifo, "is a FIFO")] {
+            let (sftp, _server) = client(script.clone()).await;
+            let err = sftp
+                .get(b"/f", path, &small(4, 8192), |_| {})
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(what), "{err}");
+        }
+        assert!(dir.is_dir());
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        // A symbolic link stays a link, to the new copy, which keeps the old mode.
+        let target = dir.join("target");
+        std::fs::write(&target, b"old").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let (sftp, _server) = client(script).await;
+        sftp.get(b"/f", &link, &small(4, 8192), |_| {})
+            .await
+            .unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(std::fs::read(&target).unwrap() == data);
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(listing(&dir), ["fifo", "link", "target"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
