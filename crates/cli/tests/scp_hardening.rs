@@ -9,7 +9,7 @@ use tokio::time::timeout;
 
 mod common;
 
-use common::{VOLLEY, emulator, pattern, run, run_on_terminal, scratch};
+use common::{VOLLEY, emulator, mkfifo, pattern, run, run_on_terminal, scratch};
 
 /// `volley scp read` of `len` bytes at `addr` from `target`, plus `extra`.
 async fn read(target: &str, addr: &str, len: &str, output: &str, extra: &[&str]) -> (bool, String) {
@@ -17,6 +17,14 @@ async fn read(target: &str, addr: &str, len: &str, output: &str, extra: &[&str])
         "scp", "read", "--target", target, "--addr", addr, "--len", len, "-o", output,
     ];
     args.extend_from_slice(extra);
+    run(&args).await
+}
+
+/// `volley scp write` of `file` to `addr` on `target`, plus `extra`.
+async fn write(target: &str, addr: &str, file: &str, extra: &[&str]) -> (bool, String) {
+    let mut args = vec!["scp", "write", "--target", target, "--addr", addr];
+    args.extend_from_slice(extra);
+    args.push(file);
     run(&args).await
 }
 
@@ -213,16 +221,7 @@ async fn writes_stream_their_source_with_bounded_memory() {
     let dir = scratch("stream");
     // Endless or sizeless sources need --len; a sparse file past 4 GiB is refused at
     // once (it used to be read whole: 5.2 GB and 40 s).
-    let (ok, stderr) = run(&[
-        "scp",
-        "write",
-        "--target",
-        &udp,
-        "--addr",
-        "0x60000000",
-        "/dev/zero",
-    ])
-    .await;
+    let (ok, stderr) = write(&udp, "0x60000000", "/dev/zero", &[]).await;
     assert!(
         !ok && stderr.contains("is not a regular file") && stderr.contains("--len"),
         "{stderr}"
@@ -233,16 +232,7 @@ async fn writes_stream_their_source_with_bounded_memory() {
         .set_len(5 << 30)
         .unwrap();
     let start = Instant::now();
-    let (ok, stderr) = run(&[
-        "scp",
-        "write",
-        "--target",
-        &udp,
-        "--addr",
-        "0x0",
-        sparse.to_str().unwrap(),
-    ])
-    .await;
+    let (ok, stderr) = write(&udp, "0x0", sparse.to_str().unwrap(), &[]).await;
     assert!(
         !ok && stderr.contains("more than the 4 GiB address space"),
         "{stderr}"
@@ -254,18 +244,7 @@ async fn writes_stream_their_source_with_bounded_memory() {
     );
 
     // /dev/zero with a length: exactly that many zeros.
-    let (ok, stderr) = run(&[
-        "scp",
-        "write",
-        "--target",
-        &udp,
-        "--addr",
-        "0x60000000",
-        "--len",
-        "100000",
-        "/dev/zero",
-    ])
-    .await;
+    let (ok, stderr) = write(&udp, "0x60000000", "/dev/zero", &["--len", "100000"]).await;
     assert!(ok, "{stderr}");
     let back = dir.join("back.bin");
     let (ok, stderr) = read(&udp, "0x60000000", "100000", back.to_str().unwrap(), &[]).await;
@@ -274,29 +253,18 @@ async fn writes_stream_their_source_with_bounded_memory() {
 
     // A FIFO, fed as the write goes.
     let fifo = dir.join("fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let data = pattern(1 << 20);
     let feeder = {
         let (fifo, data) = (fifo.clone(), data.clone());
         std::thread::spawn(move || std::fs::write(fifo, data))
     };
-    let (ok, stderr) = run(&[
-        "scp",
-        "write",
-        "--target",
+    let (ok, stderr) = write(
         &udp,
-        "--addr",
         "0x60100000",
-        "--len",
-        "1048576",
         fifo.to_str().unwrap(),
-    ])
+        &["--len", "1048576"],
+    )
     .await;
     assert!(ok, "{stderr}");
     feeder.join().unwrap().unwrap();

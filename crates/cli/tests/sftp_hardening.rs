@@ -3,7 +3,6 @@
 //! Each test failed before its fix.
 
 use core::time::Duration;
-use std::path::Path;
 use std::process::Stdio;
 
 use tokio::io::AsyncWriteExt;
@@ -14,7 +13,7 @@ use volley_sftp::testing::{Script, serve};
 
 mod common;
 
-use common::{VOLLEY, pattern, run, scratch};
+use common::{VOLLEY, listing, pattern, run, scratch};
 
 /// A scripted server on a TCP port for one connection; returns `--connect ADDR`.
 async fn scripted(script: Script) -> String {
@@ -26,16 +25,6 @@ async fn scripted(script: Script) -> String {
         }
     });
     addr
-}
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,10 @@ use std::process::Stdio;
 use tokio::process::Command;
 use volley_sftp::{FileAttrs, OpenFlags, SftpClient, SftpError, StatusCode, TransferOptions};
 
+mod common;
+
+use common::mkfifo;
+
 fn server_path() -> PathBuf {
     let path = std::env::var_os("VOLLEY_SFTP_SERVER").map_or_else(
         || PathBuf::from("/usr/lib/openssh/sftp-server"),
@@ -434,13 +438,7 @@ async fn sources_without_a_size_are_read_to_their_end() {
             ..TransferOptions::default()
         };
         let fifo = dir.path("fifo");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         let data = pattern(3_000_017, 5);
         let feeder = {
             let (fifo, data) = (fifo.clone(), data.clone());

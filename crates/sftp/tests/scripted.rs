@@ -10,6 +10,10 @@ use volley_proto::wire::sftp::StatusCode;
 use volley_sftp::testing::{Script, serve};
 use volley_sftp::{SftpClient, SftpError, TransferOptions};
 
+mod common;
+
+use common::{listing, mkfifo};
+
 fn content(len: usize) -> Vec<u8> {
     (0..len as u32).map(|i| (i * 7 + i / 251) as u8).collect()
 }
@@ -27,16 +31,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
@@ -213,13 +207,7 @@ async fn special_destinations_are_written_in_place_or_refused() {
         );
         // A directory and a FIFO are refused, and stay what they were.
         let fifo = dir.join("fifo");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         for (path, what) in [(&dir, "is a directory"), (&fifo, "is a FIFO")] {
             let (sftp, _server) = client(script.clone()).await;
             let err = sftp

@@ -1,5 +1,5 @@
-//! The emulator against the bytes rig 2.4.1 and SpiNNMan put on the wire
-//! (REFERENCE.md §1), its errors, and its transient-tag pool.
+//! The emulator against the bytes rig 2.4.1 and SpiNNMan put on the wire,
+//! its errors, and its transient-tag pool.
 
 use core::time::Duration;
 

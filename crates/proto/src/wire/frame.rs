@@ -16,7 +16,7 @@ pub const HEADER_LEN: usize = 9;
 /// The smallest legal length field: type + id.
 pub const MIN_LENGTH: u32 = 5;
 /// The default maximum frame length, length field included: OpenSSH's sftp-server accepts
-/// a length field of at most 256 KiB (REFERENCE.md §2), so 256 KiB + 4.
+/// a length field of at most 256 KiB (its SFTP_MAX_MSG_LENGTH), so 256 KiB + 4.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 256 * 1024 + LENGTH_LEN;
 
 /// A frame's fixed header.

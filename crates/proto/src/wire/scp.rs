@@ -1,4 +1,4 @@
-//! SCP, the SpiNNaker Command Protocol, over SDP over UDP (REFERENCE.md §1): command and
+//! SCP, the SpiNNaker Command Protocol, over SDP over UDP (as rig 2.4.1 and SpiNNMan send it): command and
 //! return codes, requests and replies, and builders and parsers for the commands volley
 //! drives (sver, read, write, fill, iptag TTO).
 //!

@@ -1,5 +1,5 @@
 //! The SDP header as SpiNNaker boards see it over UDP: 2 pad bytes, then flags, tag,
-//! destination and source port/cpu bytes and chip addresses (REFERENCE.md §1).
+//! destination and source port/cpu bytes and chip addresses.
 
 use core::fmt;
 
@@ -285,7 +285,7 @@ impl Repr {
 mod tests {
     use super::*;
 
-    // rig 2.4.1's write request to x=1, y=2, p=3 (REFERENCE.md §1), header only.
+    // rig 2.4.1's write request to x=1, y=2, p=3, header only.
     const WRITE_REQ_HEADER: [u8; 10] = [0x00, 0x00, 0x87, 0xff, 0x03, 0xff, 0x02, 0x01, 0x00, 0x00];
 
     #[test]

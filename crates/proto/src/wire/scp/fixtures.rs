@@ -1,5 +1,5 @@
-//! Datagrams captured from rig 2.4.1 and SpiNNMan 7.4.1 talking to a board
-//! (REFERENCE.md §1): test vectors for anything that speaks SCP.
+//! Datagrams captured from rig 2.4.1 and SpiNNMan 7.4.1 talking to a board: test vectors
+//! for anything that speaks SCP.
 
 /// rig's sver request to chip (255, 255), core 0, seq 0.
 pub const SVER_REQ: &[u8] = &[

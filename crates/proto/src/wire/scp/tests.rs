@@ -1,4 +1,4 @@
-//! Fixture tests over bytes captured from rig 2.4.1 and SpiNNMan (REFERENCE.md §1), plus
+//! Fixture tests over bytes captured from rig 2.4.1 and SpiNNMan, plus
 //! property tests: emit-then-parse round-trips and no panic on arbitrary input.
 
 use proptest::prelude::*;

@@ -1,6 +1,6 @@
-//! SFTP v3 (draft-ietf-secsh-filexfer-02) as OpenSSH's sftp-server speaks it
-//! (REFERENCE.md §2): [`Request`]s a client sends, [`Response`]s a server answers with,
-//! [`Attrs`], status codes and the `limits@openssh.com` reply.
+//! SFTP v3 (draft-ietf-secsh-filexfer-02) as OpenSSH's sftp-server speaks it:
+//! [`Request`]s a client sends, [`Response`]s a server answers with, [`Attrs`], status
+//! codes and the `limits@openssh.com` reply.
 //!
 //! Decoding borrows from the frame: a DATA reply's or WRITE request's payload is a slice of
 //! the input, never copied. Encoding writes everything but the bulk payload with
