@@ -175,7 +175,7 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
                         len,
                         source: Source(&mut reader),
                     }],
-                    |done| bar.set_position(done),
+                    progress_feed(&bar),
                 )
                 .await
                 .map_err(|e| format!("{}: {e}", file.display()))?;
@@ -203,7 +203,7 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
                             address: target.addr,
                             buf: &mut data,
                         }],
-                        |done| bar.set_position(done),
+                        progress_feed(&bar),
                     )
                     .await;
                 bar.finish_and_clear();
@@ -332,6 +332,21 @@ fn progress(len: u32) -> ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+/// What the client calls with its progress: the bar moves every 256 KiB (the client
+/// reports every batch of replies, and a bar's update costs more than a batch's worth of
+/// bookkeeping); a hidden bar costs nothing.
+fn progress_feed(bar: &ProgressBar) -> impl FnMut(u64) + '_ {
+    const EVERY: u64 = 256 * 1024;
+    let hidden = bar.is_hidden();
+    let mut shown = 0;
+    move |done| {
+        if !hidden && done - shown >= EVERY {
+            shown = done;
+            bar.set_position(done);
+        }
+    }
 }
 
 fn report(what: &str, bytes: u32, elapsed: core::time::Duration) {

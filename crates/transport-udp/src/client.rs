@@ -1017,24 +1017,31 @@ fn describe(ops: &[Op<'_>], token: &Token) -> (Command, Address, u32) {
 /// [`Op::WriteFrom`]'s chunk from its source: chunks are built once each, in order).
 fn build(ops: &mut [Op<'_>], token: &Token, mut buf: Vec<u8>) -> Result<Vec<u8>, ScpError> {
     let offset = token.offset as u32;
-    let mut staged = [0u8; MAX_DATA_LEN];
-    let request = match &mut ops[token.op] {
-        Op::Read { chip, address, .. } => scp::read_request(*chip, *address + offset, token.len)?,
+    let mut emit = |request: RequestRepr<'_>| {
+        buf.resize(request.buffer_len(), 0);
+        request.emit(&mut buf)?;
+        Ok::<(), ScpError>(())
+    };
+    match &mut ops[token.op] {
+        Op::Read { chip, address, .. } => {
+            emit(scp::read_request(*chip, *address + offset, token.len)?)?;
+        }
         Op::Write {
             chip,
             address,
             data,
-        } => scp::write_request(
+        } => emit(scp::write_request(
             *chip,
             *address + offset,
             &data[token.offset..token.offset + token.len],
-        )?,
+        )?)?,
         Op::WriteFrom {
             chip,
             address,
             len,
             source,
         } => {
+            let mut staged = [0u8; MAX_DATA_LEN];
             let data = &mut staged[..token.len];
             source.0.read_exact(data).map_err(|e| {
                 ScpError::Source(if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -1049,18 +1056,16 @@ fn build(ops: &mut [Op<'_>], token: &Token, mut buf: Vec<u8>) -> Result<Vec<u8>,
                     e
                 })
             })?;
-            scp::write_request(*chip, *address + offset, data)?
+            emit(scp::write_request(*chip, *address + offset, data)?)?;
         }
         Op::Fill {
             chip,
             address,
             value,
             len,
-        } => scp::fill_request(*chip, *address, *value, *len),
-        Op::Raw { request, .. } => *request,
-    };
-    buf.resize(request.buffer_len(), 0);
-    request.emit(&mut buf)?;
+        } => emit(scp::fill_request(*chip, *address, *value, *len))?,
+        Op::Raw { request, .. } => emit(*request)?,
+    }
     Ok(buf)
 }
 

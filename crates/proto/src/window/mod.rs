@@ -202,11 +202,11 @@ pub struct Window<P, T> {
     outstanding: usize,
     /// Sequence numbers whose timer expired, oldest first, to be resent.
     due: VecDeque<u16>,
-    /// Deadlines as `(deadline, send, seq)`, earliest on top. An entry whose request has
-    /// since been answered or resent is stale: skipped, and pruned from the top after
-    /// every change, so the top is always live.
-    timers: BinaryHeap<Reverse<(Instant, u64, u16)>>,
-    /// Sends so far: tells a live timer from a stale one.
+    /// Deadlines, earliest on top, each a [`Timer`]. An entry whose request has since
+    /// been answered or resent is stale: skipped, and pruned from the top after every
+    /// change, so the top is always live.
+    timers: BinaryHeap<Reverse<Timer>>,
+    /// Sends so far, modulo 2^48: tells a live timer from a stale one.
     sends: u64,
     events: VecDeque<Event<T>>,
     next_seq: u16,
@@ -408,7 +408,7 @@ impl<P: Protocol, T> Window<P, T> {
             if !self.ring[i].as_ref().is_some_and(|s| s.seq == seq && s.due) {
                 continue;
             }
-            self.sends += 1;
+            self.sends = (self.sends + 1) & Timer::SEND_MASK;
             let send = self.sends;
             let slot = self.ring[i].as_mut()?;
             slot.due = false;
@@ -428,7 +428,7 @@ impl<P: Protocol, T> Window<P, T> {
         let seq = self.allocate_seq();
         self.protocol.set_seq(&mut bytes, seq);
         let rto = self.rtt.rto();
-        self.sends += 1;
+        self.sends = (self.sends + 1) & Timer::SEND_MASK;
         let send = self.sends;
         let i = self.index(seq);
         self.ring[i] = Some(Slot {
@@ -508,7 +508,8 @@ impl<P: Protocol, T> Window<P, T> {
     /// next [`Window::poll_transmit`], or, out of tries, reported by
     /// [`Window::poll_event`]. Call when the instant from [`Window::poll_timeout`] passes.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&Reverse((deadline, send, seq))) = self.timers.peek() {
+        while let Some(&Reverse(timer)) = self.timers.peek() {
+            let (deadline, send, seq) = timer.parts();
             if deadline > now {
                 break;
             }
@@ -547,7 +548,7 @@ impl<P: Protocol, T> Window<P, T> {
     /// an outstanding request, or `None` with nothing outstanding.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((deadline, ..))| *deadline)
+        self.timers.peek().map(|Reverse(timer)| timer.parts().0)
     }
 
     /// The next request that gave up. Call after [`Window::handle_timeout`].
@@ -654,24 +655,26 @@ impl<P: Protocol, T> Window<P, T> {
     }
 
     fn arm(&mut self, deadline: Instant, send: u64, seq: u16) {
-        self.timers.push(Reverse((deadline, send, seq)));
+        self.timers.push(Reverse(Timer::new(deadline, send, seq)));
         // Stale entries below the top wait until they surface; once they outnumber the
         // live ones, drop them all (amortised O(1) per send, memory bounded by the
         // window).
         if self.timers.len() > 2 * self.outstanding + 16 {
             let ring = &self.ring;
             let mask = ring.len() - 1;
-            self.timers.retain(|Reverse((_, send, seq))| {
-                ring[usize::from(*seq) & mask]
+            self.timers.retain(|Reverse(timer)| {
+                let (_, send, seq) = timer.parts();
+                ring[usize::from(seq) & mask]
                     .as_ref()
-                    .is_some_and(|s| s.seq == *seq && s.send == *send && !s.due)
+                    .is_some_and(|s| s.seq == seq && s.send == send && !s.due)
             });
         }
     }
 
     /// Pops stale entries off the top of the timer heap, so `poll_timeout` is exact.
     fn prune(&mut self) {
-        while let Some(&Reverse((_, send, seq))) = self.timers.peek() {
+        while let Some(&Reverse(timer)) = self.timers.peek() {
+            let (_, send, seq) = timer.parts();
             if self.is_live(self.index(seq), send, seq) {
                 break;
             }
@@ -698,6 +701,33 @@ impl<P: Protocol, T> Window<P, T> {
 
     fn is_completed(&self, seq: u16) -> bool {
         self.completed[usize::from(seq) / 64] & (1 << (seq % 64)) != 0
+    }
+}
+
+/// A deadline, the send that set it (its low 48 bits: a stale timer is one whose send
+/// no longer matches its slot's) and the sequence number, packed into one integer so
+/// the heap compares them in one step, earliest deadline first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Timer(u128);
+
+impl Timer {
+    const SEND_MASK: u64 = (1 << 48) - 1;
+
+    fn new(deadline: Instant, send: u64, seq: u16) -> Self {
+        Self(
+            u128::from(deadline.as_micros()) << 64
+                | u128::from(send & Self::SEND_MASK) << 16
+                | u128::from(seq),
+        )
+    }
+
+    /// The deadline, the send's low 48 bits, and the sequence number.
+    fn parts(self) -> (Instant, u64, u16) {
+        (
+            Instant::from_micros((self.0 >> 64) as u64),
+            (self.0 >> 16) as u64 & Self::SEND_MASK,
+            self.0 as u16,
+        )
     }
 }
 
