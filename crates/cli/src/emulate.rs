@@ -29,6 +29,10 @@ pub(crate) struct Args {
     /// Seed for the loss decisions.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Most MiB of written memory the board holds over all chips (fills hold none);
+    /// a write past it is answered RC_BUF.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(0..=65536))]
+    memory_mib: u32,
 }
 
 pub(crate) async fn run(args: Args) -> Result<(), String> {
@@ -37,6 +41,7 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         hop_latency: args.hop_ms,
         reply_loss: args.loss,
         seed: args.seed,
+        memory_budget: (args.memory_mib as usize) << 20,
         ..BoardConfig::default()
     };
     let mut board = Board::bind(args.udp, args.tcp, config)
@@ -53,8 +58,11 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     }
     let stats = board.stats();
     eprintln!(
-        "emulator stopped: {} requests, {} replies, {} dropped for want of a tag",
-        stats.requests, stats.replies, stats.dropped_no_tag
+        "emulator stopped: {} requests, {} replies, {} dropped for want of a tag, {} KiB of memory held",
+        stats.requests,
+        stats.replies,
+        stats.dropped_no_tag,
+        stats.memory_bytes >> 10
     );
     board.shutdown().await;
     Ok(())

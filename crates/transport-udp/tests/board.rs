@@ -114,3 +114,61 @@ async fn requests_beyond_the_transient_tag_pool_are_dropped() {
     // With the tags free again, a new request is answered.
     assert_eq!(exchange(&socket, SVER_REQ).await.len(), SVER_REP.len());
 }
+
+/// A storm of 128 MiB FILLs to 64 chips (8.4 GB when fills allocated their bytes) holds
+/// no memory, and a 64 KiB write and read-back in the middle of it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_fills_holds_no_memory_and_leaves_room_to_work() {
+    use volley_proto::wire::scp;
+    use volley_proto::wire::sdp::Address;
+    use volley_transport_udp::{SDRAM_BASE, SDRAM_SIZE, ScpClient, ScpConfig};
+
+    let config = BoardConfig {
+        memory_budget: 4 << 20,
+        ..BoardConfig::default()
+    };
+    let (board, storm) = board(config).await;
+    let storm = tokio::spawn(async move {
+        let mut datagram = [0u8; scp::MAX_DATAGRAM_LEN];
+        for round in 0..4u32 {
+            for chip in 0..64u8 {
+                let mut request = scp::fill_request(
+                    Address::core(chip / 8, chip % 8, 0),
+                    SDRAM_BASE,
+                    round,
+                    SDRAM_SIZE,
+                );
+                request.sdp.flags = volley_proto::wire::sdp::Flags::NO_REPLY;
+                let n = request.emit(&mut datagram).unwrap();
+                storm.send(&datagram[..n]).await.unwrap();
+            }
+        }
+    });
+    let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default().with_window(8))
+        .await
+        .unwrap();
+    let chip = Address::core(3, 4, 0);
+    let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 13) as u8).collect();
+    timeout(WAIT, async {
+        client.write(chip, SDRAM_BASE + 4096, &data).await.unwrap();
+        let back = client
+            .read_bytes(chip, SDRAM_BASE + 4096, data.len())
+            .await
+            .unwrap();
+        assert!(back == data, "read back during a fill storm differs");
+    })
+    .await
+    .expect("a 64 KiB write and read-back within 5 s of a fill storm");
+    storm.await.unwrap();
+    let held = board.stats().memory_bytes;
+    assert!(held <= 4 << 20, "{held} bytes held");
+
+    // Past the budget: RC_BUF, and memory unchanged.
+    let big = vec![1u8; 8 << 20];
+    let err = client
+        .write(chip, SDRAM_BASE + (64 << 20), &big)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("RC_BUF"), "{err}");
+    assert!(board.stats().memory_bytes <= 4 << 20);
+}

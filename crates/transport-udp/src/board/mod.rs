@@ -8,7 +8,7 @@ use core::future::Future;
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -33,7 +33,10 @@ use crate::datagrams::{Datagrams, Sent};
 pub const SDRAM_BASE: u32 = 0x6000_0000;
 /// SDRAM per chip: 128 MiB.
 pub const SDRAM_SIZE: u32 = 128 << 20;
-const PAGE: usize = 64 * 1024;
+
+mod memory;
+
+use memory::Memory;
 
 /// Emulator settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +61,10 @@ pub struct BoardConfig {
     /// After answering, keep polling the socket this long before parking the task, as a
     /// board's dedicated core answers without a wake-up; zero parks at once.
     pub spin: Duration,
+    /// The most bytes of written memory the board holds, over all chips (a FILL holds
+    /// none: a filled page is one word). A WRITE or FILL that would pass it is answered
+    /// `RC_BUF` and changes nothing.
+    pub memory_budget: usize,
 }
 
 /// A running emulated board.
@@ -86,6 +93,8 @@ pub struct BoardStats {
     pub dropped_malformed: u64,
     /// Replies lost inside the board (fault injection).
     pub replies_lost: u64,
+    /// Bytes of written memory held (filled pages hold none).
+    pub memory_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -103,7 +112,7 @@ struct Shared {
 
 #[derive(Debug)]
 struct State {
-    memory: HashMap<(u8, u8, u32), Box<[u8]>>,
+    memory: Memory,
     tto: u8,
     /// When each transient tag frees; `None` = free.
     tags: Vec<Option<Instant>>,
@@ -152,7 +161,8 @@ impl BoardConfig {
 }
 
 impl Default for BoardConfig {
-    /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9, 50 us of polling.
+    /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9, 50 us of polling,
+    /// 256 MiB of written memory at most.
     fn default() -> Self {
         Self {
             width: 8,
@@ -164,6 +174,7 @@ impl Default for BoardConfig {
             pool_size: 8,
             tto: 9,
             spin: Duration::from_micros(50),
+            memory_budget: 256 << 20,
         }
     }
 }
@@ -183,7 +194,7 @@ impl Board {
         let udp_addr = socket.local_addr()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                memory: HashMap::new(),
+                memory: Memory::new(config.memory_budget),
                 tto: config.tto,
                 tags: vec![None; usize::from(config.pool_size)],
                 rng: StdRng::seed_from_u64(config.seed),
@@ -234,21 +245,23 @@ impl Board {
             dropped_oversize: get(&s.dropped_oversize),
             dropped_malformed: get(&s.dropped_malformed),
             replies_lost: get(&s.replies_lost),
+            memory_bytes: s.lock().memory.held_bytes() as u64,
         }
     }
 
     /// Copies `len` bytes of chip (`x`, `y`)'s SDRAM from `address`, or `None` outside it.
     pub fn read_memory(&self, x: u8, y: u8, address: u32, len: usize) -> Option<Vec<u8>> {
+        if len > SDRAM_SIZE as usize {
+            return None;
+        }
         let mut out = vec![0; len];
-        self.shared
-            .lock()
-            .read(x, y, address, &mut out)
-            .then_some(out)
+        let memory = &self.shared.lock().memory;
+        memory.read(x, y, address, &mut out).ok().map(|()| out)
     }
 
-    /// Writes into chip (`x`, `y`)'s SDRAM; `false` outside it.
+    /// Writes into chip (`x`, `y`)'s SDRAM; `false` outside it or past the memory budget.
     pub fn write_memory(&self, x: u8, y: u8, address: u32, data: &[u8]) -> bool {
-        self.shared.lock().write(x, y, address, data)
+        self.shared.lock().memory.write(x, y, address, data).is_ok()
     }
 
     /// The transient-tag timeout code in force.
@@ -408,31 +421,30 @@ fn execute(
         }
         Command::READ => match request.transfer_args() {
             Ok((address, len, ty)) if aligned(address, len, ty) => {
-                if state.read(chip.x, chip.y, address, &mut body[..len]) {
-                    (ReturnCode::OK, len)
-                } else {
-                    (ReturnCode::ARG, 0)
+                match state.memory.read(chip.x, chip.y, address, &mut body[..len]) {
+                    Ok(()) => (ReturnCode::OK, len),
+                    Err(refused) => (refused.code(), 0),
                 }
             }
             _ => (ReturnCode::ARG, 0),
         },
         Command::WRITE => match request.transfer_args() {
             Ok((address, len, ty)) if aligned(address, len, ty) && len == request.data.len() => {
-                if state.write(chip.x, chip.y, address, request.data) {
-                    (ReturnCode::OK, 0)
-                } else {
-                    (ReturnCode::ARG, 0)
+                match state.memory.write(chip.x, chip.y, address, request.data) {
+                    Ok(()) => (ReturnCode::OK, 0),
+                    Err(refused) => (refused.code(), 0),
                 }
             }
             _ => (ReturnCode::ARG, 0),
         },
         Command::FILL => {
             let [address, value, len] = request.args;
-            if address % 4 != 0 || len % 4 != 0 || !state.fill(chip.x, chip.y, address, value, len)
-            {
-                (ReturnCode::ARG, 0)
-            } else {
-                (ReturnCode::OK, 0)
+            if address % 4 != 0 || len % 4 != 0 {
+                return (ReturnCode::ARG, 0);
+            }
+            match state.memory.fill(chip.x, chip.y, address, value, len) {
+                Ok(()) => (ReturnCode::OK, 0),
+                Err(refused) => (refused.code(), 0),
             }
         }
         Command::IPTAG if request.args[0] >> 16 == scp::IPTAG_TTO => {
@@ -466,66 +478,6 @@ fn aligned(address: u32, len: usize, ty: DataType) -> bool {
 }
 
 impl State {
-    /// Visits each page-sized piece of `address..address + len` within SDRAM; `false`
-    /// (and no visit) if any of it is outside.
-    fn pieces(
-        address: u32,
-        len: usize,
-        mut visit: impl FnMut(u32, usize, core::ops::Range<usize>),
-    ) -> bool {
-        let start = u64::from(address);
-        let end = start + len as u64;
-        if start < u64::from(SDRAM_BASE) || end > u64::from(SDRAM_BASE) + u64::from(SDRAM_SIZE) {
-            return false;
-        }
-        let mut at = start;
-        while at < end {
-            let offset = (at - u64::from(SDRAM_BASE)) as usize;
-            let page = (offset / PAGE) as u32;
-            let in_page = offset % PAGE;
-            let n = (PAGE - in_page).min((end - at) as usize);
-            let done = (at - start) as usize;
-            visit(page, in_page, done..done + n);
-            at += n as u64;
-        }
-        true
-    }
-
-    fn read(&self, x: u8, y: u8, address: u32, out: &mut [u8]) -> bool {
-        Self::pieces(address, out.len(), |page, in_page, range| {
-            let n = range.len();
-            match self.memory.get(&(x, y, page)) {
-                Some(bytes) => out[range].copy_from_slice(&bytes[in_page..in_page + n]),
-                None => out[range].fill(0),
-            }
-        })
-    }
-
-    fn write(&mut self, x: u8, y: u8, address: u32, data: &[u8]) -> bool {
-        Self::pieces(address, data.len(), |page, in_page, range| {
-            let n = range.len();
-            let bytes = self
-                .memory
-                .entry((x, y, page))
-                .or_insert_with(|| vec![0; PAGE].into_boxed_slice());
-            bytes[in_page..in_page + n].copy_from_slice(&data[range]);
-        })
-    }
-
-    fn fill(&mut self, x: u8, y: u8, address: u32, value: u32, len: u32) -> bool {
-        let word = value.to_le_bytes();
-        Self::pieces(address, len as usize, |page, in_page, range| {
-            let n = range.len();
-            let bytes = self
-                .memory
-                .entry((x, y, page))
-                .or_insert_with(|| vec![0; PAGE].into_boxed_slice());
-            for (i, b) in bytes[in_page..in_page + n].iter_mut().enumerate() {
-                *b = word[(range.start + i) % 4];
-            }
-        })
-    }
-
     /// Takes a free transient tag until `until`; `false` if all are taken.
     fn take_tag(&mut self, now: Instant, until: Instant) -> bool {
         match self
