@@ -38,12 +38,20 @@ pub(crate) struct Args {
     /// Seed for every random choice.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Close a client's flow after this many milliseconds without traffic.
+    #[arg(long, default_value = "60000", value_parser = millis)]
+    flow_idle_ms: core::time::Duration,
+    /// Flows open at once (each a socket); past it the least recently used is closed.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_flows: u32,
 }
 
 pub(crate) async fn run(args: Args) -> Result<(), String> {
     let rate_bps = match args.rate_mbit {
-        // A rate under 1 bit/s rounds to 0, which the library refuses.
-        Some(r) if r.is_finite() && r > 0.0 => Some((r * 1e6) as u64),
+        Some(r) if r.is_finite() && r > 0.0 => Some(
+            core::num::NonZeroU64::new((r * 1e6) as u64)
+                .ok_or(format!("--rate-mbit {r} is under 1 bit/s"))?,
+        ),
         Some(r) => return Err(format!("--rate-mbit {r} must be a positive number")),
         None => None,
     };
@@ -55,6 +63,8 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         reorder: args.reorder,
         rate_bps,
         seed: args.seed,
+        idle_timeout: args.flow_idle_ms,
+        max_flows: args.max_flows as usize,
     };
     let mut link = LinkSim::start(args.listen, args.upstream, config)
         .map_err(|e| format!("cannot start the link simulator: {e}"))?;
@@ -66,8 +76,14 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     }
     let s = link.stats();
     eprintln!(
-        "netsim stopped: {} up, {} down, {} dropped, {} duplicated, {} reordered",
-        s.delivered_up, s.delivered_down, s.dropped, s.duplicated, s.reordered
+        "netsim stopped: {} up, {} down, {} dropped, {} duplicated, {} reordered, {} flows expired, {} evicted",
+        s.delivered_up,
+        s.delivered_down,
+        s.dropped,
+        s.duplicated,
+        s.reordered,
+        s.expired,
+        s.evicted
     );
     link.stop();
     Ok(())

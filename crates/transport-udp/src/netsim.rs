@@ -2,12 +2,20 @@
 //! address that delays, jitters, drops, duplicates, reorders and rate-limits datagrams in
 //! each direction, from a seed, because `tc netem` is not available on our machines.
 //!
-//! It runs on its own thread with plain non-blocking sockets, polling them and spinning
-//! (with `yield_now`) while traffic is in flight, so sub-millisecond delays hold to a few
-//! microseconds (tokio's timers tick in whole milliseconds, and a sleep oversleeps by the
-//! kernel's timer slack). Idle, it sleeps.
+//! It runs on its own thread with plain non-blocking sockets and one `epoll` set: it
+//! spins (with `yield_now`) while traffic is in flight, so sub-millisecond delays hold to
+//! a few microseconds (tokio's timers tick in whole milliseconds, and a sleep oversleeps by
+//! the kernel's timer slack); idle, it blocks in `epoll_wait`, so its CPU stays near zero
+//! however many flows are open.
+//!
+//! Each client address is a flow with its own socket towards the upstream (so replies
+//! find their way back). A flow idle for [`LinkConfig::idle_timeout`] is closed; when
+//! [`LinkConfig::max_flows`] are open, or the process is out of file descriptors, the
+//! least recently used flow is closed to make room for a new one, never the new one
+//! dropped.
 
 use core::net::SocketAddr;
+use core::num::NonZeroU64;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 use std::collections::{BTreeMap, HashMap};
@@ -17,11 +25,13 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
+use nix::errno::Errno;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// Link settings, applied to each direction separately.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
     /// One-way delay added to every datagram (the RTT grows by twice this).
     pub delay: Duration,
@@ -33,30 +43,58 @@ pub struct LinkConfig {
     pub dup: f64,
     /// Chance of holding a datagram back by up to `2 * delay + 1 ms` so later ones pass it.
     pub reorder: f64,
-    /// Bits per second each direction carries; `None` = unlimited. Datagrams queue behind
+    /// Bits per second each direction carries; `None` = no cap. Datagrams queue behind
     /// each other, and are dropped once the queue would wait over 200 ms.
-    pub rate_bps: Option<u64>,
+    pub rate_bps: Option<NonZeroU64>,
     /// Seed for every random choice.
     pub seed: u64,
+    /// A flow (a client address and its socket towards the upstream) with no traffic
+    /// either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Flows open at once; past it, the least recently used is closed for a new one.
+    pub max_flows: usize,
 }
 
 impl LinkConfig {
     /// Checks every number before anything is bound: delay and jitter of at most
     /// [`MAX_DELAY`](crate::MAX_DELAY), probabilities in 0..=1, and a rate, if any, of at
-    /// least one bit per second.
+    /// least one bit per second (the type sees to that), an idle timeout from 1 ms to an
+    /// hour, and room for at least one flow.
     pub fn check(&self) -> io::Result<()> {
         crate::check_delay("delay", self.delay)?;
         crate::check_delay("jitter", self.jitter)?;
         crate::check_fraction("loss", self.loss)?;
         crate::check_fraction("duplication", self.dup)?;
         crate::check_fraction("reordering", self.reorder)?;
-        if self.rate_bps == Some(0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a rate of 0 bit/s carries nothing (leave the rate unset for no cap)",
+        let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        if self.idle_timeout < Duration::from_millis(1) || self.idle_timeout > crate::MAX_DELAY {
+            return invalid(format!(
+                "a flow idle timeout of {:?} is out of range (1 ms to an hour)",
+                self.idle_timeout
             ));
         }
+        if self.max_flows == 0 {
+            return invalid("at least one flow must be allowed".into());
+        }
         Ok(())
+    }
+}
+
+impl Default for LinkConfig {
+    /// A perfect link: no delay, loss or cap; flows closed after 60 s idle, 4096 open at
+    /// most.
+    fn default() -> Self {
+        Self {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            rate_bps: None,
+            seed: 0,
+            idle_timeout: Duration::from_secs(60),
+            max_flows: 4096,
+        }
     }
 }
 
@@ -73,6 +111,13 @@ pub struct LinkStats {
     pub duplicated: u64,
     /// Datagrams held back to reorder.
     pub reordered: u64,
+    /// Flows closed after [`LinkConfig::idle_timeout`] without traffic.
+    pub expired: u64,
+    /// Flows closed to make room for a new one (the flow cap or the file-descriptor
+    /// limit reached).
+    pub evicted: u64,
+    /// Flows open now.
+    pub flows: u64,
 }
 
 /// A running link simulator.
@@ -93,6 +138,9 @@ struct Counters {
     dropped: AtomicU64,
     duplicated: AtomicU64,
     reordered: AtomicU64,
+    expired: AtomicU64,
+    evicted: AtomicU64,
+    flows: AtomicU64,
 }
 
 /// Where a scheduled datagram goes.
@@ -107,7 +155,11 @@ enum Dest {
 struct Relay {
     listen: UdpSocket,
     upstream: SocketAddr,
-    clients: HashMap<SocketAddr, UdpSocket>,
+    epoll: Epoll,
+    flows: HashMap<SocketAddr, Flow>,
+    /// Which client each epoll token (above 0, which is `listen`) stands for.
+    tokens: HashMap<u64, SocketAddr>,
+    next_token: u64,
     config: LinkConfig,
     rng: StdRng,
     queue: BTreeMap<(Instant, u64), (Dest, Vec<u8>)>,
@@ -115,6 +167,16 @@ struct Relay {
     busy_until: [Instant; 2],
     counters: Arc<Counters>,
 }
+
+/// One client's way to the upstream.
+struct Flow {
+    socket: UdpSocket,
+    token: u64,
+    last_used: Instant,
+}
+
+/// The epoll token of the listening socket.
+const LISTEN: u64 = 0;
 
 impl LinkSim {
     /// Binds `listen` (port 0 picks one) and relays between it and `upstream` until
@@ -128,10 +190,17 @@ impl LinkSim {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let now = Instant::now();
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        epoll
+            .add(&socket, EpollEvent::new(EpollFlags::EPOLLIN, LISTEN))
+            .map_err(io::Error::from)?;
         let mut relay = Relay {
             listen: socket,
             upstream,
-            clients: HashMap::new(),
+            epoll,
+            flows: HashMap::new(),
+            tokens: HashMap::new(),
+            next_token: LISTEN + 1,
             rng: StdRng::seed_from_u64(config.seed),
             config,
             queue: BTreeMap::new(),
@@ -172,6 +241,9 @@ impl LinkSim {
             dropped: get(&c.dropped),
             duplicated: get(&c.duplicated),
             reordered: get(&c.reordered),
+            expired: get(&c.expired),
+            evicted: get(&c.evicted),
+            flows: get(&c.flows),
         }
     }
 
@@ -213,59 +285,157 @@ impl Drop for LinkSim {
 impl Relay {
     fn run(&mut self, stop: &AtomicBool) {
         let mut buf = vec![0u8; 65536];
-        let mut idle_since = Instant::now();
+        let mut events = vec![EpollEvent::empty(); 256];
+        let mut last_traffic = Instant::now();
+        let mut last_sweep = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            let mut progress = false;
-            // Client -> upstream.
-            while let Ok((n, from)) = self.listen.recv_from(&mut buf) {
-                progress = true;
-                if !self.clients.contains_key(&from) && self.open_client(from).is_err() {
-                    continue;
+            // How long to wait: not at all while datagrams are due within 2 ms or traffic
+            // was recent (spinning keeps sub-millisecond delays exact); else until the
+            // next datagram is nearly due, at most 100 ms (to see the stop flag).
+            let now = Instant::now();
+            let next_due = self.queue.keys().next().map(|(at, _)| *at);
+            let wait = match next_due {
+                Some(at) if at <= now + Duration::from_millis(2) => Duration::ZERO,
+                _ if now - last_traffic < Duration::from_millis(5) => Duration::ZERO,
+                Some(at) => (at - now - Duration::from_millis(1)).min(Duration::from_millis(100)),
+                None => Duration::from_millis(100),
+            };
+            let ready = match self.epoll.wait(&mut events, wait.as_millis() as u16) {
+                Ok(n) => n,
+                // A signal: look again.
+                Err(Errno::EINTR) => 0,
+                Err(e) => panic!("epoll_wait failed: {e}"),
+            };
+            for event in &events[..ready] {
+                match event.data() {
+                    LISTEN => self.from_clients(&mut buf),
+                    token => self.from_upstream(token, &mut buf),
                 }
-                self.schedule(0, Dest::Up(from), &buf[..n]);
-            }
-            // Upstream -> clients.
-            let mut replies = Vec::new();
-            for (client, socket) in &self.clients {
-                while let Ok(n) = socket.recv(&mut buf) {
-                    replies.push((*client, buf[..n].to_vec()));
-                }
-            }
-            for (client, bytes) in replies {
-                progress = true;
-                self.schedule(1, Dest::Down(client), &bytes);
             }
             self.deliver_due();
-            if progress {
-                idle_since = Instant::now();
-                continue;
-            }
-            // Nothing arrived. While datagrams are in flight or traffic is recent, spin
-            // (yielding the core to anyone who wants it): a sleep would oversleep by the
-            // timer slack (~50-100 us) and add that to every hop. Idle, sleep.
             let now = Instant::now();
-            let idle = now - idle_since;
-            if !self.queue.is_empty() || idle < Duration::from_millis(5) {
+            if ready > 0 {
+                last_traffic = now;
+            } else if wait.is_zero() {
                 thread::yield_now();
-            } else if idle < Duration::from_millis(100) {
-                thread::sleep(Duration::from_micros(50));
-            } else {
-                thread::sleep(Duration::from_millis(1));
+            }
+            if now - last_sweep >= Duration::from_secs(1).min(self.config.idle_timeout) {
+                last_sweep = now;
+                self.expire(now);
             }
         }
     }
 
-    fn open_client(&mut self, client: SocketAddr) -> io::Result<()> {
+    /// Client -> upstream: everything the listening socket has.
+    fn from_clients(&mut self, buf: &mut [u8]) {
+        while let Ok((n, from)) = self.listen.recv_from(buf) {
+            if !self.flows.contains_key(&from) && self.open_flow(from).is_err() {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if let Some(flow) = self.flows.get_mut(&from) {
+                flow.last_used = Instant::now();
+            }
+            self.schedule(0, Dest::Up(from), &buf[..n]);
+        }
+    }
+
+    /// Upstream -> one client: everything its flow's socket has.
+    fn from_upstream(&mut self, token: u64, buf: &mut [u8]) {
+        let Some(&client) = self.tokens.get(&token) else {
+            return;
+        };
+        loop {
+            let Some(flow) = self.flows.get_mut(&client) else {
+                return;
+            };
+            let Ok(n) = flow.socket.recv(buf) else {
+                return;
+            };
+            flow.last_used = Instant::now();
+            self.schedule(1, Dest::Down(client), &buf[..n]);
+        }
+    }
+
+    /// Opens a flow for `client`, closing the least recently used one first if the cap
+    /// or the file-descriptor limit is reached.
+    fn open_flow(&mut self, client: SocketAddr) -> io::Result<()> {
+        if self.flows.len() >= self.config.max_flows {
+            self.evict_oldest();
+        }
+        let socket = match self.upstream_socket() {
+            Err(e) if is_out_of_files(&e) && !self.flows.is_empty() => {
+                self.evict_oldest();
+                self.upstream_socket()?
+            }
+            other => other?,
+        };
+        let token = self.next_token;
+        self.next_token += 1;
+        self.epoll
+            .add(&socket, EpollEvent::new(EpollFlags::EPOLLIN, token))
+            .map_err(io::Error::from)?;
+        self.tokens.insert(token, client);
+        self.flows.insert(
+            client,
+            Flow {
+                socket,
+                token,
+                last_used: Instant::now(),
+            },
+        );
+        self.counters
+            .flows
+            .store(self.flows.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn upstream_socket(&self) -> io::Result<UdpSocket> {
         let bind: SocketAddr = if self.upstream.is_ipv4() {
-            "0.0.0.0:0".parse().map_err(io::Error::other)?
+            (core::net::Ipv4Addr::UNSPECIFIED, 0).into()
         } else {
-            "[::]:0".parse().map_err(io::Error::other)?
+            (core::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
         let socket = UdpSocket::bind(bind)?;
         socket.connect(self.upstream)?;
         socket.set_nonblocking(true)?;
-        self.clients.insert(client, socket);
-        Ok(())
+        Ok(socket)
+    }
+
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .flows
+            .iter()
+            .min_by_key(|(_, flow)| flow.last_used)
+            .map(|(client, _)| *client);
+        if let Some(client) = oldest {
+            self.close_flow(client);
+            self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes every flow idle for the configured timeout.
+    fn expire(&mut self, now: Instant) {
+        let idle: Vec<SocketAddr> = self
+            .flows
+            .iter()
+            .filter(|(_, flow)| now - flow.last_used >= self.config.idle_timeout)
+            .map(|(client, _)| *client)
+            .collect();
+        for client in idle {
+            self.close_flow(client);
+            self.counters.expired.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn close_flow(&mut self, client: SocketAddr) {
+        if let Some(flow) = self.flows.remove(&client) {
+            let _ = self.epoll.delete(&flow.socket);
+            self.tokens.remove(&flow.token);
+        }
+        self.counters
+            .flows
+            .store(self.flows.len() as u64, Ordering::Relaxed);
     }
 
     /// Decides the fate of one datagram in direction `dir` (0 up, 1 down).
@@ -276,7 +446,7 @@ impl Relay {
             return;
         }
         let mut depart = now;
-        if let Some(rate) = self.config.rate_bps.filter(|&r| r > 0) {
+        if let Some(rate) = self.config.rate_bps {
             let start = self.busy_until[dir].max(now);
             if start - now > Duration::from_millis(200) {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -284,7 +454,7 @@ impl Relay {
             }
             let bits = bytes.len() as u64 * 8;
             self.busy_until[dir] =
-                start + Duration::from_nanos(bits.saturating_mul(1_000_000_000) / rate);
+                start + Duration::from_nanos(bits.saturating_mul(1_000_000_000) / rate.get());
             depart = self.busy_until[dir];
         }
         let copies = if self.rng.random_bool(self.config.dup.clamp(0.0, 1.0)) {
@@ -319,20 +489,28 @@ impl Relay {
                 break;
             }
             let (dest, bytes) = entry.remove();
-            match dest {
-                Dest::Up(client) => {
-                    if let Some(socket) = self.clients.get(&client) {
-                        if socket.send(&bytes).is_ok() {
-                            self.counters.delivered_up.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                Dest::Down(client) => {
-                    if self.listen.send_to(&bytes, client).is_ok() {
-                        self.counters.delivered_down.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
+            let sent = match dest {
+                // A flow closed while its datagram waited: the datagram is lost with it.
+                Dest::Up(client) => self
+                    .flows
+                    .get(&client)
+                    .is_some_and(|flow| flow.socket.send(&bytes).is_ok()),
+                Dest::Down(client) => self.listen.send_to(&bytes, client).is_ok(),
+            };
+            let counter = match (dest, sent) {
+                (_, false) => &self.counters.dropped,
+                (Dest::Up(_), true) => &self.counters.delivered_up,
+                (Dest::Down(_), true) => &self.counters.delivered_down,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Whether opening a socket failed for want of file descriptors (per process or system).
+fn is_out_of_files(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EMFILE | Errno::ENFILE)
+    )
 }

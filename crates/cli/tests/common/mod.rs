@@ -14,10 +14,15 @@ pub const VOLLEY: &str = env!("CARGO_BIN_EXE_volley");
 
 /// Starts a long-running `volley` command and returns it with the first line it prints.
 pub async fn spawn(args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(VOLLEY)
-        .args(args)
+    spawn_with(Command::new(VOLLEY).args(args)).await
+}
+
+/// Starts `command` (which runs `volley` somehow), stdout piped and stderr kept, and
+/// returns it with the first line it prints.
+pub async fn spawn_with(command: &mut Command) -> (Child, String) {
+    let mut child = command
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("volley starts");
