@@ -308,8 +308,8 @@ impl Relay {
             };
             for event in &events[..ready] {
                 match event.data() {
-                    LISTEN => self.from_clients(&mut buf),
-                    token => self.from_upstream(token, &mut buf),
+                    LISTEN => self.relay_up(&mut buf),
+                    token => self.relay_down(token, &mut buf),
                 }
             }
             self.deliver_due();
@@ -327,7 +327,7 @@ impl Relay {
     }
 
     /// Client -> upstream: everything the listening socket has.
-    fn from_clients(&mut self, buf: &mut [u8]) {
+    fn relay_up(&mut self, buf: &mut [u8]) {
         while let Ok((n, from)) = self.listen.recv_from(buf) {
             if !self.flows.contains_key(&from) && self.open_flow(from).is_err() {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -341,7 +341,7 @@ impl Relay {
     }
 
     /// Upstream -> one client: everything its flow's socket has.
-    fn from_upstream(&mut self, token: u64, buf: &mut [u8]) {
+    fn relay_down(&mut self, token: u64, buf: &mut [u8]) {
         let Some(&client) = self.tokens.get(&token) else {
             return;
         };
