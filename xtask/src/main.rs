@@ -5,6 +5,9 @@
 //! - `cargo xtask bench [--suite NAME].. [--quick | --full]`: builds the benchmark suites in
 //!   release mode, runs them against embedded servers on loopback, prints their tables and
 //!   writes `target/bench/results.json` and `target/bench/report.md`.
+//! - `cargo xtask soak [--minutes N]`: minutes (2 by default) of mixed, verified traffic
+//!   against an emulator and a link simulator, with garbage and FILL storms; fails on any
+//!   error or on memory growth.
 //!
 //! Plain code with no dependencies, in the rust-analyzer style.
 
@@ -14,6 +17,7 @@ use std::process::{Command, ExitCode};
 
 mod bench;
 mod peers;
+mod soak;
 mod test;
 
 fn main() -> ExitCode {
@@ -21,6 +25,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         Some("-h" | "--help") | None => {
             println!("{}", USAGE);
             Ok(())
@@ -39,7 +44,8 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage:
   cargo xtask test [fmt|clippy|doc|nostd|tests]..   every check, or the named ones
   cargo xtask bench [--suite NAME].. [--quick|--full]
-                                                    suites: codec, scp, sftp, wake (default: all)";
+                                                    suites: codec, scp, sftp, wake (default: all)
+  cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms";
 
 /// The workspace root (the parent of this crate's directory).
 fn root() -> PathBuf {
