@@ -8,6 +8,8 @@
 //! - `cargo xtask soak [--minutes N]`: minutes (2 by default) of mixed, verified traffic
 //!   against an emulator and a link simulator, with garbage and FILL storms; fails on any
 //!   error or on memory growth.
+//! - `cargo xtask fuzz [--runs N] [TARGET..]`: every fuzz target for N executions, from and
+//!   into its corpus in the repo.
 //!
 //! Plain code with no dependencies, in the rust-analyzer style.
 
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
+mod fuzz;
 mod peers;
 mod soak;
 mod test;
@@ -26,6 +29,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("-h" | "--help") | None => {
             println!("{}", USAGE);
             Ok(())
@@ -45,7 +49,9 @@ const USAGE: &str = "usage:
   cargo xtask test [fmt|clippy|doc|nostd|tests]..   every check, or the named ones
   cargo xtask bench [--suite NAME].. [--quick|--full]
                                                     suites: codec, scp, sftp, wake (default: all)
-  cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms";
+  cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
+  cargo xtask fuzz [--runs N] [TARGET]..            every fuzz target (needs nightly + cargo-fuzz,
+                                                    installed if missing), corpora kept minimised";
 
 /// The workspace root (the parent of this crate's directory).
 fn root() -> PathBuf {

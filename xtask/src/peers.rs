@@ -16,6 +16,8 @@ pub(crate) enum Peer {
     Rig,
     /// OpenSSH's sftp-server (Debian's openssh-sftp-server) and `sftp` client.
     OpenSsh,
+    /// A nightly toolchain and cargo-fuzz (libFuzzer), for the fuzz targets.
+    CargoFuzz,
 }
 
 /// Where Debian puts OpenSSH's sftp-server.
@@ -41,6 +43,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
             }
             Peer::Rig => ensure_rig()?,
             Peer::OpenSsh => ensure_openssh()?,
+            Peer::CargoFuzz => ensure_cargo_fuzz()?,
         }
     }
     Ok(missing)
@@ -141,4 +144,32 @@ fn ensure_rust_target(target: &str) -> bool {
     }
     eprintln!("xtask: installing the {target} standard library with rustup");
     exec(Command::new("rustup").args(["target", "add", target])).is_ok()
+}
+
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    let works = |args: &[&str]| {
+        Command::new("cargo")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !works(&["+nightly", "--version"]) {
+        eprintln!("xtask: installing a nightly toolchain with rustup (cargo-fuzz needs one)");
+        exec(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))
+        .map_err(|e| format!("{e}; install it by hand with `rustup toolchain install nightly`"))?;
+    }
+    if !works(&["fuzz", "--version"]) {
+        eprintln!("xtask: installing cargo-fuzz from crates.io");
+        exec(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
+            .map_err(|e| format!("{e}; install it by hand with `cargo install cargo-fuzz`"))?;
+    }
+    Ok(())
 }

@@ -38,6 +38,8 @@ mod client;
 mod datagrams;
 mod netsim;
 
+#[cfg(feature = "fuzzing")]
+pub use board::Handler;
 pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE};
 pub use client::{
     ClientStats, NoReply, Op, ScpClient, ScpConfig, ScpError, SoftwareVersion, Source, WindowSize,

@@ -9,7 +9,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = VersionInfo::parse(reply.body);
         let _ = TtoInfo::parse(reply.body);
         let mut out = [0u8; MAX_DATAGRAM_LEN];
-        let n = reply.emit(&mut out).expect("a parsed reply fits a datagram");
+        let n = reply
+            .emit(&mut out)
+            .expect("a parsed reply fits a datagram");
         // The two pad bytes are ignored on the way in and written as zeros.
         assert_eq!(&out[2..n], &data[2..]);
     }

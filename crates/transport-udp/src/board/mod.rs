@@ -192,22 +192,7 @@ impl Board {
         socket.set_nonblocking(true)?;
         let socket = UdpSocket::from_std(socket)?;
         let udp_addr = socket.local_addr()?;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                memory: Memory::new(config.memory_budget),
-                tto: config.tto,
-                tags: vec![None; usize::from(config.pool_size)],
-                rng: StdRng::seed_from_u64(config.seed),
-            }),
-            config,
-            requests: AtomicU64::new(0),
-            replies: AtomicU64::new(0),
-            error_replies: AtomicU64::new(0),
-            dropped_no_tag: AtomicU64::new(0),
-            dropped_oversize: AtomicU64::new(0),
-            dropped_malformed: AtomicU64::new(0),
-            replies_lost: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new(config));
         let mut tasks = vec![tokio::spawn(serve_udp(socket, shared.clone()))];
         let mut tcp_addr = None;
         if let Some(addr) = tcp {
@@ -316,6 +301,25 @@ impl Drop for Board {
 }
 
 impl Shared {
+    fn new(config: BoardConfig) -> Self {
+        Self {
+            state: Mutex::new(State {
+                memory: Memory::new(config.memory_budget),
+                tto: config.tto,
+                tags: vec![None; usize::from(config.pool_size)],
+                rng: StdRng::seed_from_u64(config.seed),
+            }),
+            config,
+            requests: AtomicU64::new(0),
+            replies: AtomicU64::new(0),
+            error_replies: AtomicU64::new(0),
+            dropped_no_tag: AtomicU64::new(0),
+            dropped_oversize: AtomicU64::new(0),
+            dropped_malformed: AtomicU64::new(0),
+            replies_lost: AtomicU64::new(0),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave memory half-written in a way that
         // matters to an emulator; carry on with the data.
@@ -606,6 +610,40 @@ async fn answer(
         }
     }
     count_sent(shared, io.tx.flush(socket).await);
+}
+
+/// The board's request handling with no sockets, for fuzzing (`--features fuzzing`).
+#[cfg(feature = "fuzzing")]
+#[derive(Debug)]
+pub struct Handler {
+    shared: Shared,
+    delayed: Schedule<(Vec<u8>, SocketAddr)>,
+}
+
+#[cfg(feature = "fuzzing")]
+impl Handler {
+    /// A board with these settings (checked as [`Board::bind`] checks them).
+    pub fn new(config: BoardConfig) -> io::Result<Self> {
+        config.check()?;
+        Ok(Self {
+            shared: Shared::new(config),
+            delayed: Schedule::default(),
+        })
+    }
+
+    /// Answers one datagram as the board would: the reply's bytes, or `None` (no reply
+    /// wanted, dropped, or delayed).
+    pub fn handle(&mut self, datagram: &[u8]) -> Option<Vec<u8>> {
+        let mut out = [0u8; MAX_DATAGRAM_LEN];
+        let from = SocketAddr::from(([127, 0, 0, 1], 1));
+        let len = on_datagram(&self.shared, datagram, from, &mut out, &mut self.delayed)?;
+        Some(out[..len].to_vec())
+    }
+
+    /// Bytes of written memory held.
+    pub fn memory_bytes(&self) -> usize {
+        self.shared.lock().memory.held_bytes()
+    }
 }
 
 /// Counts the replies a send delivered (a failed send loses them, as a dropped reply).
