@@ -21,9 +21,10 @@ use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::timeout;
+use volley_emulator::{SDRAM_BASE, SDRAM_SIZE};
 use volley_proto::wire::sdp::Address;
 use volley_sftp::{SftpClient, TransferOptions};
-use volley_transport_udp::{Op, SDRAM_BASE, SDRAM_SIZE, ScpClient, ScpConfig};
+use volley_transport_udp::{Op, ScpClient, ScpConfig};
 
 /// Growth in resident memory, beyond a quarter of where it started, that fails the soak.
 const RSS_GROWTH_KIB: u64 = 32 * 1024;

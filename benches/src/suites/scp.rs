@@ -17,9 +17,11 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+use volley_emulator::{Board, BoardConfig};
+use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::wire::scp::{self, MAX_DATA_LEN};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Board, BoardConfig, LinkConfig, LinkSim, ScpClient, ScpConfig};
+use volley_transport_udp::{ScpClient, ScpConfig};
 
 use crate::harness::{Mode, Report, median};
 

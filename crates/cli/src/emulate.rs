@@ -3,7 +3,7 @@
 use core::net::SocketAddr;
 use std::io::Write;
 
-use volley_transport_udp::{Board, BoardConfig};
+use volley_emulator::{Board, BoardConfig};
 
 use crate::{fraction, millis, shutdown_signal};
 

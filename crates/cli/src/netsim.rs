@@ -3,7 +3,7 @@
 use core::net::SocketAddr;
 use std::io::Write;
 
-use volley_transport_udp::{LinkConfig, LinkSim};
+use volley_netsim::{LinkConfig, LinkSim};
 
 use crate::{fraction, millis, shutdown_signal};
 

@@ -29,16 +29,16 @@ const MAX_SEGMENTS: usize = 64;
 /// Batched sending and receiving on one UDP socket: the two halves borrow apart, so
 /// replies can be queued while a received batch is being read.
 #[derive(Debug)]
-pub(crate) struct Datagrams {
+pub struct Datagrams {
     /// The receiving half.
-    pub(crate) rx: Receiver,
+    pub rx: Receiver,
     /// The sending half.
-    pub(crate) tx: Sender,
+    pub tx: Sender,
 }
 
 /// Receives runs of datagrams.
 #[derive(Debug)]
-pub(crate) struct Receiver {
+pub struct Receiver {
     buf: Box<[u8]>,
     cmsg: Vec<u8>,
     len: usize,
@@ -46,12 +46,12 @@ pub(crate) struct Receiver {
     from: Option<SocketAddr>,
     /// Receive system calls that returned datagrams (polls that found nothing are not
     /// counted).
-    pub(crate) syscalls: u64,
+    pub syscalls: u64,
 }
 
 /// Sends runs of datagrams with one call each.
 #[derive(Debug)]
-pub(crate) struct Sender {
+pub struct Sender {
     /// Datagrams waiting to be sent, back to back, all `segment` bytes long but the
     /// last (which may be shorter and then closes the batch).
     buf: Vec<u8>,
@@ -64,21 +64,21 @@ pub(crate) struct Sender {
     /// Segments per send; 1 where the kernel does not segment.
     max_segments: usize,
     /// Send system calls made.
-    pub(crate) syscalls: u64,
+    pub syscalls: u64,
 }
 
 /// What a flush did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Sent {
+pub struct Sent {
     /// Datagrams handed to the kernel.
-    pub(crate) datagrams: usize,
+    pub datagrams: usize,
     /// Datagrams dropped because the destination refused them (ICMP port unreachable).
-    pub(crate) refused: usize,
+    pub refused: usize,
 }
 
 impl Datagrams {
     /// Prepares `socket` (non-blocking, as every tokio socket is) for batched I/O.
-    pub(crate) fn new(socket: &UdpSocket) -> Self {
+    pub fn new(socket: &UdpSocket) -> Self {
         let gro = sys::enable_gro(socket);
         Self {
             rx: Receiver {
@@ -103,7 +103,7 @@ impl Datagrams {
     }
 
     /// System calls that moved datagrams, both ways.
-    pub(crate) fn syscalls(&self) -> u64 {
+    pub fn syscalls(&self) -> u64 {
         self.rx.syscalls + self.tx.syscalls
     }
 }
@@ -115,7 +115,7 @@ impl Receiver {
     /// `poll` asks the kernel even when the reactor has not seen the socket become
     /// readable (for busy-polling while the reactor is not running); otherwise a
     /// `WouldBlock` also tells the reactor to wait for the next readiness event.
-    pub(crate) fn try_recv(&mut self, socket: &UdpSocket, poll: bool) -> io::Result<()> {
+    pub fn try_recv(&mut self, socket: &UdpSocket, poll: bool) -> io::Result<()> {
         let mut recv = || sys::recv(socket, &mut self.buf, &mut self.cmsg);
         let (len, stride, from) = if poll {
             recv()
@@ -131,7 +131,7 @@ impl Receiver {
 
     /// The datagrams the last successful [`Self::try_recv`] brought, in order, with
     /// their source.
-    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (&[u8], Option<SocketAddr>)> + '_ {
+    pub fn datagrams(&self) -> impl Iterator<Item = (&[u8], Option<SocketAddr>)> + '_ {
         let data = &self.buf[..self.len];
         let stride = if self.stride == 0 {
             data.len()
@@ -149,7 +149,7 @@ impl Receiver {
 impl Sender {
     /// Queues `datagram` for `dest`, first sending what is queued if the two cannot
     /// share one segmented send.
-    pub(crate) async fn queue(
+    pub async fn queue(
         &mut self,
         socket: &UdpSocket,
         datagram: &[u8],
@@ -179,7 +179,7 @@ impl Sender {
     }
 
     /// Sends everything queued, waiting for room in the socket's buffer if need be.
-    pub(crate) async fn flush(&mut self, socket: &UdpSocket) -> io::Result<Sent> {
+    pub async fn flush(&mut self, socket: &UdpSocket) -> io::Result<Sent> {
         let Some(dest) = self.dest.filter(|_| self.count > 0) else {
             return Ok(Sent::default());
         };
@@ -253,7 +253,7 @@ impl Sender {
 }
 
 /// Whether `e` is the kernel passing on an ICMP port-unreachable (nothing listening).
-pub(crate) fn refused(e: &io::Error) -> bool {
+pub fn refused(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::ConnectionRefused
 }
 

@@ -5,13 +5,12 @@ use core::future::Future;
 use core::time::Duration;
 use std::time::Instant;
 
+use volley_emulator::{Board, BoardConfig};
+use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::window::Rto;
 use volley_proto::wire::scp::{self, Command, ReturnCode};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{
-    Board, BoardConfig, LinkConfig, LinkSim, NoReply, Op, ScpClient, ScpConfig, ScpError, Source,
-    WindowSize,
-};
+use volley_transport_udp::{NoReply, Op, ScpClient, ScpConfig, ScpError, Source, WindowSize};
 
 const SDRAM: u32 = 0x6000_0000;
 

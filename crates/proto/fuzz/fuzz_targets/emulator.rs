@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use volley_proto::wire::scp::{MAX_DATAGRAM_LEN, ReplyRepr};
-use volley_transport_udp::{BoardConfig, Handler};
+use volley_emulator::{BoardConfig, Handler};
 
 const BUDGET: usize = 1 << 20;
 

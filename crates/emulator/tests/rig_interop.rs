@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use tokio::process::Command;
-use volley_transport_udp::{Board, BoardConfig, LinkConfig, LinkSim, SDRAM_BASE};
+use volley_emulator::{Board, BoardConfig, SDRAM_BASE};
+use volley_netsim::{LinkConfig, LinkSim};
 
 fn python() -> PathBuf {
     if let Some(python) = std::env::var_os("VOLLEY_PYTHON") {

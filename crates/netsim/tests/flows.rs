@@ -4,8 +4,10 @@
 use core::time::Duration;
 
 use tokio::time::timeout;
+use volley_emulator::{Board, BoardConfig};
+use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Board, BoardConfig, LinkConfig, LinkSim, ScpClient, ScpConfig};
+use volley_transport_udp::{ScpClient, ScpConfig};
 
 async fn board() -> Board {
     Board::bind("127.0.0.1:0".parse().unwrap(), None, BoardConfig::default())

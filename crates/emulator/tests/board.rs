@@ -5,11 +5,11 @@ use core::time::Duration;
 
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
+use volley_emulator::{Board, BoardConfig};
 use volley_proto::wire::scp::fixtures::{
     READ_REP, READ_REQ, SVER_REP, SVER_REQ, WRITE_REP, WRITE_REQ,
 };
 use volley_proto::wire::scp::{ReplyRepr, ReturnCode};
-use volley_transport_udp::{Board, BoardConfig};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -119,9 +119,10 @@ async fn requests_beyond_the_transient_tag_pool_are_dropped() {
 /// no memory, and a 64 KiB write and read-back in the middle of it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_fills_holds_no_memory_and_leaves_room_to_work() {
+    use volley_emulator::{SDRAM_BASE, SDRAM_SIZE};
     use volley_proto::wire::scp;
     use volley_proto::wire::sdp::Address;
-    use volley_transport_udp::{SDRAM_BASE, SDRAM_SIZE, ScpClient, ScpConfig};
+    use volley_transport_udp::{ScpClient, ScpConfig};
 
     let config = BoardConfig {
         memory_budget: 4 << 20,

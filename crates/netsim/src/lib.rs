@@ -13,6 +13,32 @@
 //! [`LinkConfig::max_flows`] are open, or the process is out of file descriptors, the
 //! least recently used flow is closed to make room for a new one, never the new one
 //! dropped.
+//!
+//! # Example
+//!
+//! ```
+//! use std::net::UdpSocket;
+//! use std::time::Duration;
+//! use volley_netsim::{LinkConfig, LinkSim};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let echo = UdpSocket::bind("127.0.0.1:0")?;
+//! let config = LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() };
+//! let link = LinkSim::start("127.0.0.1:0".parse().unwrap(), echo.local_addr()?, config)?;
+//!
+//! let client = UdpSocket::bind("127.0.0.1:0")?;
+//! client.set_read_timeout(Some(Duration::from_secs(5)))?;
+//! echo.set_read_timeout(Some(Duration::from_secs(5)))?;
+//! client.send_to(b"ping", link.local_addr())?;
+//! let mut buf = [0u8; 16];
+//! let (n, relay) = echo.recv_from(&mut buf)?; // 5 ms later, from the link's flow socket
+//! echo.send_to(&buf[..n], relay)?;
+//! let n = client.recv(&mut buf)?; // 5 ms more
+//! assert_eq!(&buf[..n], b"ping");
+//! assert_eq!(link.stats().delivered_up, 1);
+//! # Ok(())
+//! # }
+//! ```
 
 use core::net::SocketAddr;
 use core::num::NonZeroU64;
@@ -29,6 +55,7 @@ use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use volley_transport_udp::checks::{MAX_DELAY, check_delay, check_fraction, panic_message};
 
 /// Link settings, applied to each direction separately.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,17 +84,17 @@ pub struct LinkConfig {
 
 impl LinkConfig {
     /// Checks every number before anything is bound: delay and jitter of at most
-    /// [`MAX_DELAY`](crate::MAX_DELAY), probabilities in 0..=1, and a rate, if any, of at
+    /// [`MAX_DELAY`], probabilities in 0..=1, and a rate, if any, of at
     /// least one bit per second (the type sees to that), an idle timeout from 1 ms to an
     /// hour, and room for at least one flow.
     pub fn check(&self) -> io::Result<()> {
-        crate::check_delay("delay", self.delay)?;
-        crate::check_delay("jitter", self.jitter)?;
-        crate::check_fraction("loss", self.loss)?;
-        crate::check_fraction("duplication", self.dup)?;
-        crate::check_fraction("reordering", self.reorder)?;
+        check_delay("delay", self.delay)?;
+        check_delay("jitter", self.jitter)?;
+        check_fraction("loss", self.loss)?;
+        check_fraction("duplication", self.dup)?;
+        check_fraction("reordering", self.reorder)?;
         let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
-        if self.idle_timeout < Duration::from_millis(1) || self.idle_timeout > crate::MAX_DELAY {
+        if self.idle_timeout < Duration::from_millis(1) || self.idle_timeout > MAX_DELAY {
             return invalid(format!(
                 "a flow idle timeout of {:?} is out of range (1 ms to an hour)",
                 self.idle_timeout
@@ -257,7 +284,7 @@ impl LinkSim {
         match self.thread.take().map(JoinHandle::join) {
             Some(Err(payload)) => io::Error::other(format!(
                 "the relay thread panicked: {}",
-                crate::board::panic_message(payload.as_ref())
+                panic_message(payload.as_ref())
             )),
             Some(Ok(())) | None => io::Error::other("the relay thread ended"),
         }

@@ -7,14 +7,14 @@ use std::collections::HashMap;
 
 use volley_proto::wire::scp::ReturnCode;
 
-use super::{SDRAM_BASE, SDRAM_SIZE};
+use crate::{SDRAM_BASE, SDRAM_SIZE};
 
 /// Bytes per page.
-pub(super) const PAGE: usize = 64 * 1024;
+pub(crate) const PAGE: usize = 64 * 1024;
 
 /// Every chip's SDRAM.
 #[derive(Debug)]
-pub(super) struct Memory {
+pub(crate) struct Memory {
     pages: HashMap<(u8, u8, u32), Page>,
     /// Pages held as bytes.
     held: usize,
@@ -32,7 +32,7 @@ enum Page {
 
 /// Why an access was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Refused {
+pub(crate) enum Refused {
     /// Some of it is outside SDRAM.
     Outside,
     /// It would hold more bytes than the budget allows.
@@ -42,7 +42,7 @@ pub(super) enum Refused {
 impl Refused {
     /// The return code SC&MP would give: `RC_ARG` for an address outside SDRAM, `RC_BUF`
     /// for memory the board has no room for.
-    pub(super) fn code(self) -> ReturnCode {
+    pub(crate) fn code(self) -> ReturnCode {
         match self {
             Self::Outside => ReturnCode::ARG,
             Self::Budget => ReturnCode::BUF,
@@ -56,7 +56,7 @@ type Piece = (u32, usize, core::ops::Range<usize>);
 
 impl Memory {
     /// Empty memory (all zeros) that will hold at most `budget` bytes.
-    pub(super) fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         Self {
             pages: HashMap::new(),
             held: 0,
@@ -65,11 +65,11 @@ impl Memory {
     }
 
     /// Bytes held for written pages.
-    pub(super) fn held_bytes(&self) -> usize {
+    pub(crate) fn held_bytes(&self) -> usize {
         self.held * PAGE
     }
 
-    pub(super) fn read(&self, x: u8, y: u8, address: u32, out: &mut [u8]) -> Result<(), Refused> {
+    pub(crate) fn read(&self, x: u8, y: u8, address: u32, out: &mut [u8]) -> Result<(), Refused> {
         for (page, in_page, range) in pieces(address, out.len())? {
             let out = &mut out[range];
             match self.pages.get(&(x, y, page)) {
@@ -83,7 +83,7 @@ impl Memory {
         Ok(())
     }
 
-    pub(super) fn write(&mut self, x: u8, y: u8, address: u32, data: &[u8]) -> Result<(), Refused> {
+    pub(crate) fn write(&mut self, x: u8, y: u8, address: u32, data: &[u8]) -> Result<(), Refused> {
         let pieces = pieces(address, data.len())?;
         let new = pieces
             .clone()
@@ -99,7 +99,7 @@ impl Memory {
 
     /// Fills `len` bytes from the word-aligned `address` with `value`: whole pages become
     /// that word (giving back any bytes they held), partial ones are written.
-    pub(super) fn fill(
+    pub(crate) fn fill(
         &mut self,
         x: u8,
         y: u8,

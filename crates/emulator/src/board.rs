@@ -1,0 +1,246 @@
+//! [`Board`]: a SpiNNaker-like board on a UDP socket (and, if asked, a TCP listener for
+//! the same SCP packets in SFTP-style frames), its settings and its counters; the logic
+//! lives in `logic`, the sockets in `serve`.
+
+use core::future::Future;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::time::Duration;
+use std::io;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::task::JoinHandle;
+use volley_transport_udp::checks::{check_delay, check_fraction, panic_message};
+
+use crate::logic::Shared;
+use crate::serve::{serve_tcp, serve_udp};
+
+/// Where SDRAM starts on every chip.
+pub const SDRAM_BASE: u32 = 0x6000_0000;
+/// SDRAM per chip: 128 MiB.
+pub const SDRAM_SIZE: u32 = 128 << 20;
+
+/// Emulator settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoardConfig {
+    /// Chips across; chip addresses outside `width` x `height` answer `RC_ROUTE`.
+    pub width: u8,
+    /// Chips up.
+    pub height: u8,
+    /// Time to process each request before replying.
+    pub processing_delay: Duration,
+    /// Extra latency per P2P hop: a request to chip (x, y) waits `(x + y)` times this.
+    pub hop_latency: Duration,
+    /// Chance that a reply is lost inside the board; its tag stays taken until the
+    /// transient-tag timeout expires, as when a P2P reply never comes back.
+    pub reply_loss: f64,
+    /// Seed for the loss decisions.
+    pub seed: u64,
+    /// Transient IPTags: requests waiting for a reply at once over UDP.
+    pub pool_size: u8,
+    /// Transient-tag timeout code at start (9 = 2.56 s, SC&MP's default).
+    pub tto: u8,
+    /// After answering, keep polling the socket this long before parking the task, as a
+    /// board's dedicated core answers without a wake-up; zero parks at once.
+    pub spin: Duration,
+    /// The most bytes of written memory the board holds, over all chips (a FILL holds
+    /// none: a filled page is one word). A WRITE or FILL that would pass it is answered
+    /// `RC_BUF` and changes nothing.
+    pub memory_budget: usize,
+}
+
+/// A running emulated board.
+#[derive(Debug)]
+pub struct Board {
+    udp_addr: SocketAddr,
+    tcp_addr: Option<SocketAddr>,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<io::Result<()>>>,
+}
+
+/// Counters of what the board has seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoardStats {
+    /// Requests received (UDP and TCP).
+    pub requests: u64,
+    /// Replies sent.
+    pub replies: u64,
+    /// Replies with a return code other than `RC_OK`.
+    pub error_replies: u64,
+    /// Requests dropped because every transient tag was taken.
+    pub dropped_no_tag: u64,
+    /// Datagrams over 282 bytes, dropped unread.
+    pub dropped_oversize: u64,
+    /// Datagrams too short to carry a sequence number, dropped.
+    pub dropped_malformed: u64,
+    /// Replies lost inside the board (fault injection).
+    pub replies_lost: u64,
+    /// Bytes of written memory held (filled pages hold none).
+    pub memory_bytes: u64,
+}
+
+impl BoardConfig {
+    /// Checks every number before anything is bound: delays of at most
+    /// [`MAX_DELAY`](volley_transport_udp::checks::MAX_DELAY), a reply-loss fraction in 0..=1, a spin of at most
+    /// a second, a tag pool of at least one, a TTO code of 0..=15.
+    pub fn check(&self) -> io::Result<()> {
+        check_delay("processing delay", self.processing_delay)?;
+        check_delay("hop latency", self.hop_latency)?;
+        check_fraction("reply loss", self.reply_loss)?;
+        let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        if self.spin > Duration::from_secs(1) {
+            return invalid(format!("a spin of {:?} is over a second", self.spin));
+        }
+        if self.pool_size == 0 {
+            return invalid("a transient-tag pool of 0 answers nothing over UDP".into());
+        }
+        if self.tto > 15 {
+            return invalid(format!(
+                "transient-tag timeout code {} is not in 0..=15",
+                self.tto
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for BoardConfig {
+    /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9, 50 us of polling,
+    /// 256 MiB of written memory at most.
+    fn default() -> Self {
+        Self {
+            width: 8,
+            height: 8,
+            processing_delay: Duration::ZERO,
+            hop_latency: Duration::ZERO,
+            reply_loss: 0.0,
+            seed: 0,
+            pool_size: 8,
+            tto: 9,
+            spin: Duration::from_micros(50),
+            memory_budget: 256 << 20,
+        }
+    }
+}
+
+impl Board {
+    /// Binds the UDP socket (and the TCP listener, if asked) and starts serving.
+    /// Port 0 picks a free port; see [`Board::udp_addr`].
+    pub async fn bind(
+        udp: SocketAddr,
+        tcp: Option<SocketAddr>,
+        config: BoardConfig,
+    ) -> io::Result<Self> {
+        config.check()?;
+        let socket = std::net::UdpSocket::bind(udp)?;
+        socket.set_nonblocking(true)?;
+        let socket = UdpSocket::from_std(socket)?;
+        let udp_addr = socket.local_addr()?;
+        let shared = Arc::new(Shared::new(config));
+        let mut tasks = vec![tokio::spawn(serve_udp(socket, shared.clone()))];
+        let mut tcp_addr = None;
+        if let Some(addr) = tcp {
+            let listener = TcpListener::bind(addr).await?;
+            tcp_addr = Some(listener.local_addr()?);
+            tasks.push(tokio::spawn(serve_tcp(listener, shared.clone())));
+        }
+        Ok(Self {
+            udp_addr,
+            tcp_addr,
+            shared,
+            tasks,
+        })
+    }
+
+    /// Where the board listens for SCP over UDP.
+    pub fn udp_addr(&self) -> SocketAddr {
+        self.udp_addr
+    }
+
+    /// Where the board listens for framed SCP over TCP, if it does.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_addr
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> BoardStats {
+        let s = &self.shared;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BoardStats {
+            requests: get(&s.requests),
+            replies: get(&s.replies),
+            error_replies: get(&s.error_replies),
+            dropped_no_tag: get(&s.dropped_no_tag),
+            dropped_oversize: get(&s.dropped_oversize),
+            dropped_malformed: get(&s.dropped_malformed),
+            replies_lost: get(&s.replies_lost),
+            memory_bytes: s.lock().memory.held_bytes() as u64,
+        }
+    }
+
+    /// Copies `len` bytes of chip (`x`, `y`)'s SDRAM from `address`, or `None` outside it.
+    pub fn read_memory(&self, x: u8, y: u8, address: u32, len: usize) -> Option<Vec<u8>> {
+        if len > SDRAM_SIZE as usize {
+            return None;
+        }
+        let mut out = vec![0; len];
+        let memory = &self.shared.lock().memory;
+        memory.read(x, y, address, &mut out).ok().map(|()| out)
+    }
+
+    /// Writes into chip (`x`, `y`)'s SDRAM; `false` outside it or past the memory budget.
+    pub fn write_memory(&self, x: u8, y: u8, address: u32, data: &[u8]) -> bool {
+        self.shared.lock().memory.write(x, y, address, data).is_ok()
+    }
+
+    /// The transient-tag timeout code in force.
+    pub fn tto(&self) -> u8 {
+        self.shared.lock().tto
+    }
+
+    /// Waits until a serving task stops, which it does only when it fails, and says why
+    /// (a socket error, or a panic): a process that runs a board should end with this
+    /// error rather than go on answering nothing.
+    pub async fn stopped(&mut self) -> io::Error {
+        if self.tasks.is_empty() {
+            return io::Error::other("the board was shut down");
+        }
+        let (result, i) = core::future::poll_fn(|cx| {
+            for (i, task) in self.tasks.iter_mut().enumerate() {
+                if let core::task::Poll::Ready(result) = core::pin::Pin::new(task).poll(cx) {
+                    return core::task::Poll::Ready((result, i));
+                }
+            }
+            core::task::Poll::Pending
+        })
+        .await;
+        // A finished task must not be polled again (by shutdown).
+        self.tasks.remove(i);
+        match result {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => io::Error::other("a serving task ended"),
+            Err(e) if e.is_panic() => io::Error::other(format!(
+                "a serving task panicked: {}",
+                panic_message(&e.into_panic())
+            )),
+            Err(e) => io::Error::other(format!("a serving task was cancelled: {e}")),
+        }
+    }
+
+    /// Stops serving and waits for the tasks to end.
+    pub async fn shutdown(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! An emulated SpiNNaker board that rig 2.4.1 and SpiNNMan drive unchanged: SCP over UDP
+//! as SC&MP answers it (sver, read, write, fill, iptag TTO; `RC_ARG`, `RC_CMD`, `RC_LEN`,
+//! `RC_ROUTE`, `RC_BUF`), the 8-entry transient-IPTag pool that drops requests beyond it,
+//! 128 MiB of sparse SDRAM per chip under a memory budget, processing delay, per-hop
+//! latency and in-board reply loss; and the same SCP packets framed over TCP, for
+//! UDP-against-TCP runs of one workload.
+//!
+//! - [`Board`]: binds, serves on its own tasks, counts ([`BoardStats`]), and says why if
+//!   a serving task dies ([`Board::stopped`]).
+//! - [`BoardConfig`]: its settings, checked before anything is bound.
+//!
+//! # Example
+//!
+//! ```
+//! use volley_emulator::{Board, BoardConfig, SDRAM_BASE};
+//! use volley_proto::wire::sdp::Address;
+//! use volley_transport_udp::{ScpClient, ScpConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let board = Board::bind("127.0.0.1:0".parse()?, None, BoardConfig::default()).await?;
+//! let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default()).await?;
+//! let chip = Address::core(0, 0, 0);
+//! client.write(chip, SDRAM_BASE, b"hello, board").await?;
+//! assert_eq!(board.read_memory(0, 0, SDRAM_BASE, 12).as_deref(), Some(&b"hello, board"[..]));
+//! assert_eq!(client.sver(chip).await?.name, "SC&MP/SpiNNaker");
+//! # Ok(())
+//! # }
+//! ```
+
+mod board;
+mod logic;
+mod memory;
+mod serve;
+
+pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE};
+#[cfg(feature = "fuzzing")]
+pub use logic::Handler;
