@@ -115,7 +115,7 @@ async fn requests_beyond_the_transient_tag_pool_are_dropped() {
     assert_eq!(exchange(&socket, SVER_REQ).await.len(), SVER_REP.len());
 }
 
-/// A storm of 128 MiB FILLs to 64 chips (8.4 GB when fills allocated their bytes) holds
+/// A storm of 128 MiB FILLs to 63 chips (8 GB when fills allocated their bytes) holds
 /// no memory, and a 64 KiB write and read-back in the middle of it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_fills_holds_no_memory_and_leaves_room_to_work() {
@@ -132,7 +132,8 @@ async fn a_storm_of_fills_holds_no_memory_and_leaves_room_to_work() {
     let storm = tokio::spawn(async move {
         let mut datagram = [0u8; scp::MAX_DATAGRAM_LEN];
         for round in 0..4u32 {
-            for chip in 0..64u8 {
+            // Every chip but (3, 4), whose memory the client below checks.
+            for chip in (0..64u8).filter(|&c| c != 3 * 8 + 4) {
                 let mut request = scp::fill_request(
                     Address::core(chip / 8, chip % 8, 0),
                     SDRAM_BASE,
