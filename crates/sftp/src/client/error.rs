@@ -1,0 +1,120 @@
+//! [`SftpError`]: why an SFTP operation failed, printed with whatever the server sent
+//! made harmless ([`printable`]).
+
+use std::io;
+
+use volley_proto::wire::sftp::{PacketType, StatusCode};
+
+/// Why an SFTP operation failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum SftpError {
+    /// The server answered with a status other than OK. Printed with control characters
+    /// escaped (the message is the server's, and may hold anything).
+    #[error("{op} {}: {code}: {}", printable(path), printable(message))]
+    Status {
+        /// The operation.
+        op: &'static str,
+        /// The path or handle it was about.
+        path: String,
+        /// The status code.
+        code: StatusCode,
+        /// The server's message.
+        message: String,
+    },
+    /// The server answered with a message this request does not expect.
+    #[error("{op}: unexpected {found} reply")]
+    Unexpected {
+        /// The operation.
+        op: &'static str,
+        /// What came back.
+        found: PacketType,
+    },
+    /// The server speaks another protocol version.
+    #[error("the server speaks SFTP version {0}, not 3")]
+    Version(u32),
+    /// The connection failed: the server died, closed the stream, sent garbage, or did
+    /// not answer in time.
+    #[error("{op}: {source}")]
+    Connection {
+        /// The operation.
+        op: &'static str,
+        /// What happened.
+        source: volley_transport_tcp::Error,
+    },
+    /// The server this client spawned exited: the connection closed under `op`, and
+    /// the process had ended by then (or within a second).
+    #[error("{op}: the server exited ({status})")]
+    ServerExited {
+        /// The operation.
+        op: &'static str,
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
+    /// A reply that is not valid SFTP.
+    #[error("{op}: malformed reply: {source}")]
+    Wire {
+        /// The operation.
+        op: &'static str,
+        /// What was wrong.
+        source: volley_proto::wire::Error,
+    },
+    /// A local file or process error.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A local path that cannot take part in the transfer (a directory, a FIFO).
+    #[error("{} {problem}", printable(path))]
+    Local {
+        /// The local path.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A download that ended before the size the server stated at its start (the
+    /// remote file shrank, or the server lies); the partial copy was not kept (see
+    /// [`TransferOptions::allow_shrink`](crate::TransferOptions::allow_shrink)).
+    #[error(
+        "{}: the server stated {stated} bytes but the file ended at {got}; the short copy was discarded (allow a shrinking file to keep it)",
+        printable(path)
+    )]
+    Shrank {
+        /// The remote path.
+        path: String,
+        /// The size FSTAT gave at the start.
+        stated: u64,
+        /// Where end of file came.
+        got: u64,
+    },
+    /// A transfer ended with a different size than the server reported.
+    #[error("{path}: transfer ended at {got} bytes, but {expected} were expected")]
+    SizeMismatch {
+        /// The remote path.
+        path: String,
+        /// Bytes moved.
+        got: u64,
+        /// Bytes expected.
+        expected: u64,
+    },
+}
+
+/// `text` with every control character escaped (`\u{1b}`, `\0`, `\n`), so a string a
+/// server sent cannot drive the terminal it is printed on.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}

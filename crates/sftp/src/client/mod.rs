@@ -1,0 +1,415 @@
+//! [`SftpClient`]: the session (spawning or connecting, the handshake, the server's
+//! limits, shutdown) and the plumbing every request goes through; the requests
+//! themselves are in `ops`, their types in `types`, the errors in `error`.
+
+use core::time::Duration;
+use std::io;
+
+use bytes::Bytes;
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+use volley_proto::wire::frame::{Frame, HEADER_LEN};
+use volley_proto::wire::sftp::{
+    self, LIMITS_EXTENSION, Limits, PacketType, Request, Response, StatusCode, WriteHead,
+};
+use volley_transport_tcp::{Config, Connection, FileRegion, Pipeline, Reply};
+
+mod error;
+mod ops;
+mod types;
+
+pub use error::{SftpError, printable};
+pub use types::{DirEntry, FileAttrs, Handle};
+
+/// An SFTP v3 session.
+#[derive(Debug)]
+pub struct SftpClient {
+    pub(crate) conn: Connection,
+    child: Mutex<Option<Child>>,
+    extensions: Vec<(Vec<u8>, Vec<u8>)>,
+    limits: Option<Limits>,
+    pub(crate) timeout: Duration,
+}
+
+/// How long a closed connection waits for the spawned server's exit status.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Every request and reply waits at most this long by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl SftpClient {
+    /// Runs `command` (e.g. `/usr/lib/openssh/sftp-server -e -l ERROR`) with its stdin and
+    /// stdout on a socketpair, then initialises the session. The server's stderr is left
+    /// as the command has it.
+    pub async fn spawn(command: &mut Command) -> Result<Self, SftpError> {
+        Self::spawn_with_socket_buffer(command, config().socket_buffer).await
+    }
+
+    /// [`spawn`](Self::spawn), asking the kernel for socketpair buffers of `bytes` each
+    /// (it doubles the figure for its bookkeeping and caps it at `net.core.wmem_max` and
+    /// `rmem_max`), or leaving them at its default with `None` (208 KiB on Linux).
+    /// `spawn` asks for [`volley_transport_tcp::SOCKET_BUFFER`].
+    pub async fn spawn_with_socket_buffer(
+        command: &mut Command,
+        bytes: Option<usize>,
+    ) -> Result<Self, SftpError> {
+        command.kill_on_drop(true);
+        let config = Config {
+            socket_buffer: bytes,
+            ..config()
+        };
+        let (conn, child) = Connection::spawn(command, config).map_err(|source| SftpError::Io {
+            what: format!("cannot start {:?}", command.as_std().get_program()),
+            source,
+        })?;
+        Self::init(conn, Some(child)).await
+    }
+
+    /// Initialises a session over an already connected stream.
+    pub async fn connect<R, W>(reader: R, writer: W) -> Result<Self, SftpError>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::init(Connection::new(reader, writer, config()), None).await
+    }
+
+    async fn init(conn: Connection, child: Option<Child>) -> Result<Self, SftpError> {
+        let mut client = Self {
+            conn,
+            child: Mutex::new(child),
+            extensions: Vec::new(),
+            limits: None,
+            timeout: DEFAULT_TIMEOUT,
+        };
+        // INIT and VERSION carry the version where other messages carry an id.
+        let mut pipeline = client.conn.pipeline();
+        let sent = pipeline
+            .send_with_id(PacketType::INIT.0, sftp::VERSION, &[], Bytes::new())
+            .await;
+        client.connection_result("init", sent).await?;
+        let reply = client.recv(&mut pipeline, "init").await?;
+        match parse(&reply, "init")? {
+            Response::Version {
+                version: 3,
+                extensions,
+            } => {
+                client.extensions = extensions
+                    .iter()
+                    .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                    .collect();
+            }
+            Response::Version { version, .. } => return Err(SftpError::Version(version)),
+            other => return Err(unexpected("init", &other)),
+        }
+        if client.has_extension(LIMITS_EXTENSION) {
+            let reply = client
+                .round_trip(
+                    &Request::Extended {
+                        id: 0,
+                        request: LIMITS_EXTENSION,
+                        data: &[],
+                    },
+                    "limits",
+                )
+                .await?;
+            client.limits = match parse(&reply, "limits")? {
+                Response::ExtendedReply { data, .. } => {
+                    Some(Limits::parse(data).map_err(|source| SftpError::Wire {
+                        op: "limits",
+                        source,
+                    })?)
+                }
+                other => return Err(status_or_unexpected("limits", "", &other)),
+            };
+        }
+        Ok(client)
+    }
+
+    /// Sets how long each reply may take before the operation fails.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// The extensions the server announced, as name/data pairs.
+    pub fn extensions(&self) -> &[(Vec<u8>, Vec<u8>)] {
+        &self.extensions
+    }
+
+    /// Whether the server announced extension `name`.
+    pub fn has_extension(&self, name: &[u8]) -> bool {
+        self.extensions.iter().any(|(n, _)| n == name)
+    }
+
+    /// The server's `limits@openssh.com` answer, if it gave one.
+    pub fn limits(&self) -> Option<Limits> {
+        self.limits
+    }
+
+    /// The underlying connection (for its statistics).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Ends the session: closes the stream and, for a spawned server, waits for it to exit.
+    pub async fn shutdown(self) -> Result<(), SftpError> {
+        self.conn.close();
+        if let Some(mut child) = self.child.lock().await.take() {
+            let status = tokio::time::timeout(self.timeout, child.wait())
+                .await
+                .map_err(|_| SftpError::Io {
+                    what: "waiting for the server to exit".into(),
+                    source: io::ErrorKind::TimedOut.into(),
+                })?
+                .map_err(|source| SftpError::Io {
+                    what: "waiting for the server to exit".into(),
+                    source,
+                })?;
+            if !status.success() {
+                return Err(SftpError::Io {
+                    what: format!("the server exited with {status}"),
+                    source: io::Error::other("non-zero exit"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a request on `pipeline`, its bulk part (WRITE's data) as `payload`.
+    pub(crate) async fn send(
+        &self,
+        pipeline: &mut Pipeline,
+        request: &Request<'_>,
+        payload: Bytes,
+        op: &'static str,
+    ) -> Result<u32, SftpError> {
+        let mut head = [0u8; 1024];
+        let n = request
+            .encode_head(&mut head)
+            .map_err(|source| SftpError::Wire { op, source })?;
+        let sent = pipeline
+            .send(request.packet_type().0, &head[HEADER_LEN..n], payload)
+            .await;
+        self.connection_result(op, sent).await
+    }
+
+    /// Queues a WRITE whose data is `region` of a local file, which the connection's
+    /// writer sends as the region asks: by the kernel, or read in just before it goes.
+    pub(crate) async fn send_write_from_file(
+        &self,
+        pipeline: &mut Pipeline,
+        handle: &[u8],
+        region: FileRegion,
+    ) -> Result<u32, SftpError> {
+        let op = "write";
+        let head = WriteHead {
+            id: 0,
+            handle,
+            offset: region.offset(),
+            len: region.len(),
+        };
+        let mut buf = [0u8; 1024];
+        let n = head
+            .encode(&mut buf)
+            .map_err(|source| SftpError::Wire { op, source })?;
+        let sent = pipeline
+            .send_file(PacketType::WRITE.0, &buf[HEADER_LEN..n], region)
+            .await;
+        self.connection_result(op, sent).await
+    }
+
+    pub(crate) async fn recv(
+        &self,
+        pipeline: &mut Pipeline,
+        op: &'static str,
+    ) -> Result<Reply, SftpError> {
+        let reply = pipeline.recv_timeout(self.timeout).await;
+        self.connection_result(op, reply).await
+    }
+
+    /// `result` with a connection failure made an [`SftpError`].
+    async fn connection_result<T>(
+        &self,
+        op: &'static str,
+        result: Result<T, volley_transport_tcp::Error>,
+    ) -> Result<T, SftpError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(source) => Err(self.connection_error(op, source).await),
+        }
+    }
+
+    /// A connection failure under `op`. If the stream ended and the server is this
+    /// client's child, says how it exited, waiting up to a second for it to be reaped
+    /// (its end of the stream closes just before it is).
+    async fn connection_error(
+        &self,
+        op: &'static str,
+        source: volley_transport_tcp::Error,
+    ) -> SftpError {
+        use volley_transport_tcp::Error;
+        let ended = match &source {
+            Error::Closed => true,
+            Error::Io { kind, .. } => matches!(
+                kind,
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ),
+            _ => false,
+        };
+        if ended {
+            if let Some(child) = self.child.lock().await.as_mut() {
+                if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+                    return SftpError::ServerExited { op, status };
+                }
+            }
+        }
+        SftpError::Connection { op, source }
+    }
+
+    async fn round_trip(
+        &self,
+        request: &Request<'_>,
+        op: &'static str,
+    ) -> Result<Reply, SftpError> {
+        let mut pipeline = self.conn.pipeline();
+        self.send(&mut pipeline, request, Bytes::new(), op).await?;
+        self.recv(&mut pipeline, op).await
+    }
+
+    async fn status_reply(
+        &self,
+        request: &Request<'_>,
+        op: &'static str,
+        path: &[u8],
+    ) -> Result<(), SftpError> {
+        let reply = self.round_trip(request, op).await?;
+        expect_ok(&reply, op, &String::from_utf8_lossy(path))
+    }
+
+    async fn handle_reply(
+        &self,
+        request: &Request<'_>,
+        op: &'static str,
+        path: &[u8],
+    ) -> Result<Handle, SftpError> {
+        let reply = self.round_trip(request, op).await?;
+        match parse(&reply, op)? {
+            Response::Handle { handle, .. } => Ok(Handle(reply.body.slice_ref(handle))),
+            other => Err(status_or_unexpected(
+                op,
+                &String::from_utf8_lossy(path),
+                &other,
+            )),
+        }
+    }
+
+    async fn attrs_reply(
+        &self,
+        request: &Request<'_>,
+        op: &'static str,
+        path: &[u8],
+    ) -> Result<FileAttrs, SftpError> {
+        let reply = self.round_trip(request, op).await?;
+        match parse(&reply, op)? {
+            Response::Attrs { attrs, .. } => Ok(FileAttrs::from_wire(&attrs)),
+            other => Err(status_or_unexpected(
+                op,
+                &String::from_utf8_lossy(path),
+                &other,
+            )),
+        }
+    }
+
+    async fn single_name(
+        &self,
+        request: &Request<'_>,
+        op: &'static str,
+        path: &[u8],
+    ) -> Result<Vec<u8>, SftpError> {
+        let reply = self.round_trip(request, op).await?;
+        match parse(&reply, op)? {
+            Response::Name { names, .. } => {
+                names
+                    .iter()
+                    .next()
+                    .map(|e| e.filename.to_vec())
+                    .ok_or(SftpError::Unexpected {
+                        op,
+                        found: PacketType::NAME,
+                    })
+            }
+            other => Err(status_or_unexpected(
+                op,
+                &String::from_utf8_lossy(path),
+                &other,
+            )),
+        }
+    }
+}
+
+fn config() -> Config {
+    Config {
+        // OpenSSH's sftp-server exits on a frame over 256 KiB; never send or accept more.
+        max_frame_len: volley_proto::wire::frame::DEFAULT_MAX_FRAME_LEN,
+        ..Config::default()
+    }
+}
+
+pub(crate) fn parse<'a>(reply: &'a Reply, op: &'static str) -> Result<Response<'a>, SftpError> {
+    Response::parse(Frame {
+        ty: reply.ty,
+        id: reply.id,
+        body: &reply.body,
+    })
+    .map_err(|source| SftpError::Wire { op, source })
+}
+
+fn unexpected(op: &'static str, response: &Response<'_>) -> SftpError {
+    SftpError::Unexpected {
+        op,
+        found: response.packet_type(),
+    }
+}
+
+/// The error a non-OK STATUS (or any unexpected reply) stands for.
+pub(crate) fn status_or_unexpected(
+    op: &'static str,
+    path: &str,
+    response: &Response<'_>,
+) -> SftpError {
+    match *response {
+        Response::Status { code, message, .. } => SftpError::Status {
+            op,
+            path: path.to_owned(),
+            code,
+            message: String::from_utf8_lossy(message).into_owned(),
+        },
+        _ => unexpected(op, response),
+    }
+}
+
+pub(crate) fn expect_ok(reply: &Reply, op: &'static str, path: &str) -> Result<(), SftpError> {
+    match parse(reply, op)? {
+        Response::Status {
+            code: StatusCode::OK,
+            ..
+        } => Ok(()),
+        other => Err(status_or_unexpected(op, path, &other)),
+    }
+}
+
+/// DATA as a slice of the reply buffer, `None` for EOF.
+pub(crate) fn data_or_eof(
+    reply: &Reply,
+    op: &'static str,
+    path: &str,
+) -> Result<Option<Bytes>, SftpError> {
+    match parse(reply, op)? {
+        Response::Data { data, .. } => Ok(Some(reply.body.slice_ref(data))),
+        Response::Status {
+            code: StatusCode::EOF,
+            ..
+        } => Ok(None),
+        other => Err(status_or_unexpected(op, path, &other)),
+    }
+}
