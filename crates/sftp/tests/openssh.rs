@@ -496,3 +496,40 @@ async fn sources_without_a_size_are_read_to_their_end() {
     })
     .await;
 }
+
+/// A path of more than 1100 bytes (OPEN's head used to be encoded into a fixed 1024-byte
+/// buffer: "output buffer too small").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_over_a_kilobyte_puts_and_gets() {
+    within(60, async {
+        let dir = TempDir::new("long-path");
+        // Components of 200 bytes (NAME_MAX is 255), six deep.
+        let mut deep = dir.0.clone();
+        for i in 0..6 {
+            deep.push(format!("{i}{}", "d".repeat(199)));
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let remote = deep.join("remote.bin");
+        let remote = remote.as_os_str().as_encoded_bytes();
+        assert!(remote.len() > 1100, "{} bytes", remote.len());
+        let data = pattern(300_001, 11);
+        std::fs::write(dir.path("local"), &data).unwrap();
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        let opts = TransferOptions::default();
+        sftp.put(&dir.path("local"), remote, &opts, |_| {})
+            .await
+            .unwrap();
+        let got = sftp
+            .get(remote, &dir.path("back"), &opts, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(got, data.len() as u64);
+        assert!(same_file(&dir.path("local"), &dir.path("back")));
+        assert_eq!(
+            sftp.stat(remote).await.unwrap().size,
+            Some(data.len() as u64)
+        );
+        sftp.shutdown().await.unwrap();
+    })
+    .await;
+}

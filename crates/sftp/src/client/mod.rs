@@ -8,7 +8,7 @@ use std::io;
 use bytes::Bytes;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
-use volley_proto::wire::frame::{Frame, HEADER_LEN};
+use volley_proto::wire::frame::Frame;
 use volley_proto::wire::sftp::{
     self, LIMITS_EXTENSION, Limits, PacketType, Request, Response, StatusCode, WriteHead,
 };
@@ -183,12 +183,16 @@ impl SftpClient {
         payload: Bytes,
         op: &'static str,
     ) -> Result<u32, SftpError> {
-        let mut head = [0u8; 1024];
+        // The connection writes the frame header; only the body's head is encoded here,
+        // on the stack unless it is long (a path of a kilobyte or more).
+        let mut stack = [0u8; HEAD_ON_STACK];
+        let mut heap = Vec::new();
+        let buf = head_buffer(&mut stack, &mut heap, request.body_head_len());
         let n = request
-            .encode_head(&mut head)
+            .encode_body_head(buf)
             .map_err(|source| SftpError::Wire { op, source })?;
         let sent = pipeline
-            .send(request.packet_type().0, &head[HEADER_LEN..n], payload)
+            .send(request.packet_type().0, &buf[..n], payload)
             .await;
         self.connection_result(op, sent).await
     }
@@ -208,12 +212,14 @@ impl SftpClient {
             offset: region.offset(),
             len: region.len(),
         };
-        let mut buf = [0u8; 1024];
+        let mut stack = [0u8; HEAD_ON_STACK];
+        let mut heap = Vec::new();
+        let buf = head_buffer(&mut stack, &mut heap, head.body_len());
         let n = head
-            .encode(&mut buf)
+            .encode_body(buf)
             .map_err(|source| SftpError::Wire { op, source })?;
         let sent = pipeline
-            .send_file(PacketType::WRITE.0, &buf[HEADER_LEN..n], region)
+            .send_file(PacketType::WRITE.0, &buf[..n], region)
             .await;
         self.connection_result(op, sent).await
     }
@@ -344,6 +350,19 @@ impl SftpClient {
                 &other,
             )),
         }
+    }
+}
+
+/// Request heads up to this long are encoded on the stack.
+const HEAD_ON_STACK: usize = 1024;
+
+/// `len` bytes to encode a head into: the stack's if it fits, else `heap`, grown to it.
+fn head_buffer<'a>(stack: &'a mut [u8], heap: &'a mut Vec<u8>, len: usize) -> &'a mut [u8] {
+    if len <= stack.len() {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        heap
     }
 }
 

@@ -347,6 +347,14 @@ trait Message {
         self.head_len().saturating_add(self.bulk().len())
     }
 
+    /// The body fields after the id, up to the bulk payload: what a framed connection
+    /// sends after the frame header it writes itself.
+    fn encode_body_head(&self, buf: &mut [u8]) -> Result<usize> {
+        let mut w = Writer::with_capacity(buf, self.head_len() - HEADER_LEN)?;
+        self.put_head(&mut w)?;
+        Ok(w.position())
+    }
+
     fn encode_head(&self, buf: &mut [u8]) -> Result<usize> {
         let head_len = self.head_len();
         let body_len = (head_len - HEADER_LEN).saturating_add(self.bulk().len());

@@ -367,6 +367,18 @@ impl<'a> Request<'a> {
         Message::encode(self, buf)
     }
 
+    /// Bytes [`Request::encode_body_head`] writes: [`Request::head_len`] less the 9-byte
+    /// frame header.
+    pub fn body_head_len(&self) -> usize {
+        Message::head_len(self) - HEADER_LEN
+    }
+
+    /// Writes the body fields after the id, up to the bulk payload, for a connection that
+    /// writes the frame header (length, type, id) itself.
+    pub fn encode_body_head(&self, buf: &mut [u8]) -> Result<usize> {
+        Message::encode_body_head(self, buf)
+    }
+
     /// Encodes the whole frame into a new vector.
     #[cfg(feature = "alloc")]
     pub fn to_vec(&self) -> Result<alloc::vec::Vec<u8>> {
@@ -489,6 +501,22 @@ impl WriteHead<'_> {
         let header = frame::Header::new(PacketType::WRITE.0, self.id, body_len)?;
         let mut w = Writer::with_capacity(buf, head_len)?;
         w.put(&header.encode())?;
+        put_write(&mut w, self.handle, self.offset, self.len)?;
+        Ok(w.position())
+    }
+
+    /// Bytes [`WriteHead::encode_body`] writes.
+    pub fn body_len(&self) -> usize {
+        let mut counter = Counter::default();
+        // A Counter fails only where the real encoding would, which then says so.
+        let _ = put_write(&mut counter, self.handle, self.offset, self.len);
+        counter.len
+    }
+
+    /// Writes the fields after the id up to and including the data's length word, for a
+    /// connection that writes the frame header itself.
+    pub fn encode_body(&self, buf: &mut [u8]) -> Result<usize> {
+        let mut w = Writer::with_capacity(buf, self.body_len())?;
         put_write(&mut w, self.handle, self.offset, self.len)?;
         Ok(w.position())
     }

@@ -2,6 +2,7 @@
 //! decoding of arbitrary bytes.
 
 use proptest::prelude::*;
+use std::vec;
 use std::vec::Vec;
 
 use super::*;
@@ -30,6 +31,48 @@ fn sstr(s: &[u8]) -> Vec<u8> {
     let mut out = be32(s.len() as u32).to_vec();
     out.extend_from_slice(s);
     out
+}
+
+#[test]
+fn body_heads_are_the_frame_heads_without_their_header() {
+    let long_path = vec![b'p'; 2000];
+    let requests = [
+        Request::Open {
+            id: 7,
+            filename: &long_path,
+            pflags: OpenFlags::READ,
+            attrs: Attrs::EMPTY,
+        },
+        Request::Write {
+            id: 8,
+            handle: b"h",
+            offset: 5,
+            data: &[1, 2, 3],
+        },
+        Request::Stat { id: 9, path: b"/" },
+    ];
+    for request in &requests {
+        let mut frame = vec![0u8; request.head_len()];
+        let n = request.encode_head(&mut frame).unwrap();
+        let mut body = vec![0u8; request.body_head_len()];
+        let m = request.encode_body_head(&mut body).unwrap();
+        assert_eq!((n - 9, &body[..m]), (m, &frame[9..n]), "{request:?}");
+    }
+    let head = WriteHead {
+        id: 3,
+        handle: &long_path,
+        offset: 1 << 40,
+        len: 99,
+    };
+    let mut frame = vec![0u8; 9 + head.body_len()];
+    let n = head.encode(&mut frame).unwrap();
+    let mut body = vec![0u8; head.body_len()];
+    let m = head.encode_body(&mut body).unwrap();
+    assert_eq!(&body[..m], &frame[9..n]);
+    assert!(matches!(
+        head.encode_body(&mut [0u8; 16]),
+        Err(Error::BufferTooSmall { .. })
+    ));
 }
 
 #[test]
