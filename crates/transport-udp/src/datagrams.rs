@@ -195,7 +195,7 @@ impl Sender {
             }),
             // The kernel would not segment (no offload on this route): stop asking,
             // and send these one by one.
-            Err(e) if count > 1 && matches!(e.raw_os_error(), Some(5 | 22 | 92 | 95)) => {
+            Err(e) if count > 1 && offload_refused(&e) => {
                 tracing::debug!("UDP segmentation offload refused ({e}); sending one by one");
                 self.max_segments = 1;
                 self.send_each(socket, dest).await
@@ -250,6 +250,26 @@ impl Sender {
         self.syscalls += 1;
         socket.send_to(&self.buf[range], dest).await.map(|_| ())
     }
+}
+
+/// Whether a segmented send failed because this route cannot segment. A device that
+/// cannot says so only by failing the send with `EIO` (no checksum offload, so the kernel
+/// will not segment) or `EINVAL` (a segment size it does not take); quinn-udp stops
+/// segmenting on those two (`quinn-udp/src/unix.rs`). `ENOPROTOOPT` and `EOPNOTSUPP` are
+/// what a kernel or socket without `UDP_SEGMENT` answers. Anything else is a real error.
+#[cfg(target_os = "linux")]
+fn offload_refused(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EIO | Errno::EINVAL | Errno::ENOPROTOOPT | Errno::EOPNOTSUPP)
+    )
+}
+
+/// Elsewhere nothing is segmented, so nothing is refused for it.
+#[cfg(not(target_os = "linux"))]
+fn offload_refused(_: &io::Error) -> bool {
+    false
 }
 
 /// Whether `e` is the kernel passing on an ICMP port-unreachable (nothing listening).

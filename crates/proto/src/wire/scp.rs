@@ -9,7 +9,7 @@
 use core::str;
 
 use super::sdp::{self, Address, HEADER_LEN};
-use super::{Error, Reader, Result, Sink, Writer};
+use super::{Counter, Error, Reader, Result, Sink, Writer};
 
 pub use super::sdp::MAX_DATAGRAM_LEN;
 
@@ -540,21 +540,21 @@ impl<'a> VersionInfo<'a> {
 
     /// Bytes [`VersionInfo::emit`] writes.
     pub fn buffer_len(&self) -> usize {
-        let version_len = match self.version {
-            Version::Semantic {
-                major,
-                minor,
-                patch,
-            } => digits(major) + digits(minor) + digits(patch) + 3,
-            Version::Legacy(_) => 0,
-        };
-        12 + self.name.len() + 1 + version_len
+        let mut counter = Counter::default();
+        // A Counter never fails.
+        let _ = self.put(&mut counter);
+        counter.len
     }
 
     /// Writes the reply body a board sends for sver.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let len = self.buffer_len();
-        let mut w = Writer::with_capacity(buf, len)?;
+        let mut w = Writer::with_capacity(buf, self.buffer_len())?;
+        self.put(&mut w)?;
+        Ok(w.position())
+    }
+
+    /// The body, field by field: what `emit` writes and `buffer_len` counts.
+    fn put(&self, w: &mut impl Sink) -> Result<()> {
         let p2p = u32::from(self.core.p2p());
         w.u32_le(p2p << 16 | u32::from(self.phys_cpu) << 8 | u32::from(self.core.cpu))?;
         let marker = match self.version {
@@ -580,7 +580,7 @@ impl<'a> VersionInfo<'a> {
             }
             w.u8(0)?;
         }
-        Ok(w.position())
+        Ok(())
     }
 }
 
@@ -667,15 +667,6 @@ fn parse_semver(text: &str) -> Result<Version> {
         });
     }
     Ok(version)
-}
-
-const fn digits(mut n: u16) -> usize {
-    let mut count = 1;
-    while n >= 10 {
-        n /= 10;
-        count += 1;
-    }
-    count
 }
 
 fn format_u16(mut n: u16, buf: &mut [u8; 5]) -> &[u8] {
