@@ -681,6 +681,7 @@ fn format_u16(mut n: u16, buf: &mut [u8; 5]) -> &[u8] {
     }
 }
 
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 #[cfg(test)]
 mod tests;
