@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use crate::{exec, root};
 
 /// Something outside the workspace a command needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Peer {
     /// The `thumbv7em-none-eabihf` standard library, for the no_std build.
     ThumbTarget,
@@ -18,6 +18,8 @@ pub(crate) enum Peer {
     OpenSsh,
     /// A nightly toolchain and cargo-fuzz (libFuzzer), for the fuzz targets.
     CargoFuzz,
+    /// A Rust toolchain of this version (the minimum the workspace declares).
+    Toolchain(String),
 }
 
 /// Where Debian puts OpenSSH's sftp-server.
@@ -34,16 +36,17 @@ pub(crate) const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 /// missing and the caller falls back.
 pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
     let mut missing = Vec::new();
-    for &peer in peers {
+    for peer in peers {
         match peer {
             Peer::ThumbTarget => {
                 if !ensure_rust_target(NO_STD_TARGET) {
-                    missing.push(peer);
+                    missing.push(peer.clone());
                 }
             }
             Peer::Rig => ensure_rig()?,
             Peer::OpenSsh => ensure_openssh()?,
             Peer::CargoFuzz => ensure_cargo_fuzz()?,
+            Peer::Toolchain(version) => ensure_toolchain(version)?,
         }
     }
     Ok(missing)
@@ -110,9 +113,9 @@ fn ensure_openssh() -> Result<(), String> {
     let how = "install it by hand with `apt-get update && apt-get install -y \
                --no-install-recommends openssh-sftp-server openssh-client`";
     eprintln!("xtask: installing OpenSSH's sftp-server and client with apt-get");
-    exec(Command::new("apt-get").arg("update").arg("-qq"))
+    exec(apt_get().arg("update").arg("-qq"))
         .map_err(|e| format!("cannot update the package lists ({e}); {how}"))?;
-    exec(Command::new("apt-get").args([
+    exec(apt_get().args([
         "install",
         "-y",
         "-qq",
@@ -172,4 +175,36 @@ fn ensure_cargo_fuzz() -> Result<(), String> {
             .map_err(|e| format!("{e}; install it by hand with `cargo install cargo-fuzz`"))?;
     }
     Ok(())
+}
+
+/// `apt-get`, through `sudo` when not running as root and sudo is there (a CI runner).
+fn apt_get() -> Command {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    let sudo = std::path::Path::new("/usr/bin/sudo").exists();
+    if !root && sudo {
+        let mut cmd = Command::new("sudo");
+        cmd.arg("apt-get");
+        cmd
+    } else {
+        Command::new("apt-get")
+    }
+}
+
+fn ensure_toolchain(version: &str) -> Result<(), String> {
+    let have = Command::new("cargo")
+        .arg(format!("+{version}"))
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if have {
+        return Ok(());
+    }
+    eprintln!("xtask: installing Rust {version} with rustup (the workspace's rust-version)");
+    exec(Command::new("rustup").args(["toolchain", "install", version, "--profile", "minimal"]))
+        .map_err(|e| format!("{e}; install it by hand with `rustup toolchain install {version}`"))
 }

@@ -3,7 +3,19 @@
 use crate::peers::{self, NO_STD_TARGET, Peer};
 use crate::{cargo, exec};
 
-const STEPS: &[&str] = &["fmt", "clippy", "doc", "nostd", "tests"];
+const STEPS: &[&str] = &["fmt", "clippy", "doc", "nostd", "msrv", "tests"];
+
+/// The packages that promise the workspace's `rust-version` (the benches do not: their
+/// criterion needs a newer compiler).
+const MSRV_PACKAGES: &[&str] = &[
+    "volley-proto",
+    "volley-transport-udp",
+    "volley-emulator",
+    "volley-netsim",
+    "volley-transport-tcp",
+    "volley-sftp",
+    "volley-cli",
+];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let steps: Vec<&str> = if args.is_empty() {
@@ -37,6 +49,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .env("RUSTDOCFLAGS", "-D warnings"),
             )?,
             "nostd" => nostd()?,
+            "msrv" => msrv()?,
             "tests" => {
                 peers::ensure(&[Peer::Rig, Peer::OpenSsh])?;
                 exec(cargo().args(["test", "--workspace"]))?;
@@ -62,6 +75,28 @@ fn nostd() -> Result<(), String> {
              building volley-proto without default features for the host instead, \
              which does not prove it is no_std"
         );
+    }
+    exec(&mut cmd)
+}
+
+/// Checks the library crates and the CLI with the toolchain the workspace declares as its
+/// `rust-version`, installed with rustup if missing.
+fn msrv() -> Result<(), String> {
+    let manifest = crate::root().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let version = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .ok_or("no rust-version in the workspace manifest")?;
+    peers::ensure(&[Peer::Toolchain(version.clone())])?;
+    let mut cmd = std::process::Command::new("cargo");
+    cmd.current_dir(crate::root())
+        .arg(format!("+{version}"))
+        .args(["check", "--locked"]);
+    for package in MSRV_PACKAGES {
+        cmd.args(["-p", package]);
     }
     exec(&mut cmd)
 }
