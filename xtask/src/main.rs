@@ -1,7 +1,8 @@
 //! volley's project automation, run as `cargo xtask <command>`:
 //!
 //! - `cargo xtask test [STEP..]`: installs the peers tests need when missing, then runs
-//!   every check: `fmt`, `clippy`, `doc`, `nostd`, `tests` (all of them if no step is named).
+//!   every check: `fmt`, `clippy`, `doc`, `nostd`, `msrv`, `tests` (all of them if no step is
+//!   named).
 //! - `cargo xtask bench [--suite NAME].. [--quick | --full]`: builds the benchmark suites in
 //!   release mode, runs them against embedded servers on loopback, prints their tables and
 //!   writes `target/bench/results.json` and `target/bench/report.md`.
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str = "usage:
-  cargo xtask test [fmt|clippy|doc|nostd|tests]..   every check, or the named ones
+  cargo xtask test [fmt|clippy|doc|nostd|msrv|tests]..  every check, or the named ones
   cargo xtask bench [--suite NAME].. [--quick|--full]
                                                     suites: codec, scp, sftp, wake (default: all)
   cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
