@@ -7,6 +7,8 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod charts;
+mod compare;
 mod harness;
 mod suites;
 
@@ -18,6 +20,20 @@ use harness::Mode;
 
 fn main() -> ExitCode {
     let mut args = env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("compare") {
+        args.next();
+        let (Some(base), Some(new)) = (args.next(), args.next()) else {
+            eprintln!("volley-bench: usage: volley-bench compare BASELINE.json RESULTS.json");
+            return ExitCode::FAILURE;
+        };
+        return match compare::run(&PathBuf::from(base), &PathBuf::from(new)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("volley-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.peek().map(String::as_str) == Some("wrap-server") {
         args.next();
         return match harness::wrap_server(args) {
@@ -43,6 +59,7 @@ fn run() -> Result<(), String> {
     let mut mode = Mode::Quick;
     let mut json = None;
     let mut markdown = None;
+    let mut svg_dir = None;
     let mut python = env::var("VOLLEY_PYTHON").ok();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -53,6 +70,7 @@ fn run() -> Result<(), String> {
                 markdown = Some(PathBuf::from(args.next().ok_or("--markdown needs a path")?));
             }
             "--python" => python = Some(args.next().ok_or("--python needs a path")?),
+            "--svg" => svg_dir = Some(PathBuf::from(args.next().ok_or("--svg needs a directory")?)),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
@@ -72,13 +90,23 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("cannot encode results: {e}"))?;
         fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    let mut markdown_text = report.markdown();
+    if let Some(dir) = svg_dir {
+        for chart in charts::write(report.suite, &report.data, &dir)? {
+            let name = chart.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            markdown_text.push_str(&format!("\n![{} chart]({name})\n", report.suite));
+            eprintln!("volley-bench: wrote {}", chart.display());
+        }
+    }
     if let Some(path) = markdown {
-        fs::write(&path, report.markdown())
+        fs::write(&path, markdown_text)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }
 
 const USAGE: &str =
-    "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--python PATH]
+    "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH]
+       volley-bench compare BASELINE.json RESULTS.json
 suites: codec, scp, sftp, wake (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

@@ -15,6 +15,7 @@ const SUITES: &[&str] = &["codec", "scp", "sftp", "wake"];
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();
     let mut mode = "--quick";
+    let mut baseline: Option<PathBuf> = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -29,6 +30,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 suites.push(name.clone());
             }
             "--quick" | "--full" => mode = if arg == "--full" { "--full" } else { "--quick" },
+            "--baseline" => {
+                let path = PathBuf::from(args.next().ok_or("--baseline needs a results.json")?);
+                if !path.is_file() {
+                    return Err(format!("--baseline {}: no such file", path.display()));
+                }
+                baseline = Some(path);
+            }
             other => {
                 return Err(format!(
                     "unknown bench option `{other}`\n\n{}",
@@ -73,7 +81,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .args([suite.as_str(), mode, "--json"])
                 .arg(&json)
                 .arg("--markdown")
-                .arg(&md),
+                .arg(&md)
+                .arg("--svg")
+                .arg(&out_dir),
         )?;
         json_parts.push(format!("\"{suite}\": {}", read(&json)?.trim()));
         report.push_str(&read(&md)?);
@@ -91,10 +101,19 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let report_path = out_dir.join("report.md");
     write(&report_path, &report)?;
     eprintln!(
-        "\nxtask bench: wrote {} and {}",
+        "\nxtask bench: wrote {} and {} (and an SVG chart per suite that has one)",
         results.display(),
         report_path.display()
     );
+    if let Some(baseline) = baseline {
+        eprintln!("\nxtask bench: every figure beside {}", baseline.display());
+        exec(
+            Command::new(&binary)
+                .arg("compare")
+                .arg(&baseline)
+                .arg(&results),
+        )?;
+    }
     Ok(())
 }
 

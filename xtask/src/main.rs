@@ -5,7 +5,8 @@
 //!   named).
 //! - `cargo xtask bench [--suite NAME].. [--quick | --full]`: builds the benchmark suites in
 //!   release mode, runs them against embedded servers on loopback, prints their tables and
-//!   writes `target/bench/results.json` and `target/bench/report.md`.
+//!   writes `target/bench/results.json`, `target/bench/report.md` and SVG charts beside
+//!   them; `--baseline FILE` prints every figure beside the same one in a saved run.
 //! - `cargo xtask soak [--minutes N]`: minutes (2 by default) of mixed, verified traffic
 //!   against an emulator and a link simulator, with garbage and FILL storms; fails on any
 //!   error or on memory growth.
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage:
   cargo xtask test [fmt|clippy|doc|nostd|msrv|tests]..  every check, or the named ones
-  cargo xtask bench [--suite NAME].. [--quick|--full]
+  cargo xtask bench [--suite NAME].. [--quick|--full] [--baseline RESULTS.json]
                                                     suites: codec, scp, sftp, wake (default: all)
   cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
   cargo xtask fuzz [--runs N] [TARGET]..            every fuzz target (needs nightly + cargo-fuzz,

@@ -1,0 +1,317 @@
+//! SVG charts of a suite's figures, written beside `report.md` (plotters, SVG backend):
+//! SCP Mbit/s against window for volley and rig at each link setting, SFTP MB/s per
+//! client and direction with the server's ceiling marked, wake-ups per frame and p99
+//! latency against requests in flight.
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+/// Colours for the series, in order.
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// Writes the charts of `suite` from its `results` into `dir`; returns their paths.
+pub(crate) fn write(suite: &str, results: &[Value], dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let path = dir.join(format!("{suite}.svg"));
+    let drawn = match suite {
+        "scp" => scp(results, &path),
+        "sftp" => sftp(results, &path),
+        "wake" => wake(results, &path),
+        _ => return Ok(Vec::new()),
+    };
+    drawn.map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
+    Ok(vec![path])
+}
+
+type Drawn = Result<(), Box<dyn core::error::Error>>;
+
+fn text(record: &Value, key: &str) -> String {
+    record[key].as_str().unwrap_or_default().to_owned()
+}
+
+fn number(record: &Value, key: &str) -> Option<f64> {
+    record[key].as_f64()
+}
+
+/// One series: a name and its (x, y) points.
+type Series = (String, Vec<(f64, f64)>);
+
+/// Draws `series` in `area` with log-scaled axes.
+fn log_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Drawn {
+    let points = series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, 1.0f64);
+    for &(x, y) in points {
+        x_max = x_max.max(x);
+        y_min = y_min.min(y);
+        y_max = y_max.max(y);
+    }
+    let y_min = (y_min.min(y_max) / 2.0).max(1e-3);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(32)
+        .y_label_area_size(56)
+        .build_cartesian_2d(
+            (1.0..x_max * 1.2).log_scale(),
+            (y_min..y_max * 2.0).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                colour.stroke_width(2),
+            ))?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    Ok(())
+}
+
+/// Mbit/s against window, volley and rig, writes and reads, one panel per link setting.
+fn scp(results: &[Value], path: &Path) -> Drawn {
+    let mut links: Vec<String> = Vec::new();
+    for r in results.iter().filter(|r| r["client"].is_string()) {
+        let link = text(r, "link");
+        if !links.contains(&link) {
+            links.push(link);
+        }
+    }
+    let root = SVGBackend::new(path, (560 * links.len().max(1) as u32, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    for (link, area) in links.iter().zip(root.split_evenly((1, links.len().max(1)))) {
+        let mut series: Vec<Series> = Vec::new();
+        for who in ["volley", "rig"] {
+            for (dir, key) in [("write", "write_mbit_s"), ("read", "read_mbit_s")] {
+                let points: Vec<(f64, f64)> = results
+                    .iter()
+                    .filter(|r| text(r, "link") == *link)
+                    .filter_map(|r| {
+                        let client = text(r, "client");
+                        let window = client.strip_prefix(who)?.trim().strip_prefix('w')?;
+                        Some((window.parse().ok()?, number(r, key)?))
+                    })
+                    .collect();
+                if !points.is_empty() {
+                    series.push((format!("{who} {dir}"), points));
+                }
+            }
+        }
+        log_panel(&area, link, "window", "Mbit/s", &series)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// MB/s per client, get and put, with the server's ceiling (volley's rate over how busy
+/// it kept sftp-server) marked as a dashed line per direction.
+fn sftp(results: &[Value], path: &Path) -> Drawn {
+    let rows: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["direction"].is_string())
+        .collect();
+    let mut clients: Vec<String> = Vec::new();
+    for r in &rows {
+        let client = text(r, "client");
+        if !clients.contains(&client) {
+            clients.push(client);
+        }
+    }
+    let y_max = rows
+        .iter()
+        .filter_map(|r| {
+            let rate = number(r, "mb_per_sec")?;
+            Some(rate.max(rate / number(r, "server_busy")?.max(0.05)))
+        })
+        .fold(1.0, f64::max);
+    let root = SVGBackend::new(path, (900, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = clients.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "SFTP against OpenSSH's sftp-server (MB/s)",
+            ("sans-serif", 16),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(-0.5..n - 0.5, 0.0..y_max * 1.1)?;
+    let names = clients.clone();
+    chart
+        .configure_mesh()
+        .x_labels(clients.len() * 2 + 1)
+        .x_label_formatter(&|x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 0.01 && i >= 0.0 {
+                names.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("MB/s")
+        .draw()?;
+    for (d, direction) in ["get", "put"].into_iter().enumerate() {
+        let colour = PALETTE[d];
+        let offset = if d == 0 { -0.15 } else { 0.15 };
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| text(r, "direction") == direction)
+            .filter_map(|r| {
+                let i = clients.iter().position(|c| *c == text(r, "client"))?;
+                Some((i as f64 + offset, number(r, "mb_per_sec")?))
+            })
+            .collect();
+        chart
+            .draw_series(
+                points.iter().map(|&(x, y)| {
+                    Rectangle::new([(x - 0.12, 0.0), (x + 0.12, y)], colour.filled())
+                }),
+            )?
+            .label(direction)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+        let ceiling = rows
+            .iter()
+            .find(|r| text(r, "direction") == direction && text(r, "client") == "volley")
+            .and_then(|r| Some(number(r, "mb_per_sec")? / number(r, "server_busy")?.max(0.05)));
+        if let Some(ceiling) = ceiling {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(-0.5, ceiling), (n - 0.5, ceiling)],
+                    6,
+                    4,
+                    colour.stroke_width(1),
+                ))?
+                .label(format!("{direction}: sftp-server ceiling"))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour));
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Wake-ups per frame and p99 latency against requests in flight, per signalling mode.
+fn wake(results: &[Value], path: &Path) -> Drawn {
+    let rows: Vec<&Value> = results.iter().filter(|r| r["signal"].is_string()).collect();
+    let mut signals: Vec<String> = Vec::new();
+    for r in &rows {
+        let s = text(r, "signal");
+        if !signals.contains(&s) {
+            signals.push(s);
+        }
+    }
+    let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, 2));
+    for ((key, title, unit), area) in [
+        (
+            "wakeups_per_frame",
+            "Wake-ups per frame",
+            "wake-ups / frame",
+        ),
+        ("p99_us", "p99 latency", "us"),
+    ]
+    .into_iter()
+    .zip(panels.iter())
+    {
+        let series: Vec<Series> = signals
+            .iter()
+            .map(|signal| {
+                let points = rows
+                    .iter()
+                    .filter(|r| text(r, "signal") == *signal)
+                    .filter_map(|r| Some((number(r, "in_flight")?, number(r, key)?.max(1e-3))))
+                    .collect();
+                (signal.clone(), points)
+            })
+            .collect();
+        log_panel(area, title, "requests in flight", unit, &series)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Each suite's chart is drawn from records of the shape the suite writes.
+    #[test]
+    fn every_chart_draws_its_series() {
+        let dir = std::env::temp_dir().join(format!("volley-charts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut scp = Vec::new();
+        for link in ["RTT 0", "RTT 1 ms"] {
+            for (who, w, rate) in [
+                ("volley", 1, 300.0),
+                ("volley", 16, 2700.0),
+                ("rig", 1, 50.0),
+                ("rig", 16, 190.0),
+            ] {
+                scp.push(json!({"client": format!("{who} w{w}"), "link": link,
+                    "write_mbit_s": rate, "read_mbit_s": rate * 0.9}));
+            }
+        }
+        let sftp = vec![
+            json!({"client": "volley", "direction": "get", "mb_per_sec": 1900.0, "server_busy": 0.95}),
+            json!({"client": "volley", "direction": "put", "mb_per_sec": 1800.0, "server_busy": 0.96}),
+            json!({"client": "OpenSSH sftp -D", "direction": "get", "mb_per_sec": 1700.0, "server_busy": 0.9}),
+            json!({"socketpair_ceiling_mb_per_sec": 5000.0}),
+        ];
+        let wake = vec![
+            json!({"in_flight": 1, "signal": "batched", "wakeups_per_frame": 1.0, "p99_us": 40.0}),
+            json!({"in_flight": 64, "signal": "batched", "wakeups_per_frame": 0.1, "p99_us": 90.0}),
+            json!({"in_flight": 64, "signal": "per frame", "wakeups_per_frame": 1.0, "p99_us": 150.0}),
+        ];
+        for (suite, data, labels) in [
+            ("scp", scp, &["volley write", "rig read", "RTT 1 ms"][..]),
+            (
+                "sftp",
+                sftp,
+                &["get", "sftp-server ceiling", "OpenSSH sftp -D"][..],
+            ),
+            ("wake", wake, &["batched", "per frame", "p99 latency"][..]),
+        ] {
+            let paths = write(suite, &data, &dir).unwrap();
+            let svg = std::fs::read_to_string(&paths[0]).unwrap();
+            assert!(svg.starts_with("<svg"), "{suite}");
+            for label in labels {
+                assert!(svg.contains(label), "{suite}: no `{label}`");
+            }
+        }
+        assert!(write("codec", &[], &dir).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
