@@ -21,6 +21,10 @@ mod sftp;
 #[derive(Debug, Parser)]
 #[command(name = "volley", version, about)]
 struct Cli {
+    /// Log more: -v for what the libraries report as info, -vv debug, -vvv trace
+    /// (RUST_LOG, if set, says exactly what, as tracing-subscriber's EnvFilter reads it).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +45,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -66,6 +71,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Sends the libraries' `tracing` events to stderr: warnings and errors by default, more
+/// with each -v, or whatever RUST_LOG asks for.
+fn logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    // Only fails if a subscriber is already set, which nothing else here does.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Waits for SIGINT or SIGTERM.

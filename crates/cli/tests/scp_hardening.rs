@@ -396,3 +396,29 @@ async fn errors_say_what_happened() {
     .await;
     assert!(ok && stderr.starts_with("Finished read after "), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dash_v_shows_what_the_libraries_log() {
+    let (_board, udp) = emulator(&[]).await;
+    let (ok, quiet) = read(&udp, "0x60000000", "1024", "/dev/null", &[]).await;
+    assert!(ok && !quiet.contains("SCP client ready"), "{quiet}");
+    let (ok, verbose) = run(&[
+        "-v",
+        "scp",
+        "read",
+        "--target",
+        &udp,
+        "--addr",
+        "0x60000000",
+        "--len",
+        "1024",
+        "-o",
+        "/dev/null",
+    ])
+    .await;
+    assert!(ok, "{verbose}");
+    assert!(
+        verbose.contains("SCP client ready") && verbose.contains("window=8"),
+        "{verbose}"
+    );
+}

@@ -53,6 +53,7 @@ impl ScpClient {
             {
                 self.driver.spare.push(request);
                 let (cmd, chip, address) = describe(ops, &token);
+                tracing::debug!(%cmd, %chip, address, tries, "a request gave up");
                 let why = match (busy, self.driver.garbage) {
                     (Some((code, replies)), _) => NoReply::Busy {
                         code: ReturnCode(code),

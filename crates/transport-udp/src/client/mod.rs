@@ -302,6 +302,12 @@ impl ScpClient {
         if config.window == WindowSize::Auto {
             client.auto_window(config.rto).await?;
         }
+        tracing::info!(
+            %peer,
+            window = client.window_size(),
+            give_up_after = ?config.give_up_after(),
+            "SCP client ready"
+        );
         Ok(client)
     }
 
@@ -321,6 +327,11 @@ impl ScpClient {
                 max: max.max(floor),
             },
         };
+        tracing::debug!(
+            pool = info.pool_size,
+            previous_tto = info.tto,
+            "the board's transient-tag timeout set to 10 ms; window sized from its tag pool"
+        );
         self.driver.window.set_rto(rto);
         self.driver
             .window
