@@ -16,6 +16,10 @@ use volley_proto::window::{Config, Outcome, Protocol, ReplyOutcome, Window};
 struct Bare;
 
 impl Protocol for Bare {
+    fn check_request(&self, _: &[u8]) -> Result<(), volley_proto::wire::Error> {
+        Ok(())
+    }
+
     fn set_seq(&self, request: &mut [u8], seq: u16) {
         request[..2].copy_from_slice(&seq.to_le_bytes());
     }
@@ -38,7 +42,7 @@ fn turnover(c: &mut Criterion) {
             let mut sent = VecDeque::new();
             let mut now = Instant::ZERO;
             for token in 0..size as u32 {
-                window.push(vec![0; 16], token);
+                window.push(vec![0; 16], token).expect("a request");
                 let bytes = window.poll_transmit(now).expect("a free slot");
                 sent.push_back([bytes[0], bytes[1]]);
             }
@@ -50,7 +54,7 @@ fn turnover(c: &mut Criterion) {
                 else {
                     panic!("the oldest request completes");
                 };
-                window.push(request, token);
+                window.push(request, token).expect("a request");
                 let bytes = window.poll_transmit(now).expect("the freed slot");
                 sent.push_back([bytes[0], bytes[1]]);
                 window.handle_timeout(now);

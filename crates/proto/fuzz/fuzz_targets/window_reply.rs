@@ -40,7 +40,9 @@ fuzz_target!(|data: &[u8]| {
         data = rest;
         // Keep the window fed.
         while window.queued() < 2 && next < 10_000 {
-            window.push(request(next), next);
+            window
+                .push(request(next), next)
+                .expect("a whole SCP request");
             next += 1;
         }
         while let Some(bytes) = window.poll_transmit(now) {

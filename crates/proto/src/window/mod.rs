@@ -25,6 +25,12 @@
 //! /// A toy format: 2-byte little-endian sequence number, then a payload; a reply echoes it.
 //! struct Echo;
 //! impl Protocol for Echo {
+//!     fn check_request(&self, request: &[u8]) -> Result<(), volley_proto::wire::Error> {
+//!         match request.len() {
+//!             2.. => Ok(()),
+//!             n => Err(volley_proto::wire::Error::TooShort { what: "echo request", len: n as u64, min: 2 }),
+//!         }
+//!     }
 //!     fn set_seq(&self, request: &mut [u8], seq: u16) {
 //!         request[..2].copy_from_slice(&seq.to_le_bytes());
 //!     }
@@ -34,7 +40,8 @@
 //! }
 //!
 //! let mut window = Window::new(Echo, Config::fixed(Duration::from_millis(500), 5, 8));
-//! window.push(vec![0, 0, b'a'], "first");
+//! window.push(vec![0, 0, b'a'], "first").expect("long enough to number");
+//! assert!(window.push(vec![0], "short").is_err());
 //! let now = Instant::ZERO;
 //! let sent = window.poll_transmit(now).expect("a free slot").to_vec();
 //! assert_eq!(window.poll_timeout(), Some(now + Duration::from_millis(500)));
@@ -64,7 +71,11 @@ pub use scp::ScpProtocol;
 
 /// What the window needs to know of a packet format.
 pub trait Protocol {
-    /// Writes `seq` into a request's bytes.
+    /// Checks that `request` is one this format can number; [`Window::push`] refuses
+    /// anything else, so [`Protocol::set_seq`] only ever sees requests that passed.
+    fn check_request(&self, request: &[u8]) -> Result<(), crate::wire::Error>;
+
+    /// Writes `seq` into a request's bytes (one that [`Protocol::check_request`] took).
     fn set_seq(&self, request: &mut [u8], seq: u16);
 
     /// The sequence number of a reply and what it means, or `None` if the bytes are not
@@ -110,6 +121,17 @@ pub struct Config {
     pub rto: Rto,
     /// Sends per request, the first included, before it gives up (at least 1).
     pub max_tries: u32,
+}
+
+/// A request [`Window::push`] would not take, handed back with why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused<T> {
+    /// The request's bytes.
+    pub request: Vec<u8>,
+    /// The caller's token.
+    pub token: T,
+    /// What was wrong with it.
+    pub error: crate::wire::Error,
 }
 
 /// A request that gave up, from [`Window::poll_event`].
@@ -393,8 +415,18 @@ impl<P: Protocol, T> Window<P, T> {
 
     /// Queues a request; its sequence number is set when a slot frees and it is first
     /// sent. The queue is unbounded: drivers push as slots free (see [`Window::queued`]).
-    pub fn push(&mut self, request: Vec<u8>, token: T) {
+    /// A request the protocol cannot number (too short to hold a sequence number, say) is
+    /// refused and handed back.
+    pub fn push(&mut self, request: Vec<u8>, token: T) -> Result<(), Refused<T>> {
+        if let Err(error) = self.protocol.check_request(&request) {
+            return Err(Refused {
+                request,
+                token,
+                error,
+            });
+        }
         self.queue.push_back((request, token));
+        Ok(())
     }
 
     /// The next datagram to send, if any: first a request whose timer expired (its

@@ -47,10 +47,13 @@ impl Default for ScpProtocol {
 }
 
 impl Protocol for ScpProtocol {
+    fn check_request(&self, request: &[u8]) -> Result<(), crate::wire::Error> {
+        Packet::new_checked(request).map(|_| ())
+    }
+
     fn set_seq(&self, request: &mut [u8], seq: u16) {
-        if let Ok(mut packet) = Packet::new_checked(request) {
-            packet.set_seq(seq);
-        }
+        // `check_request` passed: the packet is long enough to hold its sequence number.
+        Packet::new_unchecked(request).set_seq(seq);
     }
 
     fn classify(&self, reply: &[u8]) -> Option<(u16, Outcome)> {

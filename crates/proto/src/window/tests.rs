@@ -118,7 +118,7 @@ fn simulate(
         assert!(steps < 10_000_000, "simulation did not finish");
         // Keep the queue short, as a driver would.
         while next < n && window.queued() < 2 {
-            window.push(request(next), next);
+            window.push(request(next), next).unwrap();
             next += 1;
         }
         while let Some(datagram) = window.poll_transmit(now) {
@@ -354,7 +354,7 @@ fn retry_codes_wait_for_the_timer_and_fatal_codes_fail_at_once() {
 #[test]
 fn duplicates_and_strays_are_counted_not_completed() {
     let mut window: Window<ScpProtocol, u32> = Window::new(ScpProtocol::default(), Config::rig());
-    window.push(request(1), 1);
+    window.push(request(1), 1).unwrap();
     let sent = window.poll_transmit(Instant::ZERO).unwrap().to_vec();
     let reply = reply_to(&sent, ReturnCode::OK);
     assert!(matches!(
@@ -388,7 +388,7 @@ fn window_limits_requests_in_flight_and_clear_drops_them() {
         Config::fixed(Duration::from_millis(10), 3, 3),
     );
     for token in 0..5 {
-        window.push(request(token), token);
+        window.push(request(token), token).unwrap();
     }
     let mut sent = 0;
     while window.poll_transmit(Instant::ZERO).is_some() {
@@ -407,8 +407,8 @@ fn clear_also_drops_unreported_timeouts() {
         ScpProtocol::default(),
         Config::fixed(Duration::from_millis(10), 1, 4),
     );
-    window.push(request(1), 1);
-    window.push(request(2), 2);
+    window.push(request(1), 1).unwrap();
+    window.push(request(2), 2).unwrap();
     while window.poll_transmit(Instant::ZERO).is_some() {}
     // Both give up at once; the caller reads one event, then abandons the operation.
     window.handle_timeout(Instant::from_millis(10));
@@ -432,7 +432,7 @@ fn windows_past_the_maximum_are_refused_by_check_and_clamped_by_new() {
     // allocator used to loop for ever once every sequence number was taken).
     let mut window: Window<ScpProtocol, u32> = Window::new(ScpProtocol::default(), config(65_537));
     for token in 0..70_000 {
-        window.push(request(token % 1000), token);
+        window.push(request(token % 1000), token).unwrap();
     }
     let mut sent = 0;
     while window.poll_transmit(Instant::ZERO).is_some() {
@@ -483,7 +483,7 @@ fn a_request_that_only_ever_hears_busy_says_so_when_it_gives_up() {
         ScpProtocol::default(),
         Config::fixed(Duration::from_millis(10), 3, 4),
     );
-    window.push(request(1), 1);
+    window.push(request(1), 1).unwrap();
     let mut now = Instant::ZERO;
     for _ in 0..3 {
         let sent = window.poll_transmit(now).expect("a send").to_vec();
@@ -517,4 +517,18 @@ fn config_check_refuses_zero_and_huge_timeouts() {
     );
     assert_eq!(Config::rig().check(), Ok(()));
     assert_eq!(Config::default().check(), Ok(()));
+}
+
+#[test]
+fn a_request_too_short_to_number_is_refused_at_push() {
+    let mut window: Window<ScpProtocol, u32> = Window::new(ScpProtocol::default(), Config::rig());
+    let refused = window.push(vec![0u8; 10], 7).unwrap_err();
+    assert_eq!((refused.token, refused.request.len()), (7, 10));
+    assert!(
+        matches!(refused.error, crate::wire::Error::Truncated { .. }),
+        "{:?}",
+        refused.error
+    );
+    assert!(window.is_idle());
+    assert!(window.poll_transmit(Instant::ZERO).is_none());
 }

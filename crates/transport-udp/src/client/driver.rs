@@ -85,7 +85,10 @@ impl ScpClient {
                 };
                 token.first_sent = now;
                 let bytes = build(ops, &token, self.driver.spare.pop().unwrap_or_default())?;
-                self.driver.window.push(bytes, token);
+                self.driver
+                    .window
+                    .push(bytes, token)
+                    .map_err(|refused| ScpError::Wire(refused.error))?;
             }
             self.refused += self
                 .link
