@@ -1,7 +1,8 @@
 //! The board's SDRAM: 128 MiB per chip from [`SDRAM_BASE`], held sparsely in 64 KiB
-//! pages, each absent (zeros), one repeated word (what a FILL over the whole page leaves)
-//! or bytes, under a budget on the bytes held, so a FILL of all of SDRAM costs a few
-//! thousand map entries and no memory, and no request can grow the board past its budget.
+//! pages, each absent (the chip's background word: zeros until a FILL of all of SDRAM
+//! sets it), one repeated word (what a FILL over the whole page leaves) or bytes, under a
+//! budget on the bytes held. A FILL of all of a chip's SDRAM costs one entry and gives
+//! back what the chip held; no request can grow the board past its budget.
 
 use std::collections::HashMap;
 
@@ -16,6 +17,8 @@ pub(crate) const PAGE: usize = 64 * 1024;
 #[derive(Debug)]
 pub(crate) struct Memory {
     pages: HashMap<(u8, u8, u32), Page>,
+    /// Each chip's background word, for its absent pages (none: zeros).
+    background: HashMap<(u8, u8), u32>,
     /// Pages held as bytes.
     held: usize,
     /// The most pages that may be held as bytes.
@@ -59,6 +62,7 @@ impl Memory {
     pub(crate) fn new(budget: usize) -> Self {
         Self {
             pages: HashMap::new(),
+            background: HashMap::new(),
             held: 0,
             budget: budget / PAGE,
         }
@@ -77,7 +81,7 @@ impl Memory {
                     out.copy_from_slice(&bytes[in_page..in_page + out.len()])
                 }
                 Some(Page::Word(word)) => pattern(*word, in_page, out),
-                None => out.fill(0),
+                None => pattern(self.background(x, y), in_page, out),
             }
         }
         Ok(())
@@ -108,6 +112,23 @@ impl Memory {
         len: u32,
     ) -> Result<(), Refused> {
         let pieces = pieces(address, len as usize)?;
+        if address == SDRAM_BASE && len == SDRAM_SIZE {
+            // All of the chip: forget its pages, give back their bytes, set its word.
+            let held = &mut self.held;
+            self.pages.retain(|&(px, py, _), page| {
+                let other = (px, py) != (x, y);
+                if !other && matches!(page, Page::Bytes(_)) {
+                    *held -= 1;
+                }
+                other
+            });
+            if value == 0 {
+                self.background.remove(&(x, y));
+            } else {
+                self.background.insert((x, y), value);
+            }
+            return Ok(());
+        }
         let partial = |(_, _, range): &Piece| range.len() < PAGE;
         let new = pieces
             .clone()
@@ -117,7 +138,7 @@ impl Memory {
         for piece in pieces {
             let (page, in_page, range) = piece.clone();
             if !partial(&piece) {
-                let old = if value == 0 {
+                let old = if value == self.background(x, y) {
                     self.pages.remove(&(x, y, page))
                 } else {
                     self.pages.insert((x, y, page), Page::Word(value))
@@ -144,9 +165,14 @@ impl Memory {
     fn is_word(&self, x: u8, y: u8, page: u32, value: u32) -> bool {
         match self.pages.get(&(x, y, page)) {
             Some(Page::Word(word)) => *word == value,
-            None => value == 0,
+            None => value == self.background(x, y),
             Some(Page::Bytes(_)) => false,
         }
+    }
+
+    /// What the chip's absent pages hold.
+    fn background(&self, x: u8, y: u8) -> u32 {
+        self.background.get(&(x, y)).copied().unwrap_or(0)
     }
 
     fn reserve(&self, pages: usize) -> Result<(), Refused> {
@@ -160,7 +186,11 @@ impl Memory {
     /// The page as bytes, made so from what it held (counted against the budget, which
     /// the caller has checked).
     fn bytes(&mut self, x: u8, y: u8, page: u32) -> &mut [u8] {
-        let slot = self.pages.entry((x, y, page)).or_insert(Page::Word(0));
+        let background = self.background(x, y);
+        let slot = self
+            .pages
+            .entry((x, y, page))
+            .or_insert(Page::Word(background));
         if let Page::Word(word) = *slot {
             let mut bytes = vec![0; PAGE].into_boxed_slice();
             if word != 0 {
@@ -246,6 +276,35 @@ mod tests {
         let mut out = [0u8; 8];
         memory.read(7, 7, TOP - 8, &mut out).unwrap();
         assert_eq!(out, [0x5A, 0x5A, 0xA5, 0xA5, 0x5A, 0x5A, 0xA5, 0xA5]);
+    }
+
+    #[test]
+    fn a_fill_of_a_whole_chip_gives_back_its_bytes_and_leaves_other_chips_alone() {
+        let mut memory = Memory::new(8 * PAGE);
+        memory
+            .write(2, 3, SDRAM_BASE + 100, &[7; 3 * PAGE])
+            .unwrap();
+        memory.write(2, 4, SDRAM_BASE, &[9; PAGE]).unwrap();
+        assert_eq!(memory.held_bytes(), 5 * PAGE);
+        memory
+            .fill(2, 3, SDRAM_BASE, 0x0102_0304, SDRAM_SIZE)
+            .unwrap();
+        assert_eq!(memory.held_bytes(), PAGE);
+        let mut out = [0u8; 8];
+        memory.read(2, 3, SDRAM_BASE + 100, &mut out).unwrap();
+        assert_eq!(out, [4, 3, 2, 1, 4, 3, 2, 1]);
+        memory.read(2, 4, SDRAM_BASE, &mut out).unwrap();
+        assert_eq!(out, [9; 8]);
+        // A write into the filled chip starts from its word; a page filled back to the
+        // background word holds nothing.
+        memory.write(2, 3, SDRAM_BASE + 2, &[0xEE]).unwrap();
+        memory.read(2, 3, SDRAM_BASE, &mut out).unwrap();
+        assert_eq!(out, [4, 3, 0xEE, 1, 4, 3, 2, 1]);
+        memory
+            .fill(2, 3, SDRAM_BASE, 0x0102_0304, PAGE as u32)
+            .unwrap();
+        assert_eq!(memory.held_bytes(), PAGE);
+        assert!(memory.pages.get(&(2, 3, 0)).is_none());
     }
 
     #[test]
