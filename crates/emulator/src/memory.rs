@@ -304,7 +304,7 @@ mod tests {
             .fill(2, 3, SDRAM_BASE, 0x0102_0304, PAGE as u32)
             .unwrap();
         assert_eq!(memory.held_bytes(), PAGE);
-        assert!(memory.pages.get(&(2, 3, 0)).is_none());
+        assert!(!memory.pages.contains_key(&(2, 3, 0)));
     }
 
     #[test]
