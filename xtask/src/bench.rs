@@ -16,6 +16,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();
     let mut mode = "--quick";
     let mut baseline: Option<PathBuf> = None;
+    let mut save_charts = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -30,6 +31,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 suites.push(name.clone());
             }
             "--quick" | "--full" => mode = if arg == "--full" { "--full" } else { "--quick" },
+            "--save-charts" => save_charts = true,
             "--baseline" => {
                 let path = PathBuf::from(args.next().ok_or("--baseline needs a results.json")?);
                 if !path.is_file() {
@@ -105,6 +107,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         results.display(),
         report_path.display()
     );
+    if save_charts {
+        save(&out_dir, &suites, mode)?;
+    }
     if let Some(baseline) = baseline {
         eprintln!("\nxtask bench: every figure beside {}", baseline.display());
         exec(
@@ -123,4 +128,46 @@ fn read(path: &PathBuf) -> Result<String, String> {
 
 fn write(path: &PathBuf, text: &str) -> Result<(), String> {
     fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Copies the run's charts into `docs/charts/` (where the README shows them from) with a
+/// note of when, where and how they were measured.
+fn save(out_dir: &std::path::Path, suites: &[String], mode: &str) -> Result<(), String> {
+    let docs = root().join("docs").join("charts");
+    fs::create_dir_all(&docs).map_err(|e| format!("cannot create {}: {e}", docs.display()))?;
+    let mut saved = Vec::new();
+    for suite in suites {
+        let chart = out_dir.join(format!("{suite}.svg"));
+        if chart.exists() {
+            let to = docs.join(format!("{suite}.svg"));
+            fs::copy(&chart, &to).map_err(|e| format!("cannot copy {}: {e}", chart.display()))?;
+            saved.push(suite.clone());
+        }
+    }
+    let output = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    let note = format!(
+        "# Recorded charts\n\nMeasured {} by `cargo xtask bench {mode} --save-charts` \
+         (suites: {}).\n\nMachine: {}, {} cores ({cpu}).\n",
+        output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        saved.join(", "),
+        output("uname", &["-srm"]),
+        output("nproc", &[]),
+    );
+    write(&docs.join("RECORDED.md"), &note)?;
+    eprintln!("xtask bench: charts saved under {}", docs.display());
+    Ok(())
 }
