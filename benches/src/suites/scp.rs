@@ -249,6 +249,31 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
             );
         }
     }
+    // On the lossless 1 ms link the bound at window W is W x 256 B per round trip; the
+    // round trip is measured by volley's window-1 rate of this same run (one request per
+    // round trip), so the bound is W times that rate.
+    let lossless = 1;
+    let one = medians[lossless][client("volley w1")];
+    let mut shares = Vec::new();
+    for (ci, (name, _, window)) in CLIENTS.iter().enumerate() {
+        let (w, r) = medians[lossless][ci];
+        let bound = (one.0 * *window as f64, one.1 * *window as f64);
+        let share = (w / bound.0, r / bound.1);
+        if share.0.is_finite() && share.1.is_finite() {
+            shares.push(format!("{name} {:.0}%/{:.0}%", 100.0 * share.0, 100.0 * share.1));
+            ratios.push(json!({
+                "ratio": format!("{}: {name} / window bound", LINKS[lossless].name),
+                "write": share.0,
+                "read": share.1,
+            }));
+        }
+    }
+    notes.push(format!(
+        "{}: share of the window bound (W x 256 B per round trip, the round trip from volley's \
+         window-1 rate), write/read: {}",
+        LINKS[lossless].name,
+        shares.join(", ")
+    ));
     let best = CLIENTS
         .iter()
         .enumerate()
