@@ -260,7 +260,11 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
         let bound = (one.0 * *window as f64, one.1 * *window as f64);
         let share = (w / bound.0, r / bound.1);
         if share.0.is_finite() && share.1.is_finite() {
-            shares.push(format!("{name} {:.0}%/{:.0}%", 100.0 * share.0, 100.0 * share.1));
+            shares.push(format!(
+                "{name} {:.0}%/{:.0}%",
+                100.0 * share.0,
+                100.0 * share.1
+            ));
             ratios.push(json!({
                 "ratio": format!("{}: {name} / window bound", LINKS[lossless].name),
                 "write": share.0,
