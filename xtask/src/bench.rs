@@ -57,15 +57,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if suites.iter().any(|s| s == "sftp") {
         peers::ensure(&[Peer::OpenSsh])?;
     }
-    exec(cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "volley-benches",
-        "-p",
-        "volley-cli",
-        "--bins",
-    ]))?;
+    build_release()?;
     let out_dir = root().join("target").join("bench");
     fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
@@ -120,6 +112,20 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+/// Builds every binary the benches and the soak run (`volley-bench`, `volley-soak`,
+/// `sftp-peer`, `volley`) in release mode.
+pub(crate) fn build_release() -> Result<(), String> {
+    exec(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "volley-benches",
+        "-p",
+        "volley-cli",
+        "--bins",
+    ]))
 }
 
 fn read(path: &PathBuf) -> Result<String, String> {

@@ -4,7 +4,7 @@
 //! memory of each process, and it fails on any error or on memory growth.
 
 use crate::peers::{self, Peer};
-use crate::{cargo, exec, root};
+use crate::{exec, root};
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut minutes = "2".to_owned();
@@ -16,18 +16,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     peers::ensure(&[Peer::OpenSsh])?;
-    exec(cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "volley-benches",
-        "--bin",
-        "volley-soak",
-        "-p",
-        "volley-cli",
-        "--bin",
-        "volley",
-    ]))?;
+    crate::bench::build_release()?;
     let release = root().join("target").join("release");
     exec(
         std::process::Command::new(release.join("volley-soak"))
