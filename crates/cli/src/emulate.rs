@@ -3,6 +3,7 @@
 use core::net::SocketAddr;
 use std::io::Write;
 
+use anyhow::Context;
 use volley_emulator::{Board, BoardConfig};
 
 use crate::{fraction, millis, shutdown_signal};
@@ -35,7 +36,7 @@ pub(crate) struct Args {
     memory_mib: u32,
 }
 
-pub(crate) async fn run(args: Args) -> Result<(), String> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let config = BoardConfig {
         processing_delay: args.delay_ms,
         hop_latency: args.hop_ms,
@@ -46,7 +47,7 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     };
     let mut board = Board::bind(args.udp, args.tcp, config)
         .await
-        .map_err(|e| format!("cannot start the emulator: {e}"))?;
+        .context("cannot start the emulator")?;
     let tcp = board
         .tcp_addr()
         .map_or_else(|| "-".to_owned(), |a| a.to_string());
@@ -54,7 +55,7 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     let _ = std::io::stdout().flush();
     tokio::select! {
         signal = shutdown_signal() => signal?,
-        e = board.stopped() => return Err(format!("the emulator stopped: {e}")),
+        e = board.stopped() => return Err(e).context("the emulator stopped"),
     }
     let stats = board.stats();
     eprintln!(

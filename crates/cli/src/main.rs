@@ -67,10 +67,24 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("volley: {e}");
+            eprintln!("volley: {}", chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, `what: why: deeper why`. A cause whose text the
+/// line already holds is left out: the libraries' messages often end with their cause.
+fn chain(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 /// Sends the libraries' `tracing` events to stderr: warnings and errors by default, more
@@ -93,12 +107,12 @@ fn logging(verbose: u8) {
 }
 
 /// Waits for SIGINT or SIGTERM.
-async fn shutdown_signal() -> Result<(), String> {
+async fn shutdown_signal() -> anyhow::Result<()> {
+    use anyhow::Context;
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(|e| format!("cannot watch SIGINT: {e}")),
+        r = tokio::signal::ctrl_c() => r.context("cannot watch SIGINT"),
         _ = term.recv() => Ok(()),
     }
 }
@@ -131,4 +145,37 @@ fn millis(text: &str) -> Result<core::time::Duration, String> {
     // which says what its limit is.
     core::time::Duration::try_from_secs_f64(value / 1000.0)
         .map_err(|_| format!("{text} milliseconds is too long (the limit is one hour)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    /// An error whose message ends with its cause's, as the libraries' errors do.
+    #[derive(Debug)]
+    struct Repeats(std::io::Error);
+
+    impl core::fmt::Display for Repeats {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            write!(f, "socket error: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Repeats {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn chain_names_every_cause_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such board");
+        let bare = anyhow::Error::new(io()).context("cannot reach 10.0.0.1:17893");
+        assert_eq!(chain(&bare), "cannot reach 10.0.0.1:17893: no such board");
+        let repeated = anyhow::Error::new(Repeats(io())).context("cannot reach 10.0.0.1:17893");
+        assert_eq!(
+            chain(&repeated),
+            "cannot reach 10.0.0.1:17893: socket error: no such board"
+        );
+    }
 }

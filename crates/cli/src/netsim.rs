@@ -3,6 +3,7 @@
 use core::net::SocketAddr;
 use std::io::Write;
 
+use anyhow::{Context, bail};
 use volley_netsim::{LinkConfig, LinkSim};
 
 use crate::{fraction, millis, shutdown_signal};
@@ -46,13 +47,13 @@ pub(crate) struct Args {
     max_flows: u32,
 }
 
-pub(crate) async fn run(args: Args) -> Result<(), String> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let rate_bps = match args.rate_mbit {
         Some(r) if r.is_finite() && r > 0.0 => Some(
             core::num::NonZeroU64::new((r * 1e6) as u64)
-                .ok_or(format!("--rate-mbit {r} is under 1 bit/s"))?,
+                .with_context(|| format!("--rate-mbit {r} is under 1 bit/s"))?,
         ),
-        Some(r) => return Err(format!("--rate-mbit {r} must be a positive number")),
+        Some(r) => bail!("--rate-mbit {r} must be a positive number"),
         None => None,
     };
     let config = LinkConfig {
@@ -67,12 +68,12 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         max_flows: args.max_flows as usize,
     };
     let mut link = LinkSim::start(args.listen, args.upstream, config)
-        .map_err(|e| format!("cannot start the link simulator: {e}"))?;
+        .context("cannot start the link simulator")?;
     println!("listening {}", link.local_addr());
     let _ = std::io::stdout().flush();
     tokio::select! {
         signal = shutdown_signal() => signal?,
-        e = link.stopped() => return Err(format!("the link simulator stopped: {e}")),
+        e = link.stopped() => return Err(e).context("the link simulator stopped"),
     }
     let s = link.stats();
     eprintln!(

@@ -8,6 +8,7 @@ use std::io::{BufReader, IsTerminal, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use anyhow::{Context, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use volley_proto::time::Duration;
 use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
@@ -158,11 +159,11 @@ fn timeout_ms(s: &str) -> Result<u64, String> {
 /// Bytes of file read ahead of the window.
 const READ_AHEAD: usize = 64 * 1024;
 
-pub(crate) async fn run(command: Command) -> Result<(), String> {
+pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Write { target, len, file } => {
             let (mut source, len) = open_source(&file, len)?;
-            check_range(target.addr, len as usize).map_err(|e| e.to_string())?;
+            check_range(target.addr, len as usize)?;
             let mut client = connect(&target).await?;
             let bar = progress(len);
             let start = Instant::now();
@@ -178,7 +179,7 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
                     progress_feed(&bar),
                 )
                 .await
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+                .with_context(|| file.display().to_string())?;
             bar.finish_and_clear();
             report("write", len, start.elapsed());
             Ok(())
@@ -188,8 +189,8 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
             len,
             output,
         } => {
-            let len = usize::try_from(len).map_err(|_| format!("--len {len} is too large"))?;
-            check_range(target.addr, len).map_err(|e| e.to_string())?;
+            let len = usize::try_from(len).map_err(|_| anyhow!("--len {len} is too large"))?;
+            check_range(target.addr, len)?;
             let out = Output::open(&output)?;
             let result = async {
                 let mut client = connect(&target).await?;
@@ -207,8 +208,8 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
                     )
                     .await;
                 bar.finish_and_clear();
-                read.map_err(|e| e.to_string())?;
-                Ok::<_, String>((data, start.elapsed()))
+                read?;
+                anyhow::Ok((data, start.elapsed()))
             }
             .await;
             match result {
@@ -228,33 +229,33 @@ pub(crate) async fn run(command: Command) -> Result<(), String> {
 
 /// The file to write and how many bytes of it: its size for a regular file (checked
 /// against `--len`), `--len` itself for anything else (a pipe, a device).
-fn open_source(path: &Path, len: Option<u64>) -> Result<(File, u32), String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+fn open_source(path: &Path, len: Option<u64>) -> anyhow::Result<(File, u32)> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let meta = file
         .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot stat {}", path.display()))?;
     if meta.is_dir() {
-        return Err(format!("{} is a directory", path.display()));
+        bail!("{} is a directory", path.display());
     }
     let len = match (meta.is_file(), len) {
         (true, Some(n)) if n > meta.len() => {
-            return Err(format!(
+            bail!(
                 "--len {n} is more than the {} bytes of {}",
                 meta.len(),
                 path.display()
-            ));
+            );
         }
         (true, n) => n.unwrap_or(meta.len()),
         (false, Some(n)) => n,
         (false, None) => {
-            return Err(format!(
+            bail!(
                 "{} is not a regular file, so its size is unknown: say how many bytes to write with --len",
                 path.display()
-            ));
+            );
         }
     };
     let len = u32::try_from(len).map_err(|_| {
-        format!(
+        anyhow!(
             "{} is {len} bytes: more than the 4 GiB address space",
             path.display()
         )
@@ -271,14 +272,14 @@ struct Output {
 }
 
 impl Output {
-    fn open(path: &Path) -> Result<Self, String> {
+    fn open(path: &Path) -> anyhow::Result<Self> {
         let existed = path.exists();
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
-            .map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
+            .with_context(|| format!("cannot open {} for writing", path.display()))?;
         Ok(Self {
             file,
             path: path.to_owned(),
@@ -286,7 +287,7 @@ impl Output {
         })
     }
 
-    fn commit(mut self, data: &[u8]) -> Result<(), String> {
+    fn commit(mut self, data: &[u8]) -> anyhow::Result<()> {
         let regular = self.file.metadata().is_ok_and(|m| m.is_file());
         let result = (|| {
             if regular {
@@ -296,7 +297,7 @@ impl Output {
             self.file.write_all(data)?;
             self.file.flush()
         })();
-        result.map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+        result.with_context(|| format!("cannot write {}", self.path.display()))
     }
 
     fn abandon(self) {
@@ -306,7 +307,7 @@ impl Output {
     }
 }
 
-async fn connect(target: &Target) -> Result<ScpClient, String> {
+async fn connect(target: &Target) -> anyhow::Result<ScpClient> {
     let mut config = ScpConfig {
         window: target.window.0,
         max_tries: target.tries,
@@ -317,7 +318,7 @@ async fn connect(target: &Target) -> Result<ScpClient, String> {
     }
     ScpClient::connect_host(&target.target, target.transport == Transport::Tcp, config)
         .await
-        .map_err(|e| format!("cannot reach {}: {e}", target.target))
+        .with_context(|| format!("cannot reach {}", target.target))
 }
 
 /// A progress bar on a terminal, a hidden one otherwise.

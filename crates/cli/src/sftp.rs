@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
 use volley_sftp::{Progress, SftpClient, TransferOptions};
@@ -78,7 +79,7 @@ fn at_least_one(arg: &str) -> Result<usize, String> {
     }
 }
 
-pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
+pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
     let (server, what, send_from_file, allow_shrink) = match &command {
         SftpCommand::Get {
             server,
@@ -134,7 +135,7 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
             ref src, ref dst, ..
         } => sftp.put(src, dst.as_bytes(), &opts, on_progress).await,
     }
-    .map_err(|e| format!("{what} failed: {e}"))?;
+    .with_context(|| format!("{what} failed"))?;
     if let (SftpCommand::Get { src, .. }, Some(stated)) = (&command, stated) {
         if moved < stated {
             eprintln!(
@@ -145,7 +146,7 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
     }
     let elapsed = start.elapsed();
     bar.finish_and_clear();
-    sftp.shutdown().await.map_err(|e| e.to_string())?;
+    sftp.shutdown().await?;
     eprintln!(
         "{moved} bytes in {:.1} ms, {:.1} MB/s",
         elapsed.as_secs_f64() * 1e3,
@@ -154,23 +155,21 @@ pub(crate) async fn run(command: SftpCommand) -> Result<(), String> {
     Ok(())
 }
 
-async fn connect(server: &Server) -> Result<SftpClient, String> {
+async fn connect(server: &Server) -> anyhow::Result<SftpClient> {
     if let Some(addr) = server.connect {
         let stream = tokio::net::TcpStream::connect(addr)
             .await
-            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+            .with_context(|| format!("cannot connect to {addr}"))?;
         let _ = stream.set_nodelay(true);
         let (read, write) = stream.into_split();
-        return SftpClient::connect(read, write)
-            .await
-            .map_err(|e| e.to_string());
+        return Ok(SftpClient::connect(read, write).await?);
     }
     let mut words = server.server_cmd.split_whitespace();
-    let program = words.next().ok_or("--server-cmd is empty")?;
+    let program = words.next().context("--server-cmd is empty")?;
     let mut command = Command::new(program);
     command.args(words);
     let buffer = Some(server.socket_buffer).filter(|&n| n > 0);
     SftpClient::spawn_with_socket_buffer(&mut command, buffer)
         .await
-        .map_err(|e| format!("cannot start `{}`: {e}", server.server_cmd))
+        .with_context(|| format!("cannot start `{}`", server.server_cmd))
 }
