@@ -161,8 +161,8 @@ mod tests {
         }
     }
 
-    impl std::error::Error for Repeats {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+    impl core::error::Error for Repeats {
+        fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
             Some(&self.0)
         }
     }
