@@ -42,7 +42,9 @@ pub struct BoardConfig {
     /// Transient-tag timeout code at start (9 = 2.56 s, SC&MP's default).
     pub tto: u8,
     /// After answering, keep polling the socket this long before parking the task, as a
-    /// board's dedicated core answers without a wake-up; zero parks at once.
+    /// board's dedicated core answers without a wake-up; zero parks at once. Each empty
+    /// poll yields the CPU, so on a machine with no core to spare the spin costs the
+    /// client nothing.
     pub spin: Duration,
     /// The most bytes of written memory the board holds, over all chips (a FILL holds
     /// none: a filled page is one word). A WRITE or FILL that would pass it is answered
