@@ -1,43 +1,74 @@
-//! The reader task: large reads, frames split off without copying, replies handed to
-//! their waiters a batch at a time.
+//! The reader task: large reads into buffers sized so that no frame is ever moved,
+//! frames split off without copying, replies handed to their waiters a batch at a time,
+//! every other frame to the application's [`Incoming`](crate::Incoming) queue.
 
-use core::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
 use volley_proto::wire::frame::{Decoder, HEADER_LEN};
 
-use crate::connection::{Error, Reply, Shared};
+use crate::error::Error;
+use crate::frames::Frame;
+use crate::shared::Shared;
+use crate::stats::Counters;
 
 /// Read buffers kept for reuse while frames split from them are still alive.
 const SPARE_BUFFERS: usize = 16;
+/// Reads of `read_chunk` each buffer takes before the largest frame's room.
+const READS_PER_BUFFER: usize = 4;
 
-pub(crate) async fn run<R: AsyncRead + Unpin>(mut reader: R, shared: Arc<Shared>) {
+pub(crate) async fn run<R: AsyncRead + Unpin>(
+    mut reader: R,
+    shared: Arc<Shared>,
+    incoming: mpsc::Sender<Frame>,
+) {
     let config = shared.config;
     let decoder = Decoder::new(config.max_frame_len);
-    let mut buffers = Buffers::new(config.read_chunk);
-    shared.counters.read_buffers.fetch_add(1, Ordering::Relaxed);
+    let mut buffers = Buffers::new(config.read_chunk, config.max_frame_len);
+    Counters::add(&shared.counters.read_buffers, 1);
+    let mut paused = shared.paused.subscribe();
+    // Frames nobody waits for go to `incoming` while the application holds it.
+    let mut incoming = Some(incoming);
     loop {
-        // Room for at least a quarter chunk, or for the whole frame being assembled: its
-        // length was checked against the limit before this.
-        let want = match decoder.frame_len(&buffers.current) {
-            Ok(Some(total)) => total
-                .saturating_sub(buffers.current.len())
-                .max(config.read_chunk / 4),
-            Ok(None) => config.read_chunk / 4,
+        let current = match decoder.frame_len(&buffers.current) {
+            Ok(total) => total,
             Err(e) => return shared.fail(Error::Protocol(e)),
         };
-        if buffers.make_room(want) {
-            shared.counters.read_buffers.fetch_add(1, Ordering::Relaxed);
+        let plan = buffers.plan(current);
+        if plan.fresh {
+            Counters::add(&shared.counters.read_buffers, 1);
         }
-        let buf = &mut buffers.current;
-        match reader.read_buf(buf).await {
+        Counters::add(&shared.counters.bytes_moved, plan.moved as u64);
+        // Paused by the owner: wait until resumed (or every handle is gone).
+        let is_paused = *paused.borrow_and_update();
+        if is_paused && paused.wait_for(|p| !*p).await.is_err() {
+            return;
+        }
+        let read = async {
+            let mut limited = (&mut buffers.current).limit(plan.limit);
+            reader.read_buf(&mut limited).await
+        };
+        let n = match config.idle_timeout {
+            Some(idle) => match tokio::time::timeout(idle, read).await {
+                Ok(n) => n,
+                Err(_) => {
+                    return shared.fail(Error::Timeout {
+                        what: "a byte from an idle peer".into(),
+                        after: idle,
+                    });
+                }
+            },
+            None => read.await,
+        };
+        match n {
             Ok(0) => return shared.fail(Error::Closed),
             Ok(_) => {}
             Err(e) => return shared.fail(e.into()),
         }
-        shared.counters.reads.fetch_add(1, Ordering::Relaxed);
+        Counters::add(&shared.counters.reads, 1);
+        let buf = &mut buffers.current;
         loop {
             let (ty, id, used) = match decoder.decode(buf) {
                 Ok(Some((frame, used))) => (frame.ty, frame.id, used),
@@ -46,52 +77,117 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(mut reader: R, shared: Arc<Shared>
             };
             let mut frame = buf.split_to(used).freeze();
             let body = frame.split_off(HEADER_LEN);
-            shared
-                .counters
-                .frames_received
-                .fetch_add(1, Ordering::Relaxed);
-            shared.deliver(Reply { ty, id, body });
+            Counters::add(&shared.counters.frames_received, 1);
+            let Some(frame) = shared.deliver(Frame { ty, id, body }) else {
+                continue;
+            };
+            match &incoming {
+                Some(tx) => match tx.send(frame).await {
+                    Ok(()) => Counters::add(&shared.counters.incoming, 1),
+                    Err(_) => {
+                        incoming = None;
+                        Counters::add(&shared.counters.unmatched, 1);
+                    }
+                },
+                None => Counters::add(&shared.counters.unmatched, 1),
+            }
         }
     }
+}
+
+/// What the next read may take, and what making room for it cost.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    /// Most bytes to read.
+    limit: usize,
+    /// A new buffer was allocated.
+    fresh: bool,
+    /// Bytes of a partial frame moved to another buffer.
+    moved: usize,
 }
 
 /// The buffer being read into, and earlier ones that frames (still held by callers) were
 /// split from. A buffer whose frames are all dropped is reused as it is: a fresh
 /// allocation would cost a page fault per page on its first read, which on a bulk
 /// download was a fifth of the client's time.
+///
+/// The rule that keeps frames where they land: a read of up to `chunk` bytes starts
+/// only if the buffer has room after it for the largest frame, so every frame that
+/// starts in a read ends in the same buffer. Near a buffer's end, a frame already begun
+/// is read to its end (or its header to its end) and no further; at the next frame
+/// boundary, reading moves to a buffer with room, and nothing is carried over.
 struct Buffers {
     current: BytesMut,
     spare: Vec<BytesMut>,
     chunk: usize,
+    /// The largest frame.
+    max_frame: usize,
 }
 
 impl Buffers {
-    fn new(chunk: usize) -> Self {
-        Self {
-            current: BytesMut::with_capacity(chunk),
+    fn new(chunk: usize, max_frame: usize) -> Self {
+        let mut buffers = Self {
+            current: BytesMut::new(),
             spare: Vec::with_capacity(SPARE_BUFFERS),
             chunk,
+            max_frame,
+        };
+        buffers.current = BytesMut::with_capacity(buffers.size());
+        buffers
+    }
+
+    /// The capacity of a buffer: a few reads and the largest frame.
+    fn size(&self) -> usize {
+        self.chunk * READS_PER_BUFFER + self.max_frame
+    }
+
+    /// Room for a whole read followed by the largest frame.
+    fn room_for_a_read(&self) -> usize {
+        self.chunk + self.max_frame
+    }
+
+    /// Decides the next read. `frame` is the length of the partial frame at the front
+    /// of the unread bytes, if its header has come.
+    fn plan(&mut self, frame: Option<usize>) -> Plan {
+        let have = self.current.len();
+        let room = self.current.capacity();
+        // Room for a full read, and for the frame begun, if any.
+        if room - have >= self.room_for_a_read() && frame.is_none_or(|total| room >= total) {
+            return self.read(self.chunk, false, 0);
+        }
+        match frame {
+            // A frame begun that fits: read up to its end and no further.
+            Some(total) if room >= total => self.read(total - have, false, 0),
+            // A header begun (it fits: a read started only with room for a frame).
+            None if have > 0 && room >= HEADER_LEN => self.read(HEADER_LEN - have, false, 0),
+            // At a frame boundary (or a stream that broke the rule above): on to a
+            // buffer with room.
+            _ => {
+                let need = self.room_for_a_read().max(frame.unwrap_or(0));
+                if have == 0 && self.current.try_reclaim(need) {
+                    return self.read(self.chunk, false, 0);
+                }
+                let reused = self.reclaim_spare(need);
+                let fresh = reused.is_none();
+                let mut next =
+                    reused.unwrap_or_else(|| BytesMut::with_capacity(need.max(self.size())));
+                next.extend_from_slice(&self.current);
+                let mut old = core::mem::replace(&mut self.current, next);
+                old.clear();
+                if self.spare.len() < SPARE_BUFFERS {
+                    self.spare.push(old);
+                }
+                self.read(self.chunk, fresh, have)
+            }
         }
     }
 
-    /// Makes room for `want` more bytes after the unread ones; true if that took a new
-    /// allocation.
-    fn make_room(&mut self, want: usize) -> bool {
-        if self.current.capacity() - self.current.len() >= want || self.current.try_reclaim(want) {
-            return false;
+    fn read(&self, limit: usize, fresh: bool, moved: usize) -> Plan {
+        Plan {
+            limit: limit.max(1),
+            fresh,
+            moved,
         }
-        // The unread tail (a partial frame) moves to a buffer with room for it and more.
-        let need = self.current.len() + want;
-        let reused = self.reclaim_spare(need);
-        let fresh = reused.is_none();
-        let mut next = reused.unwrap_or_else(|| BytesMut::with_capacity(need.max(self.chunk)));
-        next.extend_from_slice(&self.current);
-        let mut old = core::mem::replace(&mut self.current, next);
-        old.clear();
-        if self.spare.len() < SPARE_BUFFERS {
-            self.spare.push(old);
-        }
-        fresh
     }
 
     /// A spare buffer whose frames are all gone and that holds `need` bytes.
@@ -105,46 +201,84 @@ impl Buffers {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_buffer_is_reused_once_its_frames_are_dropped() {
-        let mut buffers = Buffers::new(1024);
-        let first = buffers.current.as_ptr();
-        buffers.current.extend_from_slice(&[1; 1000]);
-        let frame = buffers.current.split_to(900).freeze();
-        // The frame is alive: room for 512 more needs another buffer, tail carried over.
-        assert!(buffers.make_room(512));
-        assert_eq!(&buffers.current[..], &[1; 100][..]);
-        let second = buffers.current.as_ptr();
-        assert_ne!(second, first);
-        buffers.current.extend_from_slice(&[2; 900]);
-        let frame2 = buffers.current.split_to(1000).freeze();
-        drop(frame);
-        // The first buffer's frame is gone: it is reused, not a new allocation.
-        assert!(!buffers.make_room(1024));
-        assert_eq!(buffers.current.as_ptr(), first);
-        assert_eq!(frame2[99], 1);
-        assert_eq!(frame2[100], 2);
+    /// Reads `n` bytes of `byte` as a read planned now would (up to its limit).
+    fn fill(buffers: &mut Buffers, plan: &Plan, n: usize, byte: u8) {
+        assert!(
+            n <= plan.limit,
+            "a read of {n} past the plan's {}",
+            plan.limit
+        );
+        buffers.current.put_bytes(byte, n);
     }
 
     #[test]
-    fn an_unshared_buffer_is_reclaimed_in_place() {
-        let mut buffers = Buffers::new(1024);
+    fn a_buffer_is_reused_once_its_frames_are_dropped() {
+        let mut buffers = Buffers::new(1024, 1024);
         let first = buffers.current.as_ptr();
-        buffers.current.extend_from_slice(&[3; 1024]);
-        drop(buffers.current.split_to(1000).freeze());
-        assert!(!buffers.make_room(512));
+        // Fill the first buffer with frames held by a caller, up to its last read.
+        let mut held = Vec::new();
+        while buffers.current.capacity() >= buffers.room_for_a_read() {
+            let plan = buffers.plan(None);
+            fill(&mut buffers, &plan, 1024, 1);
+            held.push(buffers.current.split().freeze());
+        }
+        // At a boundary without room: another buffer, nothing moved.
+        let plan = buffers.plan(None);
+        assert_eq!((plan.fresh, plan.moved), (true, 0));
+        assert_ne!(buffers.current.as_ptr(), first);
+        fill(&mut buffers, &plan, 10, 2);
+        let frame = buffers.current.split().freeze();
+        // Its frames gone, the first buffer comes back when the second runs out.
+        drop(held);
+        while buffers.current.capacity() >= buffers.room_for_a_read() {
+            let plan = buffers.plan(None);
+            fill(&mut buffers, &plan, 1024, 3);
+            let _ = buffers.current.split();
+        }
+        let plan = buffers.plan(None);
+        assert_eq!((plan.fresh, plan.moved), (false, 0));
         assert_eq!(buffers.current.as_ptr(), first);
-        assert_eq!(&buffers.current[..], &[3; 24][..]);
+        assert_eq!(frame[..], [2; 10]);
+    }
+
+    #[test]
+    fn a_frame_begun_near_the_end_is_read_to_its_end_and_never_moved() {
+        let mut buffers = Buffers::new(1000, 5000);
+        // Reads until one more full read is allowed, and no more after it.
+        while buffers.current.capacity() >= buffers.room_for_a_read() + 1000 {
+            let plan = buffers.plan(None);
+            fill(&mut buffers, &plan, 1000, 0);
+            let _ = buffers.current.split();
+        }
+        // The last full read ends with 3 bytes of a 4000-byte frame's header; then come
+        // the rest of the header, then exactly the frame's remainder.
+        let plan = buffers.plan(None);
+        assert_eq!(plan.limit, 1000);
+        fill(&mut buffers, &plan, 997, 0);
+        let _ = buffers.current.split();
+        fill(&mut buffers, &plan, 3, 9);
+        let plan = buffers.plan(None);
+        assert_eq!(plan.limit, HEADER_LEN - 3);
+        fill(&mut buffers, &plan, HEADER_LEN - 3, 9);
+        let plan = buffers.plan(Some(4000));
+        assert_eq!((plan.limit, plan.moved), (4000 - HEADER_LEN, 0));
+        fill(&mut buffers, &plan, 4000 - HEADER_LEN, 9);
+        let whole = buffers.current.split();
+        assert_eq!(whole.len(), 4000);
+        // The next frame starts in a buffer with room.
+        let plan = buffers.plan(None);
+        assert_eq!((plan.limit, plan.moved), (1000, 0));
+        assert!(buffers.current.capacity() >= buffers.room_for_a_read());
     }
 
     #[test]
     fn spares_are_bounded() {
-        let mut buffers = Buffers::new(64);
+        let mut buffers = Buffers::new(64, 64);
         let mut alive = Vec::new();
-        for _ in 0..20 {
-            buffers.current.extend_from_slice(&[0; 64]);
+        for _ in 0..200 {
+            let plan = buffers.plan(None);
+            fill(&mut buffers, &plan, 64, 0);
             alive.push(buffers.current.split().freeze());
-            assert!(buffers.make_room(64));
         }
         assert!(buffers.spare.len() <= SPARE_BUFFERS);
     }

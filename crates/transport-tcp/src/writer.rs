@@ -13,8 +13,10 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::connection::{Error, Outgoing, Payload, Shared};
+use crate::error::Error;
+use crate::frames::{Outgoing, Payload};
 use crate::sendfile::{FileRegion, SendFile};
+use crate::shared::Shared;
 
 /// Most frames gathered into one batch.
 const MAX_BATCH: usize = 1024;
@@ -38,6 +40,8 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     // payloads (memory or file) as they came.
     let mut segments: VecDeque<Payload> = VecDeque::with_capacity(128);
     let mut scratch = Vec::new();
+    // The batch's shares of the write budget, given back once it is written.
+    let mut held = Vec::with_capacity(64);
     loop {
         let Some(first) = rx.recv().await else {
             // Every sender is gone (the connection was closed or dropped).
@@ -53,6 +57,7 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
         }
         let frames = batch.len() as u64;
         for out in batch.drain(..) {
+            held.push(out.budget);
             small.extend_from_slice(&out.header);
             small.extend_from_slice(out.head.as_slice());
             match out.payload {
@@ -80,6 +85,7 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
         if let Err(e) = written.await {
             return shared.fail(e.into());
         }
+        held.clear();
         shared
             .counters
             .frames_sent

@@ -1,0 +1,123 @@
+//! [`Config`]: the settings of a framed connection, and the choices inside it
+//! ([`Signal`], [`Role`]).
+
+use core::time::Duration;
+
+use volley_proto::wire::frame;
+
+/// Connection settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Most requests outstanding at once; senders wait for a slot beyond it. Replies and
+    /// one-way frames ([`Framed::send`](crate::Framed::send)) take no slot.
+    pub max_in_flight: usize,
+    /// Largest frame accepted or sent, length field included.
+    pub max_frame_len: usize,
+    /// Payloads shorter than this are copied into the coalescing buffer (cheaper than an
+    /// iovec entry of their own); longer ones go to the socket uncopied.
+    pub copy_threshold: usize,
+    /// How the reader wakes waiters.
+    pub signal: Signal,
+    /// Most bytes the reader asks for per read. Its buffers hold four reads plus the
+    /// largest frame, so that any frame that starts in a buffer ends in it: frames are
+    /// handed on as slices of these buffers and never moved. A buffer is reused once every
+    /// frame cut from it has been dropped, and the reader keeps up to 16 of them for that.
+    pub read_chunk: usize,
+    /// Bytes of frames queued for the writer and not yet written (headers, heads and
+    /// in-memory payloads; a file region's bytes stay in the file). Every send waits for
+    /// room (requests, replies and one-way frames alike); a frame larger than the whole
+    /// budget waits for the queue to empty.
+    pub write_budget: usize,
+    /// Frames nobody asked for (the peer's requests, one-way frames) held for the
+    /// application's [`Incoming`](crate::Incoming) before the reader stops reading: a
+    /// server that takes no more work stops the peer by not taking frames.
+    pub incoming_queue: usize,
+    /// Which ids this end gives its requests, so that both ends can call on one
+    /// connection without their ids colliding.
+    pub role: Role,
+    /// Close the connection after this long without a byte from the peer; `None` waits
+    /// for ever (a client's requests have deadlines of their own).
+    pub idle_timeout: Option<Duration>,
+    /// Socket buffer sizes to ask the kernel for on a socketpair made by
+    /// [`Framed::spawn`](crate::Framed::spawn) (both ends, both directions); `None` keeps
+    /// the defaults.
+    pub socket_buffer: Option<usize>,
+}
+
+/// How the reader signals a waiter that replies arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Once per batch: when a waiter's queue goes from empty to non-empty (the first
+    /// frame, so early), not again until it has drained it.
+    Batched,
+    /// On every frame (kept so the comparison stays runnable).
+    PerFrame,
+}
+
+/// Which end of a connection this is, for the ids of its requests: as HTTP/2 gives odd
+/// stream ids to clients and even ones to servers, an initiator numbers its requests
+/// 1, 3, 5, ... and an acceptor 2, 4, 6, ..., so a request from the peer can never carry
+/// the id of one of ours. A frame whose id is one of our outstanding requests is its
+/// reply; any other frame goes to the application as [`Incoming`](crate::Incoming).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// The end that connected: odd request ids.
+    #[default]
+    Initiator,
+    /// The end that accepted: even request ids.
+    Acceptor,
+}
+
+impl Role {
+    /// The first request id this end gives out.
+    pub(crate) fn first_id(self) -> u32 {
+        match self {
+            Self::Initiator => 1,
+            Self::Acceptor => 2,
+        }
+    }
+}
+
+/// Socketpair buffer size [`Framed::spawn`](crate::Framed::spawn) asks for by default
+/// (Linux doubles it for bookkeeping, and caps it at `net.core.wmem_max`/`rmem_max`).
+pub const SOCKET_BUFFER: usize = 1024 * 1024;
+
+impl Default for Config {
+    /// 256 in flight, OpenSSH's 256 KiB frame limit, copies under 512 bytes, batched
+    /// signalling, 256 KiB reads, a 4 MiB write queue, 1024 incoming frames, the
+    /// initiator's ids, no idle timeout, 1 MiB socketpair buffers. A Unix stream wakes a
+    /// blocked writer only once its bytes in flight fall to a quarter of the send buffer,
+    /// so a small buffer lets a fast reader (sftp-server) run dry before the writer is
+    /// back (`unix_writable` in Linux's `net/unix/af_unix.c`); against 256 KiB, 1 MiB
+    /// moved 3-6% more per second each way.
+    fn default() -> Self {
+        Self {
+            max_in_flight: 256,
+            max_frame_len: frame::DEFAULT_MAX_FRAME_LEN,
+            copy_threshold: 512,
+            signal: Signal::Batched,
+            read_chunk: 256 * 1024,
+            write_budget: 4 << 20,
+            incoming_queue: 1024,
+            role: Role::Initiator,
+            idle_timeout: None,
+            socket_buffer: Some(SOCKET_BUFFER),
+        }
+    }
+}
+
+impl Config {
+    /// The settings with every count raised to what can work (at least one request in
+    /// flight, room for a frame header, a read of at least 4 KiB, a write budget and an
+    /// incoming queue of at least one).
+    pub(crate) fn normalised(self) -> Self {
+        Self {
+            max_in_flight: self.max_in_flight.max(1),
+            max_frame_len: self.max_frame_len.max(frame::HEADER_LEN),
+            read_chunk: self.read_chunk.max(4096),
+            write_budget: self.write_budget.clamp(1, u32::MAX as usize),
+            incoming_queue: self.incoming_queue.max(1),
+            ..self
+        }
+    }
+}

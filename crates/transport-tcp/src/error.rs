@@ -1,0 +1,62 @@
+//! [`Error`]: why a frame could not be sent or a reply did not come.
+
+use core::time::Duration;
+use std::io;
+
+/// Why a call failed. Cloneable: one failure of the connection reaches every waiter.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The peer closed the stream.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// This side closed the connection.
+    #[error("the connection was closed")]
+    Shutdown,
+    /// The stream failed.
+    #[error("connection I/O error: {message}")]
+    Io {
+        /// The kind of error.
+        kind: io::ErrorKind,
+        /// Its text.
+        message: String,
+    },
+    /// The peer sent bytes that are not a frame; the stream cannot be trusted after it.
+    #[error("the peer sent a malformed frame: {0}")]
+    Protocol(#[source] volley_proto::wire::Error),
+    /// A request too large to frame.
+    #[error("request of {len} bytes exceeds the {max}-byte frame limit")]
+    TooLarge {
+        /// Frame length asked for.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// `send_with_id` with an id already outstanding.
+    #[error("request id {0} is already outstanding")]
+    IdInUse(u32),
+    /// `recv` on a pipeline with nothing outstanding.
+    #[error("no request outstanding to wait for")]
+    NothingOutstanding,
+    /// A deadline passed.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// The deadline.
+        after: Duration,
+    },
+}
+
+impl From<io::Error> for Error {
+    /// A broken pipe or a reset is the peer having gone away: [`Error::Closed`].
+    fn from(e: io::Error) -> Self {
+        match e.kind() {
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => Self::Closed,
+            kind => Self::Io {
+                kind,
+                message: e.to_string(),
+            },
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The lower layer: [`Framed`], frames in and frames out over any byte stream, with the
+//! frames nobody asked for delivered to the application as [`Incoming`].
+
+use core::fmt;
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::io;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+use tokio::process::{Child, Command};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::frames::{Frame, Payload};
+use crate::sendfile::{FileRegion, Plain, SendFile};
+use crate::shared::Shared;
+use crate::stats::Stats;
+use crate::{reader, writer};
+
+/// A cheap, cloneable handle to a framed connection: send frames with any type and id,
+/// and take the frames the peer sends from the [`Incoming`] made with it. When the last
+/// handle is dropped (with the last [`Connection`](crate::Connection) and
+/// [`Pipeline`](crate::Pipeline) built on it), the connection closes as by
+/// [`Framed::close`].
+#[derive(Clone)]
+pub struct Framed {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) _owner: Arc<Owner>,
+}
+
+/// Closes the connection when the last user-held handle goes; the reader and writer
+/// tasks hold `Shared` only, so they cannot keep it open by themselves.
+pub(crate) struct Owner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
+}
+
+/// The frames from the peer that answer none of this end's requests (its own requests
+/// and one-way frames), in the order they came. At most
+/// [`Config::incoming_queue`] wait here; past that the reader stops reading, so a peer
+/// that sends faster than the application takes is held back by TCP. Dropping it
+/// discards such frames from then on (counted in [`Stats::unmatched`]).
+pub struct Incoming {
+    rx: mpsc::Receiver<Frame>,
+    shared: Arc<Shared>,
+}
+
+impl Framed {
+    /// Starts the reader and writer tasks over the two halves of a stream. Must be
+    /// called within a tokio runtime.
+    pub fn new<R, W>(reader: R, writer: W, config: Config) -> (Self, Incoming)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::start(reader, Plain(writer), config, None)
+    }
+
+    /// A connection over a TCP stream, with Nagle's algorithm off (the writer batches by
+    /// itself). On Linux, file regions ([`Framed::send_file`]) go by `sendfile(2)`.
+    pub fn from_tcp(stream: TcpStream, config: Config) -> io::Result<(Self, Incoming)> {
+        stream.set_nodelay(true)?;
+        let (read, write) = stream.into_split();
+        Ok(Self::start(read, write, config, None))
+    }
+
+    /// A connection over a Unix stream socket. On Linux, file regions
+    /// ([`Framed::send_file`]) go by `sendfile(2)`.
+    pub fn from_unix(stream: UnixStream, config: Config) -> (Self, Incoming) {
+        let (read, write) = stream.into_split();
+        Self::start(read, write, config, None)
+    }
+
+    /// Connects over TCP with Nagle's algorithm off (the writer batches by itself).
+    pub async fn connect_tcp(addr: SocketAddr, config: Config) -> io::Result<(Self, Incoming)> {
+        Self::from_tcp(TcpStream::connect(addr).await?, config)
+    }
+
+    /// Connects to a Unix socket.
+    pub async fn connect_unix(
+        path: impl AsRef<Path>,
+        config: Config,
+    ) -> io::Result<(Self, Incoming)> {
+        Ok(Self::from_unix(UnixStream::connect(path).await?, config))
+    }
+
+    /// Spawns `command` with its stdin and stdout on one end of a socketpair (faster
+    /// than pipes) and talks to it over the other end. Afterwards the command's stdin
+    /// and stdout are set to null, so that it holds no end of the socketpair: when the
+    /// child exits, every waiter gets [`Error::Closed`].
+    pub fn spawn(command: &mut Command, config: Config) -> io::Result<(Self, Incoming, Child)> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        if let Some(size) = config.socket_buffer {
+            // Both ends: the kernel charges a Unix stream's bytes in flight to the
+            // sender, so the child's end limits what it can write before blocking.
+            for end in [&ours, &theirs] {
+                let sock = socket2::SockRef::from(end);
+                // Best effort: the kernel caps these at net.core.[rw]mem_max.
+                let _ = sock.set_send_buffer_size(size);
+                let _ = sock.set_recv_buffer_size(size);
+            }
+        }
+        let theirs_out = theirs.try_clone()?;
+        command
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)));
+        let child = command.spawn();
+        // The command still holds the child's end of the socketpair: drop it, or the
+        // child's exit would never show here as end of stream (the stream stays open
+        // for as long as the caller keeps the command).
+        command.stdin(Stdio::null()).stdout(Stdio::null());
+        let child = child?;
+        ours.set_nonblocking(true)?;
+        let (framed, incoming) = Self::from_unix(UnixStream::from_std(ours)?, config);
+        Ok((framed, incoming, child))
+    }
+
+    /// Starts the tasks; `held` (a listener's connection slot) is released when both
+    /// have ended.
+    pub(crate) fn start<R, W>(
+        reader: R,
+        writer: W,
+        config: Config,
+        held: Option<OwnedSemaphorePermit>,
+    ) -> (Self, Incoming)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + SendFile + Unpin + Send + 'static,
+    {
+        let config = config.normalised();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (incoming_tx, incoming_rx) = mpsc::channel(config.incoming_queue);
+        let shared = Arc::new(Shared::new(config, tx));
+        let read = tokio::spawn(reader::run(reader, shared.clone(), incoming_tx));
+        let write = tokio::spawn(writer::run(writer, rx, shared.clone()));
+        if let Some(held) = held {
+            tokio::spawn(async move {
+                let _ = read.await;
+                let _ = write.await;
+                drop(held);
+            });
+        }
+        let owner = Arc::new(Owner {
+            shared: shared.clone(),
+        });
+        let incoming = Incoming {
+            rx: incoming_rx,
+            shared: shared.clone(),
+        };
+        (
+            Self {
+                shared,
+                _owner: owner,
+            },
+            incoming,
+        )
+    }
+
+    /// Sends one frame with the type and id given, taking no request slot: a reply to a
+    /// frame from [`Incoming`] (with its id), or a one-way frame. `head` is copied;
+    /// `payload` follows it on the wire uncopied. Waits while the writer's queue is at
+    /// its byte budget ([`Config::write_budget`]).
+    pub async fn send(&self, ty: u8, id: u32, head: &[u8], payload: Bytes) -> Result<(), Error> {
+        self.shared
+            .enqueue(ty, id, head, Payload::Mem(payload))
+            .await
+    }
+
+    /// [`Framed::send`] with a file region as the payload (see
+    /// [`Pipeline::send_file`](crate::Pipeline::send_file)).
+    pub async fn send_file(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        region: FileRegion,
+    ) -> Result<(), Error> {
+        self.shared
+            .enqueue(ty, id, head, Payload::File(region))
+            .await
+    }
+
+    /// Stops reading from the peer until [`Framed::resume_reading`]: frames already read
+    /// are still delivered, and TCP's flow control holds the peer back once the socket
+    /// buffers fill. Other connections are not affected.
+    pub fn pause_reading(&self) {
+        self.shared.paused.send_replace(true);
+    }
+
+    /// Reads again after [`Framed::pause_reading`].
+    pub fn resume_reading(&self) {
+        self.shared.paused.send_replace(false);
+    }
+
+    /// Stops sending: the writer flushes what is queued and shuts its half down, so the
+    /// peer sees end of stream. Frames still arrive until the peer closes.
+    pub fn close(&self) {
+        self.shared.close();
+    }
+
+    /// The error that ended the connection, if it has ended.
+    pub fn failure(&self) -> Option<Error> {
+        self.shared.failure()
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> Config {
+        self.shared.config
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        self.shared.counters.snapshot()
+    }
+}
+
+impl fmt::Debug for Framed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Framed")
+            .field("config", &self.shared.config)
+            .field("failure", &self.failure())
+            .finish()
+    }
+}
+
+impl Incoming {
+    /// The next frame from the peer that answers none of this end's requests; the
+    /// connection's error once it has ended and every earlier frame has been taken.
+    pub async fn recv(&mut self) -> Result<Frame, Error> {
+        match self.rx.recv().await {
+            Some(frame) => Ok(frame),
+            None => Err(self.shared.failure().unwrap_or(Error::Closed)),
+        }
+    }
+
+    /// [`Incoming::recv`] with a deadline.
+    pub async fn recv_timeout(&mut self, deadline: Duration) -> Result<Frame, Error> {
+        tokio::time::timeout(deadline, self.recv())
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: "a frame from the peer".into(),
+                    after: deadline,
+                })
+            })
+    }
+
+    /// A frame if one is waiting, without waiting.
+    pub fn try_recv(&mut self) -> Option<Frame> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Incoming")
+            .field("queued", &self.rx.len())
+            .finish()
+    }
+}

@@ -1,0 +1,251 @@
+//! Accepting connections: [`Listener`] over a TCP or Unix listener, with a cap on the
+//! connections open at once, a back-off while the process is out of file descriptors
+//! (instead of a loop that spins on `EMFILE`), and an idle timeout per connection.
+
+use core::fmt;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::time::Duration;
+use std::io;
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+
+use crate::config::{Config, Role};
+use crate::framed::{Framed, Incoming};
+
+/// How a [`Listener`] accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The settings of each accepted connection. Its role is always
+    /// [`Role::Acceptor`].
+    pub connection: Config,
+    /// Connections open at once; [`Listener::accept`] waits for one to close beyond it
+    /// (the kernel's backlog holds the peers meanwhile).
+    pub max_connections: usize,
+    /// The longest pause between attempts while the process or the system is out of
+    /// file descriptors (the first is 5 ms, doubling up to this).
+    pub max_backoff: Duration,
+}
+
+impl Default for ServerConfig {
+    /// [`Config::default`] as an acceptor closing connections idle for 5 minutes, 1024
+    /// connections, back-off up to one second.
+    fn default() -> Self {
+        Self {
+            connection: Config {
+                role: Role::Acceptor,
+                idle_timeout: Some(Duration::from_secs(300)),
+                ..Config::default()
+            },
+            max_connections: 1024,
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Who connected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Over TCP, from this address.
+    Tcp(SocketAddr),
+    /// Over a Unix socket.
+    Unix,
+}
+
+/// A connection just accepted.
+#[derive(Debug)]
+pub struct Accepted {
+    /// Frames out (and requests, through [`Connection::from`](crate::Connection)).
+    pub framed: Framed,
+    /// Frames in.
+    pub incoming: Incoming,
+    /// Who it is.
+    pub peer: Peer,
+}
+
+/// Counts kept by a [`Listener`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListenerStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Accept attempts that found the process or system out of file descriptors (or
+    /// socket memory); each is followed by a pause.
+    pub out_of_files: u64,
+    /// Connections open now.
+    pub open: usize,
+}
+
+/// Accepts framed connections on a TCP or Unix listener.
+pub struct Listener {
+    inner: Inner,
+    config: ServerConfig,
+    open: Arc<Semaphore>,
+    accepted: AtomicU64,
+    out_of_files: AtomicU64,
+}
+
+enum Inner {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Listener {
+    /// Binds a TCP address (port 0 picks one).
+    pub async fn bind_tcp(addr: SocketAddr, config: ServerConfig) -> io::Result<Self> {
+        Ok(Self::from_tcp(TcpListener::bind(addr).await?, config))
+    }
+
+    /// Accepts on a TCP listener.
+    pub fn from_tcp(listener: TcpListener, config: ServerConfig) -> Self {
+        Self::new(Inner::Tcp(listener), config)
+    }
+
+    /// Accepts on a Unix listener.
+    pub fn from_unix(listener: UnixListener, config: ServerConfig) -> Self {
+        Self::new(Inner::Unix(listener), config)
+    }
+
+    fn new(inner: Inner, config: ServerConfig) -> Self {
+        let config = ServerConfig {
+            connection: Config {
+                role: Role::Acceptor,
+                ..config.connection
+            },
+            max_connections: config.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+            max_backoff: config.max_backoff.max(Duration::from_millis(5)),
+        };
+        Self {
+            inner,
+            open: Arc::new(Semaphore::new(config.max_connections)),
+            config,
+            accepted: AtomicU64::new(0),
+            out_of_files: AtomicU64::new(0),
+        }
+    }
+
+    /// The TCP address it listens on (an error for a Unix listener).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match &self.inner {
+            Inner::Tcp(listener) => listener.local_addr(),
+            Inner::Unix(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a Unix listener has no TCP address",
+            )),
+        }
+    }
+
+    /// The next connection, once fewer than `max_connections` are open. While the
+    /// process or the system is out of file descriptors it pauses and tries again, each
+    /// pause twice the last, up to `max_backoff`; errors that concern one connection
+    /// only (it was reset before it was accepted) are skipped. Any other error is
+    /// returned, and the listener may be used again.
+    pub async fn accept(&self) -> io::Result<Accepted> {
+        let slot = self
+            .open
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| io::Error::other("the listener's connection slots were closed"))?;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let accepted = match &self.inner {
+                Inner::Tcp(listener) => listener
+                    .accept()
+                    .await
+                    .map(|(stream, addr)| (Stream::Tcp(stream), Peer::Tcp(addr))),
+                Inner::Unix(listener) => listener
+                    .accept()
+                    .await
+                    .map(|(stream, _)| (Stream::Unix(stream), Peer::Unix)),
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    let config = self.config.connection;
+                    let (framed, incoming) = match stream {
+                        Stream::Tcp(stream) => {
+                            // Only fails on a socket already dead; its reader says so.
+                            let _ = stream.set_nodelay(true);
+                            let (read, write) = stream.into_split();
+                            Framed::start(read, write, config, Some(slot))
+                        }
+                        Stream::Unix(stream) => {
+                            let (read, write) = stream.into_split();
+                            Framed::start(read, write, config, Some(slot))
+                        }
+                    };
+                    self.accepted.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Accepted {
+                        framed,
+                        incoming,
+                        peer,
+                    });
+                }
+                Err(e) if out_of_resources(&e) => {
+                    if self.out_of_files.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!(
+                            "cannot accept a connection ({e}); pausing, then trying again"
+                        );
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(self.config.max_backoff);
+                }
+                Err(e) if one_connection(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> ListenerStats {
+        ListenerStats {
+            accepted: self.accepted.load(Ordering::Relaxed),
+            out_of_files: self.out_of_files.load(Ordering::Relaxed),
+            open: self.config.max_connections - self.open.available_permits(),
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> ServerConfig {
+        self.config
+    }
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("config", &self.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Out of file descriptors (per process or system-wide) or of socket memory: waiting
+/// may help, trying again at once will not.
+fn out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM)
+    )
+}
+
+/// An error about the one connection being accepted (it went away first, or a
+/// firewall refused it), as accept(2) lists them: the listener is fine.
+fn one_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    ) || matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EPROTO | Errno::EPERM)
+    )
+}

@@ -1,0 +1,272 @@
+//! What the handles, the reader task and the writer task share: the settings, the
+//! counters, the writer's queue and its byte budget, the table of outstanding requests
+//! with their waiters, and how the connection ended.
+
+use core::task::Waker;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use volley_proto::wire::frame::{self, Header};
+
+use crate::config::{Config, Signal};
+use crate::error::Error;
+use crate::frames::{Frame, Head, Outgoing, Payload};
+use crate::stats::Counters;
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    state: Mutex<State>,
+    /// Request slots: one per outstanding request.
+    pub(crate) slots: Arc<Semaphore>,
+    /// The writer's byte budget: a permit per byte queued and not yet written.
+    budget: Arc<Semaphore>,
+    tx: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
+    pub(crate) counters: Counters,
+    /// True while the owner has asked the reader to stop reading.
+    pub(crate) paused: watch::Sender<bool>,
+}
+
+struct State {
+    pending: HashMap<u32, Entry>,
+    next_id: u32,
+    failed: Option<Error>,
+}
+
+struct Entry {
+    waiter: Arc<Waiter>,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// Where the replies to one pipeline's requests collect until it takes them.
+pub(crate) struct Waiter {
+    state: Mutex<WaiterState>,
+}
+
+#[derive(Default)]
+struct WaiterState {
+    replies: VecDeque<Frame>,
+    waker: Option<Waker>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config, tx: mpsc::UnboundedSender<Outgoing>) -> Self {
+        Self {
+            config,
+            state: Mutex::new(State {
+                pending: HashMap::new(),
+                next_id: config.role.first_id(),
+                failed: None,
+            }),
+            slots: Arc::new(Semaphore::new(config.max_in_flight)),
+            budget: Arc::new(Semaphore::new(config.write_budget)),
+            tx: Mutex::new(Some(tx)),
+            counters: Counters::default(),
+            paused: watch::Sender::new(false),
+        }
+    }
+
+    /// The error that ended the connection, if it has ended.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.lock().failed.clone()
+    }
+
+    /// Requests outstanding now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Stops sending: once the queue is written, the writer shuts its half down.
+    pub(crate) fn close(&self) {
+        lock(&self.tx).take();
+    }
+
+    /// Queues a frame for the writer once the write budget has room for it. Checks the
+    /// frame against the size limit first, and fails if the connection has ended.
+    pub(crate) async fn enqueue(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        payload: Payload,
+    ) -> Result<(), Error> {
+        let outgoing = self.outgoing(ty, id, head, payload).await?;
+        self.queue(outgoing)
+    }
+
+    /// Builds a frame for the writer: checks its size and takes its share of the budget.
+    pub(crate) async fn outgoing(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        payload: Payload,
+    ) -> Result<Outgoing, Error> {
+        let body_len = head.len() + payload.len();
+        let frame_len = body_len as u64 + frame::HEADER_LEN as u64;
+        if frame_len > self.config.max_frame_len as u64 {
+            return Err(Error::TooLarge {
+                len: frame_len,
+                max: self.config.max_frame_len as u64,
+            });
+        }
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let cost = (frame::HEADER_LEN + head.len() + payload.in_memory())
+            .min(self.config.write_budget) as u32;
+        let budget = self
+            .budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| self.failure().unwrap_or(Error::Shutdown))?;
+        let header = Header::new(ty, id, body_len).map_err(Error::Protocol)?;
+        Ok(Outgoing {
+            header: header.encode(),
+            head: Head::new(head),
+            payload,
+            budget,
+        })
+    }
+
+    /// Hands a frame to the writer; fails if the connection is closed.
+    pub(crate) fn queue(&self, outgoing: Outgoing) -> Result<(), Error> {
+        let sent = lock(&self.tx)
+            .as_ref()
+            .is_some_and(|tx| tx.send(outgoing).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            Err(self.failure().unwrap_or(Error::Shutdown))
+        }
+    }
+
+    /// Records an outstanding request with `id` (or the next free id of this end's role)
+    /// whose reply goes to `waiter`. `slot` is held until the reply comes or the request
+    /// is forgotten.
+    pub(crate) fn register(
+        &self,
+        fixed_id: Option<u32>,
+        waiter: &Arc<Waiter>,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<u32, Error> {
+        let mut state = self.lock();
+        if let Some(e) = state.failed.clone() {
+            return Err(e);
+        }
+        let id = match fixed_id {
+            Some(id) if state.pending.contains_key(&id) => return Err(Error::IdInUse(id)),
+            Some(id) => id,
+            None => state.allocate_id(),
+        };
+        state.pending.insert(
+            id,
+            Entry {
+                waiter: waiter.clone(),
+                _slot: slot,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Forgets outstanding requests (their slots free now; late replies count as
+    /// unmatched).
+    pub(crate) fn forget(&self, ids: impl IntoIterator<Item = u32>) {
+        let mut state = self.lock();
+        for id in ids {
+            state.pending.remove(&id);
+        }
+    }
+
+    /// Hands a frame to whoever waits for its id; gives it back if nobody does.
+    pub(crate) fn deliver(&self, frame: Frame) -> Option<Frame> {
+        let entry = self.lock().pending.remove(&frame.id);
+        match entry {
+            Some(entry) => {
+                entry.waiter.push(frame, self);
+                None
+            }
+            None => Some(frame),
+        }
+    }
+
+    /// Ends the connection: every waiter and sender, now and later, gets `error`.
+    pub(crate) fn fail(&self, error: Error) {
+        let entries: Vec<Entry> = {
+            let mut state = self.lock();
+            if state.failed.is_none() {
+                state.failed = Some(error);
+            }
+            state.pending.drain().map(|(_, e)| e).collect()
+        };
+        self.slots.close();
+        self.budget.close();
+        for entry in entries {
+            entry.waiter.wake();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+impl State {
+    /// The next id of this end's parity that no outstanding request holds.
+    fn allocate_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(2);
+            if !self.pending.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+impl Waiter {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(WaiterState::default()),
+        })
+    }
+
+    fn push(&self, frame: Frame, shared: &Shared) {
+        let mut state = lock(&self.state);
+        let was_empty = state.replies.is_empty();
+        state.replies.push_back(frame);
+        let waker = match shared.config.signal {
+            Signal::Batched if was_empty => state.waker.take(),
+            Signal::Batched => None,
+            Signal::PerFrame => state.waker.clone(),
+        };
+        drop(state);
+        if let Some(waker) = waker {
+            Counters::add(&shared.counters.wakeups, 1);
+            waker.wake();
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = lock(&self.state).waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// The next reply if one is here; else registers `waker` to hear of the next one.
+    pub(crate) fn take_or_register(&self, waker: &Waker) -> Option<Frame> {
+        let mut state = lock(&self.state);
+        let reply = state.replies.pop_front();
+        if reply.is_none() {
+            state.waker = Some(waker.clone());
+        }
+        reply
+    }
+}
+
+/// Locks a mutex, carrying on with the data if a panicking thread poisoned it (every
+/// critical section here leaves the data consistent).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
