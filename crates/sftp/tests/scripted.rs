@@ -250,3 +250,33 @@ async fn special_destinations_are_written_in_place_or_refused() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_of_another_version_is_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+    let server = tokio::spawn(async move {
+        let mut init = [0u8; 9];
+        theirs.read_exact(&mut init).await.unwrap();
+        // INIT: length 5, type 1, version 3 where an id would be.
+        assert_eq!(init, [0, 0, 0, 5, 1, 0, 0, 0, 3]);
+        // VERSION 4: its version is no id of any request.
+        theirs
+            .write_all(&[0, 0, 0, 5, 2, 0, 0, 0, 4])
+            .await
+            .unwrap();
+        theirs
+    });
+    let (read, write) = tokio::io::split(ours);
+    // Well inside the client's 30 s reply timeout, which is what it used to wait.
+    let refused = tokio::time::timeout(Duration::from_secs(5), SftpClient::connect(read, write))
+        .await
+        .expect("VERSION 4 refused at once, not left to time out");
+    let e = refused.expect_err("a version 4 server refused");
+    assert!(matches!(e, SftpError::Version(4)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "the server speaks SFTP version 4; volley speaks 3"
+    );
+    drop(server.await.unwrap());
+}

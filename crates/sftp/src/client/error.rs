@@ -31,7 +31,7 @@ pub enum SftpError {
         found: PacketType,
     },
     /// The server speaks another protocol version.
-    #[error("the server speaks SFTP version {0}, not 3")]
+    #[error("the server speaks SFTP version {0}; volley speaks 3")]
     Version(u32),
     /// The connection failed: the server died, closed the stream, sent garbage, or did
     /// not answer in time.

@@ -12,7 +12,7 @@ use volley_proto::wire::frame::Frame;
 use volley_proto::wire::sftp::{
     self, LIMITS_EXTENSION, Limits, PacketType, Request, Response, StatusCode, WriteHead,
 };
-use volley_transport_tcp::{Config, Connection, FileRegion, Pipeline, Reply};
+use volley_transport_tcp::{Config, Connection, FileRegion, Framed, Incoming, Pipeline, Reply};
 
 mod error;
 mod ops;
@@ -58,11 +58,12 @@ impl SftpClient {
             socket_buffer: bytes,
             ..config()
         };
-        let (conn, child) = Connection::spawn(command, config).map_err(|source| SftpError::Io {
-            what: format!("cannot start {:?}", command.as_std().get_program()),
-            source,
-        })?;
-        Self::init(conn, Some(child)).await
+        let (conn, incoming, child) =
+            Connection::spawn_with_incoming(command, config).map_err(|source| SftpError::Io {
+                what: format!("cannot start {:?}", command.as_std().get_program()),
+                source,
+            })?;
+        Self::init(conn, incoming, Some(child)).await
     }
 
     /// Initialises a session over an already connected stream.
@@ -71,10 +72,15 @@ impl SftpClient {
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
         W: tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        Self::init(Connection::new(reader, writer, config()), None).await
+        let (framed, incoming) = Framed::new(reader, writer, config());
+        Self::init(framed.into(), incoming, None).await
     }
 
-    async fn init(conn: Connection, child: Option<Child>) -> Result<Self, SftpError> {
+    async fn init(
+        conn: Connection,
+        mut incoming: Incoming,
+        child: Option<Child>,
+    ) -> Result<Self, SftpError> {
         let mut client = Self {
             conn,
             child: Mutex::new(child),
@@ -82,13 +88,21 @@ impl SftpClient {
             limits: None,
             timeout: DEFAULT_TIMEOUT,
         };
-        // INIT and VERSION carry the version where other messages carry an id.
-        let mut pipeline = client.conn.pipeline();
-        let sent = pipeline
-            .send_with_id(PacketType::INIT.0, sftp::VERSION, &[], Bytes::new())
+        // INIT and VERSION carry the version where other messages carry an id, so
+        // VERSION answers no request id: it is the first frame the server sends, taken
+        // by its type (a server of another version is told apart at once, not left to
+        // time out as a reply that never came).
+        let sent = client
+            .conn
+            .framed()
+            .send(PacketType::INIT.0, sftp::VERSION, &[], Bytes::new())
             .await;
         client.connection_result("init", sent).await?;
-        let reply = client.recv(&mut pipeline, "init").await?;
+        let reply = incoming.recv_timeout(client.timeout).await;
+        let reply = client.connection_result("init", reply).await?;
+        // Nothing else the server sends answers no request: from here on such frames
+        // are counted and dropped.
+        drop(incoming);
         match parse(&reply, "init")? {
             Response::Version {
                 version: 3,
@@ -166,9 +180,9 @@ impl SftpClient {
                     source,
                 })?;
             if !status.success() {
-                return Err(SftpError::Io {
-                    what: format!("the server exited with {status}"),
-                    source: io::Error::other("non-zero exit"),
+                return Err(SftpError::ServerExited {
+                    op: "shutdown",
+                    status,
                 });
             }
         }
