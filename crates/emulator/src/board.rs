@@ -50,6 +50,9 @@ pub struct BoardConfig {
     /// none: a filled page is one word). A WRITE or FILL that would pass it is answered
     /// `RC_BUF` and changes nothing.
     pub memory_budget: usize,
+    /// TCP connections open at once; further peers wait in the kernel's backlog until
+    /// one closes.
+    pub max_tcp_connections: usize,
 }
 
 /// A running emulated board.
@@ -85,7 +88,8 @@ pub struct BoardStats {
 impl BoardConfig {
     /// Checks every number before anything is bound: delays of at most
     /// [`MAX_DELAY`](volley_transport_udp::checks::MAX_DELAY), a reply-loss fraction in 0..=1, a spin of at most
-    /// a second, a tag pool of at least one, a TTO code of 0..=15.
+    /// a second, a tag pool of at least one, a TTO code of 0..=15, at least one TCP
+    /// connection.
     pub fn check(&self) -> io::Result<()> {
         check_delay("processing delay", self.processing_delay)?;
         check_delay("hop latency", self.hop_latency)?;
@@ -93,6 +97,9 @@ impl BoardConfig {
         let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
         if self.spin > Duration::from_secs(1) {
             return invalid(format!("a spin of {:?} is over a second", self.spin));
+        }
+        if self.max_tcp_connections == 0 {
+            return invalid("a cap of 0 TCP connections accepts nothing".into());
         }
         if self.pool_size == 0 {
             return invalid("a transient-tag pool of 0 answers nothing over UDP".into());
@@ -109,7 +116,7 @@ impl BoardConfig {
 
 impl Default for BoardConfig {
     /// An 8 x 8 board, no delay, no loss, 8 transient tags, TTO 9, 50 us of polling,
-    /// 256 MiB of written memory at most.
+    /// 256 MiB of written memory at most, 256 TCP connections.
     fn default() -> Self {
         Self {
             width: 8,
@@ -122,6 +129,7 @@ impl Default for BoardConfig {
             tto: 9,
             spin: Duration::from_micros(50),
             memory_budget: 256 << 20,
+            max_tcp_connections: 256,
         }
     }
 }

@@ -276,6 +276,10 @@ impl<T: Ord> Schedule<T> {
         self.heap.push(Reverse((at, self.order, item)));
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
     pub(crate) fn next_at(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }

@@ -6,12 +6,12 @@ use core::sync::atomic::Ordering;
 use std::io;
 use std::sync::Arc;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use bytes::Bytes;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::time::Instant;
-use volley_proto::wire::frame::{self, Decoder};
+use volley_proto::wire::frame;
 use volley_proto::wire::scp::MAX_DATAGRAM_LEN;
+use volley_transport_tcp::{Accepted, Config, Framed, Listener, ServerConfig};
 use volley_transport_udp::SCP_FRAME_TYPE;
 use volley_transport_udp::datagrams::{Datagrams, Sent};
 
@@ -114,82 +114,94 @@ fn count_sent(shared: &Shared, sent: io::Result<Sent>) {
     }
 }
 
+/// Most delayed replies one TCP connection holds; past it the connection takes no more
+/// requests until some are sent (the UDP side is bounded by its transient tags).
+const MAX_DELAYED: usize = 16 * 1024;
+/// Bytes of replies queued for one TCP connection's socket before it takes no more
+/// requests.
+const REPLY_BUDGET: usize = 1 << 20;
+/// Requests read ahead of the one being answered, per TCP connection.
+const READ_AHEAD: usize = 256;
+
+/// The TCP side: a framed listener (it backs off while out of file descriptors, and
+/// caps the connections open) and a task per connection.
 pub(crate) async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+    let config = ServerConfig {
+        connection: Config {
+            max_frame_len: frame::HEADER_LEN + MAX_DATAGRAM_LEN,
+            write_budget: REPLY_BUDGET,
+            incoming_queue: READ_AHEAD,
+            idle_timeout: None,
+            ..ServerConfig::default().connection
+        },
+        max_connections: shared.config.max_tcp_connections,
+        ..ServerConfig::default()
+    };
+    let listener = Listener::from_tcp(listener, config);
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                connections.spawn(serve_connection(stream, shared.clone()));
+                connections.spawn(serve_connection(accepted?, shared.clone()));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
 }
 
-/// One TCP connection: frames in, framed replies out, all replies to one read written
-/// together. No transient tags over TCP (there is no IPTag to hold).
-async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
-    let decoder = Decoder::new(frame::HEADER_LEN + MAX_DATAGRAM_LEN);
-    let mut read_buf = BytesMut::with_capacity(64 * 1024);
-    let mut write_buf = Vec::with_capacity(64 * 1024);
-    let mut replies = 0u64;
+/// One TCP connection: SCP requests in frames, framed replies out (written together by
+/// the connection's writer). No transient tags over TCP (there is no IPTag to hold).
+/// Every queue is bounded: while a reply waits for room in the writer's budget, or
+/// `MAX_DELAYED` replies wait for their time, no request is taken, and once
+/// `READ_AHEAD` are waiting the connection stops reading.
+async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
+    let Accepted {
+        framed,
+        mut incoming,
+        ..
+    } = accepted;
     let mut out = [0u8; MAX_DATAGRAM_LEN];
-    let mut delayed: Schedule<Vec<u8>> = Schedule::default();
+    let mut delayed: Schedule<(u32, Vec<u8>)> = Schedule::default();
     loop {
         tokio::select! {
             biased;
-            n = stream.read_buf(&mut read_buf) => {
-                match n {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
+            request = incoming.recv(), if delayed.len() < MAX_DELAYED => {
+                let Ok(request) = request else { return };
+                if request.ty != SCP_FRAME_TYPE {
+                    // Not SCP: whatever the peer is, it is not a host talking to a board.
+                    return;
                 }
-                let now = Instant::now();
-                loop {
-                    let (id, used, action) = match decoder.decode(&read_buf) {
-                        Ok(Some((frame, used))) if frame.ty == SCP_FRAME_TYPE => {
-                            let mut state = shared.lock();
-                            let datagram = &read_buf[frame::HEADER_LEN..used];
-                            (frame.id, used, shared.handle(&mut state, datagram, &mut out))
+                let action = {
+                    let mut state = shared.lock();
+                    shared.handle(&mut state, &request.body, &mut out)
+                };
+                if let Action::Reply { len, delay } = action {
+                    if delay.is_zero() {
+                        if reply(&framed, &shared, request.id, &out[..len]).await.is_err() {
+                            return;
                         }
-                        Ok(None) => break,
-                        // A frame of another type or a broken length: the stream's framing
-                        // cannot be trusted any more.
-                        Ok(Some(_)) | Err(_) => return,
-                    };
-                    let _ = read_buf.split_to(used);
-                    if let Action::Reply { len, delay } = action {
-                        let Ok(header) = frame::Header::new(SCP_FRAME_TYPE, id, len) else { return };
-                        if delay.is_zero() {
-                            replies += 1;
-                            write_buf.extend_from_slice(&header.encode());
-                            write_buf.extend_from_slice(&out[..len]);
-                        } else {
-                            let mut framed = header.encode().to_vec();
-                            framed.extend_from_slice(&out[..len]);
-                            delayed.push(now + delay, framed);
-                        }
+                    } else {
+                        delayed.push(Instant::now() + delay, (request.id, out[..len].to_vec()));
                     }
-                }
-                if read_buf.capacity() < 4096 {
-                    read_buf.reserve(64 * 1024);
                 }
             }
             () = sleep_until(delayed.next_at()) => {}
         }
         let now = Instant::now();
-        while let Some(framed) = delayed.pop_due(now) {
-            replies += 1;
-            write_buf.extend_from_slice(&framed);
-        }
-        if !write_buf.is_empty() {
-            if stream.write_all(&write_buf).await.is_err() {
+        while let Some((id, bytes)) = delayed.pop_due(now) {
+            if reply(&framed, &shared, id, &bytes).await.is_err() {
                 return;
             }
-            shared.replies.fetch_add(replies, Ordering::Relaxed);
-            replies = 0;
-            write_buf.clear();
         }
     }
+}
+
+/// Queues one reply (waiting for room in the writer's budget) and counts it.
+async fn reply(framed: &Framed, shared: &Shared, id: u32, bytes: &[u8]) -> Result<(), ()> {
+    framed
+        .send(SCP_FRAME_TYPE, id, bytes, Bytes::new())
+        .await
+        .map_err(drop)?;
+    shared.replies.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
