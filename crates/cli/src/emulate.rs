@@ -34,6 +34,10 @@ pub(crate) struct Args {
     /// a write past it is answered RC_BUF.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(0..=65536))]
     memory_mib: u32,
+    /// TCP connections open at once; further hosts wait in the kernel's backlog until one
+    /// closes.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_tcp_connections: u32,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
@@ -43,6 +47,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         reply_loss: args.loss,
         seed: args.seed,
         memory_budget: (args.memory_mib as usize) << 20,
+        max_tcp_connections: args.max_tcp_connections as usize,
         ..BoardConfig::default()
     };
     let mut board = Board::bind(args.udp, args.tcp, config)
