@@ -216,9 +216,8 @@ impl Pipeline {
         payload: Payload,
     ) -> Result<u32, Error> {
         let shared = &self.framed.shared;
-        if let Some(e) = shared.failure() {
-            return Err(e);
-        }
+        // A failed connection has closed its slots: the wait below ends at once with
+        // the failure, as does `outgoing` after it.
         let slot = shared
             .slots
             .clone()
