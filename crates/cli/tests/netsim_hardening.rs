@@ -12,7 +12,7 @@ use volley_proto::wire::sdp::Address;
 
 mod common;
 
-use common::{VOLLEY, emulator, run, spawn_with};
+use common::{VOLLEY, cpu_ticks, emulator, run, spawn_with};
 
 /// Starts `volley netsim` in front of `upstream`, under `prlimit` if `nofile` is given;
 /// returns it and the address clients send to.
@@ -65,14 +65,6 @@ async fn stop(mut child: Child) -> String {
         .expect("netsim exits within 10 s of SIGTERM")
         .unwrap();
     stderr
-}
-
-/// CPU ticks (user + system) the process has used so far.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

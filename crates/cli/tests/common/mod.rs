@@ -127,3 +127,11 @@ pub fn listing(dir: &std::path::Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// CPU ticks (user + system) the process has used so far.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
