@@ -51,6 +51,14 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8> {
+        self.array::<1>(what).map(|[b]| b)
+    }
+
+    pub(crate) fn u64_le(&mut self, what: &'static str) -> Result<u64> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+
     pub(crate) fn u16_le(&mut self, what: &'static str) -> Result<u16> {
         self.array(what).map(u16::from_le_bytes)
     }
@@ -106,6 +114,10 @@ pub(crate) trait Sink {
     }
 
     fn u32_le(&mut self, v: u32) -> Result<()> {
+        self.put(&v.to_le_bytes())
+    }
+
+    fn u64_le(&mut self, v: u64) -> Result<()> {
         self.put(&v.to_le_bytes())
     }
 

@@ -64,6 +64,7 @@ macro_rules! open_enum {
 }
 
 pub mod frame;
+pub mod rpc;
 pub mod scp;
 pub mod sdp;
 pub mod sftp;

@@ -1,0 +1,387 @@
+//! volley-rpc's message: a small head, the serialized arguments, then bulk segments that
+//! travel beside the arguments uncopied.
+//!
+//! Every message, over any link, is laid out as below (all integers little-endian). A
+//! stream link carries it as the body of one frame; a datagram channel as one message.
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello |
+//! | 1 | 1 | flags: bit 0 set when a deadline follows; other bits are 0 |
+//! | 2 | 2 | segments: how many bulk segments follow the arguments (at most [`MAX_SEGMENTS`]) |
+//! | 4 | 4 | call id: chosen by the caller, echoed by the reply, error reply or cancel |
+//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; 0 otherwise |
+//! | 12 | 4 | arguments' length in bytes |
+//! | 16 | 8 | only if flag bit 0: microseconds the caller will still wait for the reply |
+//! | then | 4 each | each segment's length |
+//! | then | args | the serialized arguments (or result, or error text) |
+//! | then | ... | the segments, in order, back to back |
+//!
+//! The message carries its own call id because a datagram channel has no frame id. The
+//! deadline is relative (time left, not a clock reading), since the two ends' clocks are
+//! not comparable. [`Message::parse`] checks that the lengths add up to exactly the bytes
+//! given before it hands out a range, so a lying length field is an error, never a read
+//! past the end or an allocation.
+//!
+//! A hello ([`Hello`]) is a message of kind 6 whose arguments are the 24 bytes below; each
+//! end sends one first and checks the peer's before any call.
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `VRPC` |
+//! | 4 | 2 | wire version ([`WIRE_VERSION`]) |
+//! | 6 | 1 | codec id ([`CodecId`]) |
+//! | 7 | 1 | reserved, 0 |
+//! | 8 | 4 | the largest message this end takes, in bytes |
+//! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
+//! | 16 | 8 | service fingerprint: a hash of the method ids, names and types |
+//!
+//! Bytes after these 24 are ignored, so a later version can append fields.
+//!
+//! ```
+//! use volley_proto::wire::rpc::{Head, Kind, Message};
+//!
+//! let head = Head { kind: Kind::CALL, call_id: 7, method: 3, deadline_us: Some(250_000) };
+//! let args = b"args";
+//! let segments: [&[u8]; 2] = [b"bulk one", b"two"];
+//! let mut buf = [0u8; 64];
+//! let n = head.encode(args.len(), segments.iter().map(|s| s.len()), &mut buf).unwrap();
+//! let mut msg = buf[..n].to_vec();
+//! msg.extend_from_slice(args);
+//! for s in segments {
+//!     msg.extend_from_slice(s);
+//! }
+//!
+//! let parsed = Message::parse(&msg).unwrap();
+//! assert_eq!(parsed.head, head);
+//! assert_eq!(parsed.args(), b"args");
+//! let bulk: Vec<&[u8]> = parsed.segments().map(|r| &msg[r]).collect();
+//! assert_eq!(bulk, segments);
+//! ```
+
+use core::ops::Range;
+
+use super::{Error, Reader, Result, Sink, Writer, len_u32};
+
+/// The wire version this module speaks.
+pub const WIRE_VERSION: u16 = 1;
+/// Bytes of the fixed part of the head, without deadline and segment table.
+pub const FIXED_LEN: usize = 16;
+/// Bytes of the optional deadline.
+pub const DEADLINE_LEN: usize = 8;
+/// The most bulk segments one message may carry.
+pub const MAX_SEGMENTS: usize = 64;
+/// Bytes of a hello's fields.
+pub const HELLO_LEN: usize = 24;
+/// The hello's first four bytes.
+pub const MAGIC: [u8; 4] = *b"VRPC";
+
+const FLAG_DEADLINE: u8 = 1;
+
+open_enum! {
+    /// What a message is.
+    pub struct Kind(u8) {
+        /// A call that wants a reply.
+        CALL = 1 => "call",
+        /// A call that gets no reply.
+        ONE_WAY = 2 => "one-way call",
+        /// A call's result.
+        REPLY = 3 => "reply",
+        /// A call's failure; the method field holds an [`ErrorCode`].
+        ERROR = 4 => "error reply",
+        /// The caller no longer wants the reply to this call id.
+        CANCEL = 5 => "cancel",
+        /// The first message each way: versions, limits and the service's fingerprint.
+        HELLO = 6 => "hello",
+    }
+}
+
+open_enum! {
+    /// Why a call failed, carried in an error reply's method field; the arguments hold a
+    /// human-readable explanation in UTF-8.
+    pub struct ErrorCode(u32) {
+        /// The callee already runs as many calls as its credit allows.
+        BUSY = 1 => "busy",
+        /// The callee has no method with this id.
+        UNKNOWN_METHOD = 2 => "unknown method",
+        /// The callee could not decode the arguments.
+        DECODE = 3 => "decode failure",
+        /// The handler returned an error.
+        HANDLER = 4 => "handler error",
+        /// The handler panicked.
+        PANIC = 5 => "handler panicked",
+        /// The call's deadline passed before the handler finished.
+        DEADLINE = 6 => "deadline exceeded",
+        /// The reply would be larger than the caller takes.
+        TOO_LARGE = 7 => "too large",
+        /// The callee is shutting down and takes no new calls.
+        SHUTTING_DOWN = 8 => "shutting down",
+    }
+}
+
+open_enum! {
+    /// How the arguments are serialized; both ends must agree.
+    pub struct CodecId(u8) {
+        /// bincode 2 with its standard configuration, through serde.
+        BINCODE2 = 1 => "bincode 2",
+        /// postcard 1.
+        POSTCARD = 2 => "postcard",
+        /// Raw bytes, no serializer (tests and tools).
+        RAW = 3 => "raw",
+    }
+}
+
+/// A message's head: everything but the lengths, which come from what it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Head {
+    /// What the message is.
+    pub kind: Kind,
+    /// The call it belongs to.
+    pub call_id: u32,
+    /// Method id (calls), error code (error replies), else 0.
+    pub method: u32,
+    /// Microseconds the caller still waits, if it set a deadline.
+    pub deadline_us: Option<u64>,
+}
+
+impl Head {
+    /// Bytes the encoded head takes with `segments` segments.
+    pub const fn encoded_len(&self, segments: usize) -> usize {
+        FIXED_LEN
+            + if self.deadline_us.is_some() {
+                DEADLINE_LEN
+            } else {
+                0
+            }
+            + 4 * segments
+    }
+
+    /// Writes the head for `args_len` bytes of arguments and segments of the lengths
+    /// given into `buf`; returns the bytes written. The arguments and then the segments
+    /// follow it on the wire.
+    pub fn encode<I>(&self, args_len: usize, segment_lens: I, buf: &mut [u8]) -> Result<usize>
+    where
+        I: IntoIterator<Item = usize>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let lens = segment_lens.into_iter();
+        let count = lens.len();
+        if count > MAX_SEGMENTS {
+            return Err(Error::TooLarge {
+                what: "rpc segment count",
+                len: count as u64,
+                max: MAX_SEGMENTS as u64,
+            });
+        }
+        let needed = self.encoded_len(count);
+        let mut w = Writer::with_capacity(buf, needed)?;
+        w.u8(self.kind.0)?;
+        w.u8(if self.deadline_us.is_some() {
+            FLAG_DEADLINE
+        } else {
+            0
+        })?;
+        // Fits: at most MAX_SEGMENTS (64).
+        w.u16_le(count as u16)?;
+        w.u32_le(self.call_id)?;
+        w.u32_le(self.method)?;
+        w.u32_le(len_u32(args_len, "rpc arguments")?)?;
+        if let Some(deadline) = self.deadline_us {
+            w.u64_le(deadline)?;
+        }
+        for len in lens {
+            w.u32_le(len_u32(len, "rpc segment")?)?;
+        }
+        Ok(w.position())
+    }
+}
+
+/// A parsed message borrowed from its bytes; arguments and segments as ranges into them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// The head.
+    pub head: Head,
+    bytes: &'a [u8],
+    table: &'a [u8],
+    args_at: usize,
+    args_len: usize,
+}
+
+impl<'a> Message<'a> {
+    /// Parses a whole message; fails unless its lengths account for every byte.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let kind = Kind(r.u8("rpc message kind")?);
+        if kind.name().is_none() {
+            return Err(Error::InvalidValue {
+                what: "rpc message kind",
+                value: u64::from(kind.0),
+            });
+        }
+        let flags = r.u8("rpc flags")?;
+        if flags & !FLAG_DEADLINE != 0 {
+            return Err(Error::InvalidValue {
+                what: "rpc flags",
+                value: u64::from(flags),
+            });
+        }
+        let count = usize::from(r.u16_le("rpc segment count")?);
+        if count > MAX_SEGMENTS {
+            return Err(Error::TooLarge {
+                what: "rpc segment count",
+                len: count as u64,
+                max: MAX_SEGMENTS as u64,
+            });
+        }
+        let call_id = r.u32_le("rpc call id")?;
+        let method = r.u32_le("rpc method")?;
+        let args_len = r.u32_le("rpc arguments length")?;
+        let deadline_us = if flags & FLAG_DEADLINE != 0 {
+            Some(r.u64_le("rpc deadline")?)
+        } else {
+            None
+        };
+        let table = r.bytes(4 * count, "rpc segment table")?;
+        let args_at = bytes.len() - r.remaining();
+        // Sum in u64: at most 65 lengths of u32 cannot overflow it.
+        let body: u64 = u64::from(args_len)
+            + table
+                .chunks_exact(4)
+                .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .sum::<u64>();
+        let left = r.remaining() as u64;
+        if body > left {
+            return Err(Error::Truncated {
+                what: "rpc message body",
+                needed: usize::try_from(body).unwrap_or(usize::MAX),
+                available: r.remaining(),
+            });
+        }
+        if body < left {
+            return Err(Error::TrailingBytes {
+                what: "rpc message",
+                // Fits: smaller than `left`, a usize.
+                extra: (left - body) as usize,
+            });
+        }
+        Ok(Self {
+            head: Head {
+                kind,
+                call_id,
+                method,
+                deadline_us,
+            },
+            bytes,
+            table,
+            args_at,
+            // Fits: no more than the bytes present.
+            args_len: args_len as usize,
+        })
+    }
+
+    /// The serialized arguments (or result, or error text).
+    pub fn args(&self) -> &'a [u8] {
+        &self.bytes[self.args_range()]
+    }
+
+    /// Where the arguments lie in the bytes parsed.
+    pub fn args_range(&self) -> Range<usize> {
+        self.args_at..self.args_at + self.args_len
+    }
+
+    /// How many bulk segments follow the arguments.
+    pub fn segment_count(&self) -> usize {
+        self.table.len() / 4
+    }
+
+    /// Where each bulk segment lies in the bytes parsed, in order.
+    pub fn segments(&self) -> Segments<'a> {
+        Segments {
+            table: self.table,
+            at: self.args_at + self.args_len,
+        }
+    }
+}
+
+/// The ranges of a message's bulk segments; see [`Message::segments`].
+#[derive(Clone, Debug)]
+pub struct Segments<'a> {
+    table: &'a [u8],
+    at: usize,
+}
+
+impl Iterator for Segments<'_> {
+    type Item = Range<usize>;
+
+    fn next(&mut self) -> Option<Range<usize>> {
+        let (len, rest) = self.table.split_first_chunk::<4>()?;
+        self.table = rest;
+        // Fits: `Message::parse` checked every length against the bytes present.
+        let len = u32::from_le_bytes(*len) as usize;
+        let start = self.at;
+        self.at += len;
+        Some(start..self.at)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.table.len() / 4;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Segments<'_> {}
+
+/// What each end declares before any call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Hello {
+    /// Wire version.
+    pub version: u16,
+    /// How arguments are serialized.
+    pub codec: CodecId,
+    /// The largest message this end takes, in bytes.
+    pub max_message: u32,
+    /// Calls in flight this end accepts before answering Busy.
+    pub credit: u32,
+    /// A hash of the service's method ids, names and types.
+    pub fingerprint: u64,
+}
+
+impl Hello {
+    /// The hello's 24 bytes, to send as the arguments of a [`Kind::HELLO`] message.
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut out = [0; HELLO_LEN];
+        out[..4].copy_from_slice(&MAGIC);
+        out[4..6].copy_from_slice(&self.version.to_le_bytes());
+        out[6] = self.codec.0;
+        out[8..12].copy_from_slice(&self.max_message.to_le_bytes());
+        out[12..16].copy_from_slice(&self.credit.to_le_bytes());
+        out[16..24].copy_from_slice(&self.fingerprint.to_le_bytes());
+        out
+    }
+
+    /// Reads a hello from a hello message's arguments. Checks the magic; the version is
+    /// returned as found, for the caller to compare, and bytes after the 24 are ignored.
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let magic = r.bytes(4, "rpc hello magic")?;
+        if magic != MAGIC {
+            return Err(Error::InvalidValue {
+                what: "rpc hello magic",
+                value: u64::from(u32::from_be_bytes([magic[0], magic[1], magic[2], magic[3]])),
+            });
+        }
+        let version = r.u16_le("rpc hello version")?;
+        let codec = CodecId(r.u8("rpc hello codec")?);
+        let _reserved = r.u8("rpc hello")?;
+        Ok(Self {
+            version,
+            codec,
+            max_message: r.u32_le("rpc hello max message")?,
+            credit: r.u32_le("rpc hello credit")?,
+            fingerprint: r.u64_le("rpc hello fingerprint")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
