@@ -177,6 +177,21 @@ impl Framed {
             .await
     }
 
+    /// [`Framed::send`] with a payload in several pieces, written back to back after
+    /// `head` in the same vectored write; none of them is copied unless it is shorter than
+    /// [`Config::copy_threshold`].
+    pub async fn send_segments(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        segments: Vec<Bytes>,
+    ) -> Result<(), Error> {
+        self.shared
+            .enqueue(ty, id, head, Payload::Many(segments))
+            .await
+    }
+
     /// [`Framed::send`] with a file region as the payload (see
     /// [`Pipeline::send_file`](crate::Pipeline::send_file)).
     pub async fn send_file(

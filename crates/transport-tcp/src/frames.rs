@@ -41,6 +41,8 @@ impl Outgoing {
 pub(crate) enum Payload {
     /// Bytes in memory.
     Mem(Bytes),
+    /// Several pieces of memory, back to back (the writer splits them up).
+    Many(Vec<Bytes>),
     /// A file region.
     File(FileRegion),
 }
@@ -49,6 +51,7 @@ impl Payload {
     pub(crate) fn len(&self) -> usize {
         match self {
             Self::Mem(bytes) => bytes.len(),
+            Self::Many(pieces) => pieces.iter().map(Bytes::len).sum(),
             Self::File(region) => region.len(),
         }
     }
@@ -57,6 +60,7 @@ impl Payload {
     pub(crate) fn in_memory(&self) -> usize {
         match self {
             Self::Mem(bytes) => bytes.len(),
+            Self::Many(pieces) => pieces.iter().map(Bytes::len).sum(),
             Self::File(_) => 0,
         }
     }

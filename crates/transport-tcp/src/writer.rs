@@ -27,6 +27,34 @@ const MAX_IOV: usize = 64;
 /// region asks to be read in.
 const FILE_CHUNK: usize = 256 * 1024;
 
+/// Adds one payload to what is to be written: copied into `small` if it is under the
+/// threshold, else as its own segment after whatever `small` holds.
+fn stage(
+    payload: Payload,
+    threshold: usize,
+    small: &mut BytesMut,
+    segments: &mut VecDeque<Payload>,
+    shared: &Shared,
+) {
+    match payload {
+        Payload::Mem(payload) if payload.len() < threshold => {
+            shared
+                .counters
+                .bytes_copied
+                .fetch_add(payload.len() as u64, Ordering::Relaxed);
+            small.extend_from_slice(&payload);
+        }
+        Payload::Mem(payload) if payload.is_empty() => {}
+        Payload::File(region) if region.is_empty() => {}
+        payload => {
+            if !small.is_empty() {
+                segments.push_back(Payload::Mem(small.split().freeze()));
+            }
+            segments.push_back(payload);
+        }
+    }
+}
+
 pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     mut writer: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
@@ -61,21 +89,18 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
             small.extend_from_slice(&out.header);
             small.extend_from_slice(out.head.as_slice());
             match out.payload {
-                Payload::Mem(payload) if payload.len() < threshold => {
-                    shared
-                        .counters
-                        .bytes_copied
-                        .fetch_add(payload.len() as u64, Ordering::Relaxed);
-                    small.extend_from_slice(&payload);
-                }
-                Payload::Mem(payload) if payload.is_empty() => {}
-                Payload::File(region) if region.is_empty() => {}
-                payload => {
-                    if !small.is_empty() {
-                        segments.push_back(Payload::Mem(small.split().freeze()));
+                Payload::Many(pieces) => {
+                    for piece in pieces {
+                        stage(
+                            Payload::Mem(piece),
+                            threshold,
+                            &mut small,
+                            &mut segments,
+                            &shared,
+                        );
                     }
-                    segments.push_back(payload);
                 }
+                payload => stage(payload, threshold, &mut small, &mut segments, &shared),
             }
         }
         if !small.is_empty() {
@@ -115,6 +140,7 @@ async fn write_all<W: AsyncWrite + SendFile + Unpin>(
                 segments.pop_front();
                 continue;
             }
+            Payload::Many(_) => unreachable!("`stage` splits pieces into segments"),
             Payload::Mem(first) if !vectored => {
                 // A stream that does not forward vectored writes would write one slice
                 // per call anyway; say so by writing them one at a time.

@@ -377,3 +377,32 @@ async fn an_idle_peer_is_timed_out_with_a_clear_error() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_go_out_back_to_back_and_only_small_ones_are_copied() {
+    within(30, async {
+        let ((a, _a_in), (_b, mut b_in)) = pair(Config::default(), Config::default());
+        let small = payload(10, 1);
+        let big = payload(100_000, 2);
+        let empty = Bytes::new();
+        let big2 = payload(70_000, 3);
+        a.send_segments(
+            7,
+            42,
+            b"head",
+            vec![small.clone(), big.clone(), empty, big2.clone()],
+        )
+        .await
+        .unwrap();
+        let frame = b_in.recv().await.unwrap();
+        assert_eq!((frame.ty, frame.id), (7, 42));
+        let mut want = b"head".to_vec();
+        for piece in [&small, &big, &big2] {
+            want.extend_from_slice(piece);
+        }
+        assert_eq!(frame.body, want);
+        // The writer counts what it copies: the 10-byte piece, not the large ones.
+        assert_eq!(a.stats().bytes_copied, 10);
+    })
+    .await;
+}
