@@ -6,11 +6,11 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello |
+//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit |
 //! | 1 | 1 | flags: bit 0 set when a deadline follows; other bits are 0 |
 //! | 2 | 2 | segments: how many bulk segments follow the arguments (at most [`MAX_SEGMENTS`]) |
 //! | 4 | 4 | call id: chosen by the caller, echoed by the reply, error reply or cancel |
-//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; 0 otherwise |
+//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; calls finished for credit; else 0 |
 //! | 12 | 4 | arguments' length in bytes |
 //! | 16 | 8 | only if flag bit 0: microseconds the caller will still wait for the reply |
 //! | then | 4 each | each segment's length |
@@ -93,6 +93,9 @@ open_enum! {
         CANCEL = 5 => "cancel",
         /// The first message each way: versions, limits and the service's fingerprint.
         HELLO = 6 => "hello",
+        /// The callee finished this many one-way calls (in the method field): the caller
+        /// may send as many more. Sync calls return their credit with their reply.
+        CREDIT = 7 => "credit",
     }
 }
 

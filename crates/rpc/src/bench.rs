@@ -1,0 +1,458 @@
+//! The bench service that `volley rpc serve` runs and `volley rpc bench` drives, and the
+//! driver itself, so that the CLI and the benchmark suites measure the same thing.
+//!
+//! Every call's content is checked: `echo` returns its 8 bytes; `put` returns the
+//! length and xxh3 hash of the segment sent; `get` returns a slice of one fixed
+//! pseudo-random pattern at an offset derived from the call's index (so a reply handed
+//! to the wrong call fails the check, and the server sends a slice of the pattern without
+//! copying it); `send` delivers payloads one way, each checked by the server, then asks
+//! how many arrived intact.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::time::Duration;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use crate::codec::Codec;
+use crate::error::{CallError, HandlerError};
+use crate::peer::Peer;
+use crate::router::{Reply, Router};
+
+crate::service! {
+    /// The bench service.
+    pub service BenchService {
+        /// 8 bytes there, the same 8 back.
+        1 => Echo(u64) -> u64;
+        /// A payload up as a bulk segment; back its length and 64-bit xxh3 hash.
+        2 => Put(()) -> PutReply;
+        /// The call's index and a length up; that many bytes of the pattern back as a
+        /// segment, from the offset [`offset`] gives the index.
+        3 => Get(GetArgs) -> ();
+        /// One way: a payload as a segment, the pattern's bytes at its index's offset; the
+        /// server checks it and counts it for its run.
+        4 => Push(PushArgs) -> ();
+        /// Waits until `expect` payloads of the run have arrived intact, or `wait_ms`
+        /// has passed; returns how many have.
+        5 => Arrived(ArrivedArgs) -> u64;
+    }
+}
+
+/// [`Put`]'s result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutReply {
+    /// Bytes received.
+    pub len: u64,
+    /// Their xxh3-64 hash.
+    pub hash: u64,
+}
+
+/// [`Get`]'s arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetArgs {
+    /// The call's index.
+    pub index: u64,
+    /// Bytes wanted.
+    pub len: u64,
+}
+
+/// [`Push`]'s arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushArgs {
+    /// The run it belongs to (a random number per bench run).
+    pub run: u64,
+    /// The call's index.
+    pub index: u64,
+}
+
+/// [`Arrived`]'s arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrivedArgs {
+    /// The run.
+    pub run: u64,
+    /// Payloads expected.
+    pub expect: u64,
+    /// Longest to wait, in milliseconds.
+    pub wait_ms: u64,
+}
+
+/// Where in the pattern call `index`'s bytes start: 0..4096, different for neighbours.
+pub fn offset(index: u64) -> usize {
+    (index.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize
+}
+
+/// Bytes of pattern beyond the largest payload, room for every offset.
+const SLACK: usize = 4096;
+
+/// The pattern: xorshift64 from a fixed seed, `len` bytes. Shared by server and client.
+pub fn pattern(len: usize) -> Bytes {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out.into()
+}
+
+/// Most runs whose one-way counts a server remembers.
+const RUNS_KEPT: usize = 64;
+
+/// The bench service's state on a server: the pattern, and one-way arrivals per run.
+#[derive(Debug, Default)]
+pub struct BenchState {
+    pattern: Mutex<Bytes>,
+    runs: Mutex<(HashMap<u64, u64>, VecDeque<u64>)>,
+    bad: AtomicU64,
+    arrived: Notify,
+}
+
+impl BenchState {
+    /// The pattern's first `len + 4096` bytes, made (once per size) if needed.
+    fn pattern(&self, len: usize) -> Bytes {
+        let mut held = self.pattern.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.len() < len + SLACK {
+            *held = pattern(len + SLACK);
+        }
+        held.clone()
+    }
+
+    fn count(&self, run: u64) -> u64 {
+        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        runs.0.get(&run).copied().unwrap_or(0)
+    }
+
+    fn add(&self, run: u64) {
+        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        let (counts, order) = &mut *runs;
+        if !counts.contains_key(&run) {
+            if order.len() == RUNS_KEPT {
+                if let Some(old) = order.pop_front() {
+                    counts.remove(&old);
+                }
+            }
+            order.push_back(run);
+        }
+        *counts.entry(run).or_insert(0) += 1;
+        drop(runs);
+        self.arrived.notify_waiters();
+    }
+
+    /// One-way payloads that failed their check.
+    pub fn bad(&self) -> u64 {
+        self.bad.load(Ordering::Relaxed)
+    }
+}
+
+/// The bench service's handlers over `state`.
+pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
+    let get_state = state.clone();
+    let push_state = state.clone();
+    Router::new()
+        .route::<Echo, _, _>(|call| async move { Ok(Reply::new(call.args)) })
+        .route::<Put, _, _>(|call| async move {
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut len = 0;
+            for segment in &call.segments {
+                hasher.update(segment);
+                len += segment.len() as u64;
+            }
+            Ok(Reply::new(PutReply {
+                len,
+                hash: hasher.digest(),
+            }))
+        })
+        .route::<Get, _, _>(move |call| {
+            let state = get_state.clone();
+            async move {
+                let len = usize::try_from(call.args.len)
+                    .ok()
+                    .filter(|&len| len <= 1 << 30)
+                    .ok_or_else(|| HandlerError::msg("get: at most 1 GiB"))?;
+                let start = offset(call.args.index);
+                let pattern = state.pattern(len);
+                Ok(Reply::with_segments(
+                    (),
+                    vec![pattern.slice(start..start + len)],
+                ))
+            }
+        })
+        .route::<Push, _, _>(move |call| {
+            let state = push_state.clone();
+            async move {
+                let got = call.segments.first().map(|s| &s[..]).unwrap_or(&[]);
+                let start = offset(call.args.index);
+                let want = state.pattern(got.len());
+                if call.segments.len() == 1 && got == &want[start..start + got.len()] {
+                    state.add(call.args.run);
+                    Ok(Reply::new(()))
+                } else {
+                    state.bad.fetch_add(1, Ordering::Relaxed);
+                    Err(HandlerError::msg(format!(
+                        "push {} of run {}: payload does not match the pattern",
+                        call.args.index, call.args.run
+                    )))
+                }
+            }
+        })
+        .route::<Arrived, _, _>(move |call| {
+            let state = state.clone();
+            async move {
+                let args = call.args;
+                let until = Instant::now() + Duration::from_millis(args.wait_ms.min(600_000));
+                loop {
+                    let arrived = state.arrived.notified();
+                    tokio::pin!(arrived);
+                    arrived.as_mut().enable();
+                    let count = state.count(args.run);
+                    if count >= args.expect {
+                        return Ok(Reply::new(count));
+                    }
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() || tokio::time::timeout(left, arrived).await.is_err() {
+                        return Ok(Reply::new(state.count(args.run)));
+                    }
+                }
+            }
+        })
+}
+
+/// Which bench call to make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// [`Echo`].
+    Echo,
+    /// [`Put`].
+    Put,
+    /// [`Get`].
+    Get,
+    /// [`Push`] one way, then [`Arrived`].
+    Send,
+}
+
+/// One bench run's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// The call.
+    pub workload: Workload,
+    /// Calls in all.
+    pub calls: u64,
+    /// Callers sharing the connection; they split the calls.
+    pub concurrency: usize,
+    /// Payload bytes (put, get, send; echo always moves 8).
+    pub payload: usize,
+    /// Calls each caller issues before awaiting their replies; 0 issues all at once.
+    pub batch: u64,
+    /// Each call's deadline.
+    pub deadline: Duration,
+}
+
+/// What a bench run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// Calls made.
+    pub calls: u64,
+    /// Calls whose content was verified.
+    pub ok: u64,
+    /// Calls that failed or whose content was wrong.
+    pub failed: u64,
+    /// Seconds from the first call to the last reply.
+    pub secs: f64,
+    /// Payload bytes moved.
+    pub bytes: u64,
+    /// The first error seen, if any.
+    pub first_error: Option<String>,
+}
+
+impl Outcome {
+    /// The CLI's last line: `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M`.
+    pub fn line(&self) -> String {
+        let secs = self.secs.max(1e-9);
+        format!(
+            "calls={} ok={} failed={} secs={:.3} calls/s={:.0} MiB/s={:.1}",
+            self.calls,
+            self.ok,
+            self.failed,
+            self.secs,
+            self.ok as f64 / secs,
+            self.bytes as f64 / secs / f64::from(1 << 20),
+        )
+    }
+}
+
+/// Tallies of one caller.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    failed: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn fail(&mut self, e: String) {
+        self.failed += 1;
+        self.first_error.get_or_insert(e);
+    }
+}
+
+/// Runs `spec` on `peer` and checks every reply.
+pub async fn run<C: Codec>(peer: &Peer<BenchService, C>, spec: Spec) -> Outcome {
+    let concurrency = spec.concurrency.max(1) as u64;
+    let payload = match spec.workload {
+        Workload::Echo => 8,
+        _ => spec.payload,
+    };
+    let pattern = pattern(payload + SLACK);
+    let run_id = {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
+    };
+    let start = Instant::now();
+    let mut callers = Vec::new();
+    for k in 0..concurrency {
+        // Caller k makes calls k, k + C, k + 2C, ...
+        let indexes: Vec<u64> = (k..spec.calls).step_by(concurrency as usize).collect();
+        let peer = peer.clone();
+        let pattern = pattern.clone();
+        callers.push(tokio::spawn(async move {
+            let mut tally = Tally::default();
+            let batch = if spec.batch == 0 {
+                indexes.len().max(1)
+            } else {
+                spec.batch as usize
+            };
+            for chunk in indexes.chunks(batch) {
+                let calls = chunk
+                    .iter()
+                    .map(|&i| one(&peer, spec, i, &pattern, run_id, payload));
+                for result in futures::future::join_all(calls).await {
+                    match result {
+                        Ok(true) => tally.ok += 1,
+                        Ok(false) => tally.fail("a reply's content did not match".into()),
+                        Err(e) => tally.fail(e.to_string()),
+                    }
+                }
+            }
+            tally
+        }));
+    }
+    let mut total = Tally::default();
+    for caller in callers {
+        match caller.await {
+            Ok(t) => {
+                total.ok += t.ok;
+                total.failed += t.failed;
+                if total.first_error.is_none() {
+                    total.first_error = t.first_error;
+                }
+            }
+            Err(e) => total.fail(format!("a caller task died: {e}")),
+        }
+    }
+    if spec.workload == Workload::Send {
+        // One-way calls "succeed" once sent; the server says how many arrived intact.
+        let args = ArrivedArgs {
+            run: run_id,
+            expect: spec.calls,
+            wait_ms: spec.deadline.as_millis() as u64,
+        };
+        let deadline = spec.deadline + Duration::from_secs(5);
+        match peer
+            .call_with::<Arrived>(&args, Vec::new(), Some(deadline))
+            .await
+        {
+            Ok(reply) => {
+                total.ok = reply.value.min(spec.calls);
+                total.failed = spec.calls - total.ok;
+                if total.failed > 0 && total.first_error.is_none() {
+                    total.first_error = Some(format!(
+                        "the server confirmed {} of {} one-way payloads",
+                        total.ok, spec.calls
+                    ));
+                }
+            }
+            Err(e) => {
+                total.ok = 0;
+                total.failed = spec.calls;
+                total.first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Outcome {
+        calls: spec.calls,
+        ok: total.ok,
+        failed: total.failed,
+        secs,
+        bytes: total.ok * payload as u64,
+        first_error: total.first_error,
+    }
+}
+
+/// One call, checked: Ok(true) when its content is right.
+async fn one<C: Codec>(
+    peer: &Peer<BenchService, C>,
+    spec: Spec,
+    index: u64,
+    pattern: &Bytes,
+    run: u64,
+    payload: usize,
+) -> Result<bool, CallError> {
+    let deadline = Some(spec.deadline);
+    let start = offset(index);
+    match spec.workload {
+        Workload::Echo => {
+            let value = index ^ 0x5a5a_5a5a_5a5a_5a5a;
+            let reply = peer.call_with::<Echo>(&value, Vec::new(), deadline).await?;
+            Ok(reply.value == value)
+        }
+        Workload::Put => {
+            let body = pattern.slice(start..start + payload);
+            let want = PutReply {
+                len: payload as u64,
+                hash: xxhash_rust::xxh3::xxh3_64(&body),
+            };
+            let reply = peer.call_with::<Put>(&(), vec![body], deadline).await?;
+            Ok(reply.value == want)
+        }
+        Workload::Get => {
+            let args = GetArgs {
+                index,
+                len: payload as u64,
+            };
+            let reply = peer.call_with::<Get>(&args, Vec::new(), deadline).await?;
+            let want = &pattern[start..start + payload];
+            Ok(reply.segments.len() == 1 && reply.segments[0] == want)
+        }
+        Workload::Send => {
+            let body = pattern.slice(start..start + payload);
+            peer.send::<Push>(&PushArgs { run, index }, vec![body])
+                .await?;
+            Ok(true)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_spread_and_stay_in_the_slack() {
+        let offsets: Vec<usize> = (0..64).map(offset).collect();
+        assert!(offsets.iter().all(|&o| o < SLACK));
+        for w in offsets.windows(2) {
+            assert_ne!(w[0], w[1]);
+        }
+        assert_eq!(pattern(100)[..], pattern(200)[..100]);
+    }
+}

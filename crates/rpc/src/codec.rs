@@ -1,0 +1,138 @@
+//! [`Codec`]: how arguments and results become bytes. bincode 2 ([`Bincode`]) by
+//! default; postcard ([`Postcard`], feature `postcard`) as the maintained alternative.
+//! Both ends must use the same one; the hello checks it.
+
+use serde::{Deserialize, Serialize};
+use volley_proto::wire::rpc::CodecId;
+
+/// Why a value could not be encoded or decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CodecError(pub String);
+
+/// A serde format for arguments and results. Implementations are zero-sized markers.
+pub trait Codec: Send + Sync + 'static {
+    /// The id the hello carries.
+    const ID: CodecId;
+
+    /// Appends `value`'s encoding to `out`.
+    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError>;
+
+    /// Decodes a value from all of `bytes`; a value may borrow from them (`&str`,
+    /// `&[u8]`) where its type allows. Bytes left over are an error.
+    fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError>;
+}
+
+/// bincode 2.0.1 through serde, standard configuration (variable-length integers,
+/// little-endian).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bincode;
+
+impl Codec for Bincode {
+    const ID: CodecId = CodecId::BINCODE2;
+
+    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        bincode::serde::encode_into_std_write(value, out, bincode::config::standard())
+            .map(drop)
+            .map_err(|e| CodecError(e.to_string()))
+    }
+
+    fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
+        let (value, used) =
+            bincode::serde::borrow_decode_from_slice(bytes, bincode::config::standard())
+                .map_err(|e| CodecError(e.to_string()))?;
+        if used != bytes.len() {
+            return Err(CodecError(format!(
+                "{} bytes left over after the value",
+                bytes.len() - used
+            )));
+        }
+        Ok(value)
+    }
+}
+
+/// postcard 1 (feature `postcard`): maintained, with a documented stable format.
+#[cfg(feature = "postcard")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Postcard;
+
+#[cfg(feature = "postcard")]
+impl Codec for Postcard {
+    const ID: CodecId = CodecId::POSTCARD;
+
+    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let taken = core::mem::take(out);
+        *out = postcard::to_extend(value, taken).map_err(|e| CodecError(e.to_string()))?;
+        Ok(())
+    }
+
+    fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
+        let (value, rest) =
+            postcard::take_from_bytes(bytes).map_err(|e| CodecError(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(CodecError(format!(
+                "{} bytes left over after the value",
+                rest.len()
+            )));
+        }
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Borrowing<'a> {
+        name: &'a str,
+        #[serde(with = "serde_bytes_like")]
+        blob: &'a [u8],
+        n: u64,
+    }
+
+    /// `&[u8]` as a serde byte string, so it decodes borrowed.
+    mod serde_bytes_like {
+        use serde::{Deserializer, Serializer};
+
+        pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(v)
+        }
+
+        pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'de [u8], D::Error> {
+            serde::Deserialize::deserialize(d)
+        }
+    }
+
+    fn round_trip<C: Codec>() {
+        let value = Borrowing {
+            name: "chip",
+            blob: &[1, 2, 3],
+            n: 1 << 40,
+        };
+        let mut out = Vec::new();
+        C::encode(&value, &mut out).unwrap();
+        let back: Borrowing<'_> = C::decode(&out).unwrap();
+        assert_eq!(back, value);
+        // The strings point into the encoded bytes: nothing was copied.
+        let range = out.as_ptr_range();
+        assert!(range.contains(&back.name.as_ptr()));
+        assert!(range.contains(&back.blob.as_ptr()));
+        // Left-over bytes and truncation are errors, not panics.
+        out.push(0);
+        assert!(C::decode::<Borrowing<'_>>(&out).is_err());
+        out.truncate(3);
+        assert!(C::decode::<Borrowing<'_>>(&out).is_err());
+    }
+
+    #[test]
+    fn bincode_round_trips_and_borrows() {
+        round_trip::<Bincode>();
+    }
+
+    #[cfg(feature = "postcard")]
+    #[test]
+    fn postcard_round_trips_and_borrows() {
+        round_trip::<Postcard>();
+    }
+}

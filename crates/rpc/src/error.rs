@@ -1,0 +1,238 @@
+//! The errors of calls, of making a connection, and of handlers.
+
+use core::fmt;
+use core::time::Duration;
+
+use volley_proto::wire::rpc::{CodecId, ErrorCode, Kind};
+
+use crate::codec::CodecError;
+use crate::link::LinkError;
+
+/// Why a call failed. Each names the method called.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The peer already ran as many calls as its credit allows (a well-behaved caller
+    /// waits for credit, so this means the peer's credit changed or a caller ignored it).
+    #[error("rpc {method}: the peer is busy: {detail}")]
+    Busy {
+        /// The method called.
+        method: &'static str,
+        /// The peer's explanation.
+        detail: String,
+    },
+    /// The peer has no method with this id: the two ends run different builds.
+    #[error("rpc {method}: the peer has no method with id {id}")]
+    UnknownMethod {
+        /// The method called.
+        method: &'static str,
+        /// Its id.
+        id: u32,
+    },
+    /// The peer could not decode the arguments.
+    #[error("rpc {method}: the peer could not decode the arguments: {detail}")]
+    RemoteDecode {
+        /// The method called.
+        method: &'static str,
+        /// The decoder's message.
+        detail: String,
+    },
+    /// The handler returned an error.
+    #[error("rpc {method}: the handler failed: {detail}")]
+    Handler {
+        /// The method called.
+        method: &'static str,
+        /// The handler's message.
+        detail: String,
+    },
+    /// The handler panicked; the peer goes on serving.
+    #[error("rpc {method}: the handler panicked: {detail}")]
+    Panicked {
+        /// The method called.
+        method: &'static str,
+        /// The panic's message.
+        detail: String,
+    },
+    /// The call's deadline passed (here, or at the peer before its handler finished).
+    #[error("rpc {method}: no reply within the deadline of {after:?}")]
+    DeadlineExceeded {
+        /// The method called.
+        method: &'static str,
+        /// The deadline.
+        after: Duration,
+    },
+    /// A message over the receiver's largest size: refused before anything was sent
+    /// (a call), or by the peer (a reply too large for us).
+    #[error("rpc {method}: the message is {len} bytes, the receiver takes at most {max}")]
+    TooLarge {
+        /// The method called.
+        method: &'static str,
+        /// The message's size, head, arguments and segments.
+        len: usize,
+        /// The receiver's largest message.
+        max: usize,
+    },
+    /// The peer is shutting down and took no new calls.
+    #[error("rpc {method}: the peer is shutting down")]
+    ShuttingDown {
+        /// The method called.
+        method: &'static str,
+    },
+    /// The arguments could not be encoded.
+    #[error("rpc {method}: cannot encode the arguments: {source}")]
+    Encode {
+        /// The method called.
+        method: &'static str,
+        /// The codec's error.
+        source: CodecError,
+    },
+    /// The reply could not be decoded.
+    #[error("rpc {method}: cannot decode the reply: {source}")]
+    DecodeReply {
+        /// The method called.
+        method: &'static str,
+        /// The codec's error.
+        source: CodecError,
+    },
+    /// An error reply with a code this version does not know.
+    #[error("rpc {method}: the peer failed the call ({code}): {detail}")]
+    Remote {
+        /// The method called.
+        method: &'static str,
+        /// The code.
+        code: ErrorCode,
+        /// The peer's explanation.
+        detail: String,
+    },
+    /// The connection ended before the reply came; nothing reconnects by itself.
+    #[error("rpc {method}: the connection is lost: {cause}")]
+    ConnectionLost {
+        /// The method called.
+        method: &'static str,
+        /// Why the connection ended.
+        cause: LinkError,
+    },
+}
+
+/// Why a connection could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// Making the transport connection failed.
+    #[error("cannot connect: {0}")]
+    Io(#[from] std::io::Error),
+    /// The link failed during the hello.
+    #[error("rpc hello failed: {0}")]
+    Link(#[from] LinkError),
+    /// The peer's hello did not come in time.
+    #[error("rpc hello: no hello from the peer within {0:?}")]
+    Timeout(Duration),
+    /// The peer's first message was not a hello.
+    #[error("rpc hello: the peer's first message is a {0}, not a hello (is it an rpc peer?)")]
+    NotHello(Kind),
+    /// The peer's hello is malformed.
+    #[error("rpc hello: {0}")]
+    Malformed(volley_proto::wire::Error),
+    /// The peer speaks another wire version.
+    #[error("rpc hello: the peer speaks wire version {theirs}; this end speaks {ours}")]
+    Version {
+        /// Ours.
+        ours: u16,
+        /// The peer's.
+        theirs: u16,
+    },
+    /// The peer serializes with another codec.
+    #[error("rpc hello: the peer encodes with {theirs}; this end with {ours}")]
+    Codec {
+        /// Ours.
+        ours: CodecId,
+        /// The peer's.
+        theirs: CodecId,
+    },
+    /// The peer was built with another definition of the service.
+    #[error(
+        "rpc hello: the peer's service differs from this end's {service} (fingerprint {theirs:#018x}, ours {ours:#018x}): the two ends were built from different service definitions"
+    )]
+    Service {
+        /// Our service's name.
+        service: &'static str,
+        /// Our fingerprint.
+        ours: u64,
+        /// The peer's.
+        theirs: u64,
+    },
+    /// A setting is out of range.
+    #[error("rpc settings: {0}")]
+    Config(String),
+}
+
+/// A handler's failure, sent back to the caller as [`CallError::Handler`]. Any error
+/// converts with `?`; [`HandlerError::msg`] makes one from text.
+pub struct HandlerError {
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+}
+
+impl HandlerError {
+    /// A failure with this message.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        Self {
+            code: ErrorCode::HANDLER,
+            message: message.to_string(),
+        }
+    }
+
+    /// The message sent to the caller.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub(crate) fn with_code(code: ErrorCode, message: impl fmt::Display) -> Self {
+        Self {
+            code,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl<E: std::error::Error> From<E> for HandlerError {
+    fn from(e: E) -> Self {
+        Self::msg(e)
+    }
+}
+
+impl fmt::Debug for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HandlerError({}: {})", self.code, self.message)
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl CallError {
+    /// The error an error reply stands for.
+    pub(crate) fn from_reply(
+        method: &'static str,
+        id: u32,
+        code: ErrorCode,
+        detail: String,
+    ) -> Self {
+        match code {
+            ErrorCode::BUSY => Self::Busy { method, detail },
+            ErrorCode::UNKNOWN_METHOD => Self::UnknownMethod { method, id },
+            ErrorCode::DECODE => Self::RemoteDecode { method, detail },
+            ErrorCode::HANDLER => Self::Handler { method, detail },
+            ErrorCode::PANIC => Self::Panicked { method, detail },
+            ErrorCode::SHUTTING_DOWN => Self::ShuttingDown { method },
+            _ => Self::Remote {
+                method,
+                code,
+                detail,
+            },
+        }
+    }
+}

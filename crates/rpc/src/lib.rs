@@ -1,0 +1,102 @@
+//! volley-rpc: typed sync and one-way calls over any message link, with bulk payloads
+//! carried beside the arguments and never copied.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use volley_rpc::{Config, Endpoint, Reply, Router, link::local};
+//!
+//! volley_rpc::service! {
+//!     /// A tiny store.
+//!     pub service Store {
+//!         /// Stores the bulk segment under a name; returns its length.
+//!         1 => Put(String) -> u64;
+//!         /// Adds one, one way (no reply).
+//!         2 => Bump(u32) -> ();
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let router = Router::<Store>::new()
+//!     .route::<Put, _, _>(|call| async move {
+//!         let len: usize = call.segments.iter().map(Bytes::len).sum();
+//!         Ok(Reply::new(len as u64))
+//!     })
+//!     .route::<Bump, _, _>(|_call| async move { Ok(Reply::new(())) });
+//! let server = Endpoint::<Store>::new(Config::default())?.serve(router);
+//! let client = Endpoint::<Store>::new(Config::default())?;
+//!
+//! // Two tasks in one process; over TCP use `link::framed::FramedLink::connect_tcp`
+//! // and `volley_rpc::serve`.
+//! let (a, b) = local::pair(64, 16 << 20);
+//! let (server, client) = tokio::try_join!(server.connect(a), client.connect(b))?;
+//!
+//! let blob = Bytes::from(vec![7u8; 1 << 20]);
+//! let reply = client.call_with::<Put>(&"blob".into(), vec![blob], None).await?;
+//! assert_eq!(reply.value, 1 << 20);
+//! client.send::<Bump>(&1, Vec::new()).await?;
+//! # drop(server);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The pieces
+//! - A **service** ([`service!`]) lists methods with explicit ids and their argument and
+//!   result types; both ends name it, so calls are checked at compile time, and the
+//!   hello compares its [`fingerprint`](Service::FINGERPRINT) so that two builds of
+//!   different definitions refuse each other at once.
+//! - An [`Endpoint`] holds the settings and, to serve, a [`Router`] of handlers. Its
+//!   [`connect`](Endpoint::connect) runs the hello over a link and gives a [`Peer`]:
+//!   either end can call the other, so a server's handler can call back into the client
+//!   ([`Call::peer`]).
+//! - A [`MessageLink`](link::MessageLink) moves messages: over transport-tcp's framed
+//!   layer ([`link::framed`], TCP or Unix), or between tasks ([`link::local`]).
+//!   [`serve`] accepts TCP or Unix connections and serves each.
+//! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
+//!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
+//!   RUSTSEC-2025-0141). Bulk payloads (`Bytes`) travel as segments beside them: never
+//!   through serde, never copied; [`LeArray`] reads numeric arrays from them in place.
+//! - Arguments are encoded into buffers from a [`BufferPool`], shared by `Arc` with the
+//!   writer and returned when written; taking one spins a little before it waits.
+//!
+//! # Flow control and failure
+//! Each end tells the other its *credit*, the calls it will run at once. A caller waits
+//! for credit before sending, sync or one-way, so no queue grows without bound; a call
+//! that arrives past the credit anyway is answered [`CallError::Busy`] at once (the
+//! reader never stops reading for it, so replies keep flowing). Unknown methods, bad
+//! arguments, handler errors and panics, deadlines, messages over the receiver's limit
+//! (refused before sending) and shutdown each come back as their own [`CallError`]
+//! while the connection goes on serving. A lost connection fails every pending call with
+//! [`CallError::ConnectionLost`]; nothing reconnects by itself. Dropping a call's future
+//! cancels it at the peer.
+//!
+//! # Exposure
+//! There is no authentication and no encryption: anyone who can reach the socket can
+//! call every method. Bind to loopback (the CLI's default) or a Unix socket, or carry it
+//! inside something that authenticates.
+
+pub mod array;
+pub mod bench;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod link;
+pub mod peer;
+pub mod pool;
+pub mod router;
+pub mod server;
+#[doc(hidden)]
+pub mod service;
+
+pub use array::LeArray;
+#[cfg(feature = "postcard")]
+pub use codec::Postcard;
+pub use codec::{Bincode, Codec, CodecError};
+pub use config::Config;
+pub use error::{CallError, ConnectError, HandlerError};
+pub use peer::{Endpoint, Peer, PeerStats};
+pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
+pub use router::{Call, Reply, Router};
+pub use server::{ServerHandle, serve};
+pub use service::{Method, Service};
+pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};

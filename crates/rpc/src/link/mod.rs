@@ -1,0 +1,93 @@
+//! [`MessageLink`]: the seam between RPC and a transport. A link moves messages (a small
+//! head, the serialized arguments and bulk segments, all `Bytes`) in order, with
+//! backpressure on send; it knows nothing of calls. RPC owns the call bookkeeping.
+//!
+//! Links provided: [`framed`] over transport-tcp's framed layer (TCP and Unix sockets,
+//! any byte stream), and [`local`] between two tasks in one process (messages pass by
+//! value: nothing encoded, nothing copied).
+
+use bytes::Bytes;
+use volley_proto::wire::rpc::{Head, Kind};
+
+pub mod framed;
+pub mod local;
+
+/// One RPC message as links move it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Kind, call id, method or error code, deadline.
+    pub head: Head,
+    /// The serialized arguments, result or error text.
+    pub args: Bytes,
+    /// Bulk segments, carried beside the arguments uncopied.
+    pub segments: Vec<Bytes>,
+}
+
+impl Message {
+    /// A message with no bulk segments.
+    pub fn new(kind: Kind, call_id: u32, method: u32, args: Bytes) -> Self {
+        Self {
+            head: Head {
+                kind,
+                call_id,
+                method,
+                deadline_us: None,
+            },
+            args,
+            segments: Vec::new(),
+        }
+    }
+
+    /// Bytes the message takes on a wire: head, arguments and segments.
+    pub fn wire_len(&self) -> usize {
+        self.head.encoded_len(self.segments.len())
+            + self.args.len()
+            + self.segments.iter().map(Bytes::len).sum::<usize>()
+    }
+}
+
+/// Why a link failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The peer closed the link.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] volley_transport_tcp::Error),
+    /// The peer sent bytes that are not an RPC message.
+    #[error("the peer sent a malformed rpc message: {0}")]
+    Malformed(#[from] volley_proto::wire::Error),
+    /// The peer sent a frame that is not RPC.
+    #[error("the peer sent a frame of type {0:#04x}, not an rpc message")]
+    NotRpc(u8),
+}
+
+/// A bidirectional message link, split into its two halves when a connection starts.
+pub trait MessageLink: Send + 'static {
+    /// The sending half.
+    type Sender: LinkSender;
+    /// The receiving half.
+    type Receiver: LinkReceiver;
+
+    /// Splits the link.
+    fn split(self) -> (Self::Sender, Self::Receiver);
+}
+
+/// Sends messages; cheap to clone, shared by every caller and handler on a connection.
+pub trait LinkSender: Clone + Send + Sync + 'static {
+    /// Queues a message, waiting while the link is at capacity (backpressure lives here).
+    fn send(&self, message: Message) -> impl Future<Output = Result<(), LinkError>> + Send;
+
+    /// The largest message (as [`Message::wire_len`]) this link carries.
+    fn max_message(&self) -> usize;
+
+    /// Stops sending once what is queued is out; the peer sees the link close.
+    fn close(&self);
+}
+
+/// Receives messages in the order sent; owned by one task.
+pub trait LinkReceiver: Send + 'static {
+    /// The next message; an error once the link has ended.
+    fn recv(&mut self) -> impl Future<Output = Result<Message, LinkError>> + Send;
+}

@@ -1,0 +1,114 @@
+//! [`serve`]: an accept loop that runs an [`Endpoint`] on every connection a
+//! transport-tcp [`Listener`] accepts, with graceful shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use volley_transport_tcp::{Listener, Role, ServerConfig};
+
+use crate::codec::Codec;
+use crate::link::framed::{self, FramedLink};
+use crate::peer::Endpoint;
+use crate::service::Service;
+
+/// Listener settings for RPC: framed connections sized for `max_message`, no idle
+/// timeout (an RPC connection may rightly sit idle), at most `max_connections` at once.
+pub fn listener_config(max_message: usize, max_connections: usize) -> ServerConfig {
+    ServerConfig {
+        connection: framed::config(Role::Acceptor, max_message),
+        max_connections,
+        ..ServerConfig::default()
+    }
+}
+
+/// A running server; see [`serve`].
+#[derive(Debug)]
+pub struct ServerHandle {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<io::Result<()>>,
+    local_addr: Option<SocketAddr>,
+}
+
+/// Serves `endpoint` on every connection `listener` accepts, each in a task of its own,
+/// until [`ServerHandle::shutdown`]. A connection whose hello fails is logged and closed;
+/// the others go on.
+pub fn serve<S: Service, C: Codec>(endpoint: Endpoint<S, C>, listener: Listener) -> ServerHandle {
+    let (stop, stopped) = watch::channel(false);
+    let local_addr = listener.local_addr().ok();
+    let task = tokio::spawn(accept_loop(endpoint, listener, stopped));
+    ServerHandle {
+        stop,
+        task,
+        local_addr,
+    }
+}
+
+async fn accept_loop<S: Service, C: Codec>(
+    endpoint: Endpoint<S, C>,
+    listener: Listener,
+    mut stopped: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = listener.accept() => {
+                let accepted = accepted?;
+                let endpoint = endpoint.clone();
+                let mut stopped = stopped.clone();
+                connections.spawn(async move {
+                    let who = accepted.peer;
+                    let link = FramedLink::new(accepted.framed, accepted.incoming);
+                    let peer = match endpoint.connect(link).await {
+                        Ok(peer) => peer,
+                        Err(e) => {
+                            tracing::warn!(peer = ?who, "rpc connection refused: {e}");
+                            return;
+                        }
+                    };
+                    tokio::select! {
+                        cause = peer.closed() => {
+                            tracing::debug!(peer = ?who, "rpc connection ended: {cause}");
+                        }
+                        _ = stopped.changed() => peer.shutdown().await,
+                    }
+                });
+            }
+        }
+    }
+    // Shutting down: each connection drains its running calls, then closes.
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
+impl ServerHandle {
+    /// The address it listens on (TCP).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// Stops accepting, lets every connection finish the calls it is running (new ones
+    /// are answered "shutting down"), closes them, and returns once all are done.
+    pub async fn shutdown(self) -> io::Result<()> {
+        let _ = self.stop.send(true);
+        self.join().await
+    }
+
+    /// Waits for the server to end: after [`ServerHandle::shutdown`], or when accepting
+    /// fails (an error a server cannot go on from, returned here).
+    pub async fn join(self) -> io::Result<()> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(io::Error::other(e)),
+        }
+    }
+
+    /// Whether the accept loop has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}

@@ -1,0 +1,351 @@
+//! Calls that work: over TCP, Unix and in-process links; bulk segments verified byte for
+//! byte and never copied; one-way calls in order with credit coming back; calls in both
+//! directions; deadlines; cancellation; credit; graceful shutdown.
+
+mod common;
+
+use core::sync::atomic::Ordering;
+use core::time::Duration;
+use std::sync::Arc;
+
+use common::*;
+use volley_rpc::link::framed::{self, FramedLink};
+use volley_rpc::{CallError, Config, Endpoint, serve};
+use volley_transport_tcp::{Framed, Listener, Role};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_and_bulk_over_tcp_with_no_bulk_bytes_copied() {
+    within(30, async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Seen::default());
+        let server_end = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(seen.clone()));
+        // Accept by hand to keep the server's framed handle for its counters.
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (framed, incoming) =
+                Framed::from_tcp(stream, framed::config(Role::Acceptor, 16 << 20)).unwrap();
+            let stats = framed.clone();
+            let peer = server_end
+                .connect(FramedLink::new(framed, incoming))
+                .await
+                .unwrap();
+            (peer, stats)
+        });
+        let link = FramedLink::connect_tcp(addr, 16 << 20).await.unwrap();
+        let client_framed = link.framed().clone();
+        let client = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .connect(link)
+            .await
+            .unwrap();
+        let (_server, server_framed) = server.await.unwrap();
+
+        assert_eq!(client.call::<Echo>(&"hello".into()).await.unwrap(), "hello");
+
+        let segments = vec![
+            payload(1 << 20, 1),
+            payload(64 << 10, 2),
+            payload(3 << 20, 3),
+        ];
+        let total: usize = segments.iter().map(|s| s.len()).sum();
+        let reply = client
+            .call_with::<Bulk>(&(), segments.clone(), None)
+            .await
+            .unwrap();
+        assert_eq!(reply.value, total as u64);
+        assert_eq!(reply.segments, segments, "every byte back, in order");
+
+        // Socket to handler and handler to socket: the segments were slices of the
+        // receive buffers (nothing moved) and went out by iovec (only heads, args and
+        // pieces under the copy threshold are coalesced).
+        for framed in [&server_framed, &client_framed] {
+            let stats = framed.stats();
+            assert_eq!(stats.bytes_moved, 0);
+            assert!(
+                stats.bytes_copied < 1024,
+                "{} bytes copied for {total} bytes of segments",
+                stats.bytes_copied
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_over_a_listener_on_tcp_and_unix() {
+    within(30, async {
+        let seen = Arc::new(Seen::default());
+        let endpoint = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(seen.clone()));
+        let config = volley_rpc::server::listener_config(16 << 20, 64);
+        let tcp = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), config)
+            .await
+            .unwrap();
+        let tcp_server = serve(endpoint.clone(), tcp);
+        let addr = tcp_server.local_addr().unwrap();
+
+        let dir = std::env::temp_dir().join(format!("volley-rpc-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rpc.sock");
+        let _ = std::fs::remove_file(&path);
+        let unix = Listener::from_unix(tokio::net::UnixListener::bind(&path).unwrap(), config);
+        let unix_server = serve(endpoint, unix);
+
+        let client_end = Endpoint::<Test>::new(Config::default()).unwrap();
+        let over_tcp = client_end
+            .connect(FramedLink::connect_tcp(addr, 16 << 20).await.unwrap())
+            .await
+            .unwrap();
+        let over_unix = client_end
+            .connect(FramedLink::connect_unix(&path, 16 << 20).await.unwrap())
+            .await
+            .unwrap();
+        for peer in [&over_tcp, &over_unix] {
+            let data = payload(200_000, 9);
+            let reply = peer
+                .call_with::<Bulk>(&(), vec![data.clone()], None)
+                .await
+                .unwrap();
+            assert_eq!(reply.segments, [data]);
+            assert_eq!(
+                peer.call::<Echo>(&"x".repeat(1000)).await.unwrap().len(),
+                1000
+            );
+        }
+        drop((over_tcp, over_unix));
+        tcp_server.shutdown().await.unwrap();
+        unix_server.shutdown().await.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_segments_are_the_same_memory() {
+    within(30, async {
+        let (_server, client, seen) = local_pair(Config::default(), Config::default()).await;
+        let data = payload(1 << 20, 4);
+        let reply = client
+            .call_with::<Bulk>(&(), vec![data.clone()], None)
+            .await
+            .unwrap();
+        // The handler saw the caller's buffer, and the reply hands the same one back.
+        assert_eq!(
+            seen.segment_ptrs.lock().unwrap()[..],
+            [data.as_ptr() as usize]
+        );
+        assert_eq!(reply.segments[0].as_ptr(), data.as_ptr());
+        assert_eq!(reply.segments[0], data);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn borrowed_decode_reads_in_place() {
+    within(30, async {
+        let (_server, client, _seen) = local_pair(Config::default(), Config::default()).await;
+        let text = "y".repeat(5000);
+        assert_eq!(client.call::<Borrow>(&text).await.unwrap(), 5000);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_calls_run_in_order_and_credit_comes_back() {
+    within(30, async {
+        // A credit of 4 against 2000 one-way calls: the caller must get credit back
+        // hundreds of times, or it stalls.
+        let config = Config {
+            credit: 4,
+            ..Config::default()
+        };
+        let (server, client, seen) = local_pair(config, config).await;
+        for i in 0..2000u64 {
+            client.send::<Record>(&i, Vec::new()).await.unwrap();
+        }
+        // A failing one-way call is logged and counted, and the rest go on.
+        client.send::<Record>(&u64::MAX, Vec::new()).await.unwrap();
+        client.send::<Record>(&2000, Vec::new()).await.unwrap();
+        // A sync call after them: credit for it exists only once the one-ways returned it.
+        for _ in 0..4 {
+            client.call::<Echo>(&"sync".into()).await.unwrap();
+        }
+        loop {
+            if seen.recorded.lock().unwrap().len() == 2001 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let recorded = seen.recorded.lock().unwrap().clone();
+        assert_eq!(recorded, (0..=2000).collect::<Vec<_>>());
+        assert_eq!(server.stats().oneway_failed, 1);
+        assert_eq!(server.stats().oneway_dropped, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_calls_back_into_its_client() {
+    within(30, async {
+        let (server, client, _seen) = local_pair(Config::default(), Config::default()).await;
+        assert_eq!(client.call::<CallBack>(&20).await.unwrap(), 41);
+        // And the server may call the client directly.
+        assert_eq!(server.call::<Double>(&5).await.unwrap(), 10);
+        // The client does not serve Echo.
+        assert!(matches!(
+            server.call::<Echo>(&"x".into()).await,
+            Err(CallError::UnknownMethod { id: 1, .. })
+        ));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_wait_for_credit_and_never_exceed_it() {
+    within(30, async {
+        let server_config = Config {
+            credit: 3,
+            ..Config::default()
+        };
+        let (server, client, seen) = local_pair(server_config, Config::default()).await;
+        let mut calls = Vec::new();
+        for _ in 0..10 {
+            let client = client.clone();
+            calls.push(tokio::spawn(
+                async move { client.call::<Blocked>(&()).await },
+            ));
+        }
+        // Release them a few at a time until all are done.
+        while calls.iter().any(|c| !c.is_finished()) {
+            while seen.blocked_now.load(Ordering::SeqCst) < 3
+                && calls.iter().filter(|c| !c.is_finished()).count() > 3
+            {
+                tokio::task::yield_now().await;
+            }
+            seen.release.notify_waiters();
+            tokio::task::yield_now().await;
+        }
+        for call in calls {
+            call.await.unwrap().unwrap();
+        }
+        assert_eq!(seen.blocked_max.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            server.stats().busy,
+            0,
+            "a waiting caller is never answered busy"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_travel_and_expire() {
+    within(30, async {
+        let (_server, client, seen) = local_pair(Config::default(), Config::default()).await;
+        let seen_us = client
+            .call_with::<SeeDeadline>(&(), Vec::new(), Some(Duration::from_secs(7)))
+            .await
+            .unwrap()
+            .value;
+        assert_eq!(seen_us, 7_000_000);
+        // The default deadline applies when none is given.
+        assert_eq!(client.call::<SeeDeadline>(&()).await.unwrap(), 60_000_000);
+
+        let err = client
+            .call_with::<Sleep>(&10_000, Vec::new(), Some(Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CallError::DeadlineExceeded {
+                    method: "Sleep",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Sleep"), "{err}");
+        // The server stopped the handler too (it was cancelled or timed out there).
+        while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_call_cancels_it_at_the_server() {
+    within(30, async {
+        let config = Config {
+            default_deadline: None,
+            ..Config::default()
+        };
+        let (server, client, seen) = local_pair(config, config).await;
+        let call = tokio::spawn({
+            let client = client.clone();
+            async move { client.call::<Sleep>(&60_000).await }
+        });
+        while seen.sleeps_started.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        call.abort();
+        while server.stats().cancelled == 0 {
+            tokio::task::yield_now().await;
+        }
+        while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The slot is free again: calls go on.
+        assert_eq!(client.call::<Echo>(&"after".into()).await.unwrap(), "after");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_finishes_running_calls() {
+    within(30, async {
+        let seen = Arc::new(Seen::default());
+        let endpoint = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(seen.clone()));
+        let listener = Listener::bind_tcp(
+            "127.0.0.1:0".parse().unwrap(),
+            volley_rpc::server::listener_config(1 << 20, 16),
+        )
+        .await
+        .unwrap();
+        let server = serve(endpoint, listener);
+        let addr = server.local_addr().unwrap();
+        let client = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+            .await
+            .unwrap();
+        let slow = tokio::spawn({
+            let client = client.clone();
+            async move { client.call::<Sleep>(&300).await }
+        });
+        while seen.sleeps_started.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        server.shutdown().await.unwrap();
+        // The call that was running finished and got its reply.
+        slow.await.unwrap().unwrap();
+        assert_eq!(seen.sleeps_dropped.load(Ordering::SeqCst), 0);
+        // New calls fail with a clear error: the server has gone.
+        let err = client.call::<Echo>(&"late".into()).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CallError::ConnectionLost { .. } | CallError::ShuttingDown { .. }
+            ),
+            "{err}"
+        );
+    })
+    .await;
+}

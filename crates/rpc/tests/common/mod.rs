@@ -1,0 +1,178 @@
+//! The test service, its handlers, and helpers shared by the RPC tests.
+#![allow(dead_code, unreachable_pub)]
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::time::Duration;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use volley_rpc::link::local;
+use volley_rpc::{Codec, Config, Endpoint, HandlerError, Peer, Reply, Router};
+
+volley_rpc::service! {
+    /// Everything the tests exercise.
+    pub service Test {
+        /// The string back.
+        1 => Echo(String) -> String;
+        /// Sleeps this many milliseconds; counts starts and drops of unfinished runs.
+        2 => Sleep(u64) -> ();
+        /// Fails with this message.
+        3 => Fail(String) -> ();
+        /// Panics.
+        4 => Panic(()) -> ();
+        /// One way: records its argument in order.
+        5 => Record(u64) -> ();
+        /// The segments back, and their total length.
+        6 => Bulk(()) -> u64;
+        /// Calls the client's `Double` with the argument and returns the answer + 1.
+        7 => CallBack(u64) -> u64;
+        /// Served by the client: twice the argument.
+        8 => Double(u64) -> u64;
+        /// Nobody serves it.
+        9 => Unrouted(()) -> ();
+        /// Waits until released; counts how many run at once.
+        10 => Blocked(()) -> ();
+        /// The deadline the handler saw, in microseconds (0 for none).
+        11 => SeeDeadline(()) -> u64;
+        /// Borrowed decode: the length of the string argument, read without a copy.
+        12 => Borrow(String) -> u64;
+    }
+}
+
+/// What the server's handlers saw.
+#[derive(Default)]
+pub struct Seen {
+    pub recorded: Mutex<Vec<u64>>,
+    pub sleeps_started: AtomicU64,
+    pub sleeps_dropped: AtomicU64,
+    pub blocked_now: AtomicUsize,
+    pub blocked_max: AtomicUsize,
+    pub release: Notify,
+    pub segment_ptrs: Mutex<Vec<usize>>,
+}
+
+/// Counts a drop that happens before `done` is set: a handler cancelled mid-run.
+struct DropProbe<'a> {
+    seen: &'a Seen,
+    done: bool,
+}
+
+impl Drop for DropProbe<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.seen.sleeps_dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
+    let s1 = seen.clone();
+    let s2 = seen.clone();
+    let s3 = seen.clone();
+    let s4 = seen.clone();
+    Router::new()
+        .route::<Echo, _, _>(|call| async move { Ok(Reply::new(call.args)) })
+        .route::<Sleep, _, _>(move |call| {
+            let seen = s1.clone();
+            async move {
+                seen.sleeps_started.fetch_add(1, Ordering::SeqCst);
+                let mut probe = DropProbe {
+                    seen: &seen,
+                    done: false,
+                };
+                tokio::time::sleep(Duration::from_millis(call.args)).await;
+                probe.done = true;
+                Ok(Reply::new(()))
+            }
+        })
+        .route::<Fail, _, _>(|call| async move { Err(HandlerError::msg(call.args)) })
+        .route::<Panic, _, _>(|_call| async move {
+            if true {
+                panic!("the handler gave up");
+            }
+            Ok(Reply::new(()))
+        })
+        .route::<Record, _, _>(move |call| {
+            let seen = s2.clone();
+            async move {
+                if call.args == u64::MAX {
+                    return Err(HandlerError::msg("a one-way call that fails"));
+                }
+                seen.recorded.lock().unwrap().push(call.args);
+                Ok(Reply::new(()))
+            }
+        })
+        .route::<Bulk, _, _>(move |call| {
+            let seen = s3.clone();
+            async move {
+                let len = call.segments.iter().map(Bytes::len).sum::<usize>() as u64;
+                seen.segment_ptrs
+                    .lock()
+                    .unwrap()
+                    .extend(call.segments.iter().map(|s| s.as_ptr() as usize));
+                Ok(Reply::with_segments(len, call.segments))
+            }
+        })
+        .route::<CallBack, _, _>(|call| async move {
+            let doubled = call.peer().call::<Double>(&call.args).await?;
+            Ok(Reply::new(doubled + 1))
+        })
+        .route::<Blocked, _, _>(move |_call| {
+            let seen = s4.clone();
+            async move {
+                let now = seen.blocked_now.fetch_add(1, Ordering::SeqCst) + 1;
+                seen.blocked_max.fetch_max(now, Ordering::SeqCst);
+                let released = seen.release.notified();
+                released.await;
+                seen.blocked_now.fetch_sub(1, Ordering::SeqCst);
+                Ok(Reply::new(()))
+            }
+        })
+        .route::<SeeDeadline, _, _>(|call| async move {
+            Ok(Reply::new(
+                call.deadline().map_or(0, |d| d.as_micros() as u64),
+            ))
+        })
+        .route::<Borrow, _, _>(|call| async move {
+            let borrowed: &str = call.decode()?;
+            let raw = call.raw_args().as_ptr_range();
+            assert!(raw.contains(&borrowed.as_ptr()), "decoded in place");
+            Ok(Reply::new(borrowed.len() as u64))
+        })
+}
+
+pub fn client_router<C: Codec>() -> Router<Test, C> {
+    Router::new().route::<Double, _, _>(|call| async move { Ok(Reply::new(call.args * 2)) })
+}
+
+/// Fails the test if `f` takes longer than `secs`.
+pub async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
+}
+
+/// A server and a client joined by an in-process link.
+pub async fn local_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let server_end = Endpoint::<Test>::new(server)
+        .unwrap()
+        .serve(server_router(seen.clone()));
+    let client_end = Endpoint::<Test>::new(client)
+        .unwrap()
+        .serve(client_router());
+    let (a, b) = local::pair(64, 16 << 20);
+    let (s, c) = within(10, async {
+        tokio::try_join!(server_end.connect(a), client_end.connect(b)).unwrap()
+    })
+    .await;
+    (s, c, seen)
+}
+
+pub fn payload(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect::<Vec<u8>>()
+        .into()
+}
