@@ -14,6 +14,7 @@ const MSRV_PACKAGES: &[&str] = &[
     "volley-netsim",
     "volley-transport-tcp",
     "volley-sftp",
+    "volley-rpc",
     "volley-cli",
 ];
 

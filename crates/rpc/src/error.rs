@@ -195,7 +195,7 @@ impl HandlerError {
     }
 }
 
-impl<E: std::error::Error> From<E> for HandlerError {
+impl<E: core::error::Error> From<E> for HandlerError {
     fn from(e: E) -> Self {
         Self::msg(e)
     }

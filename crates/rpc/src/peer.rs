@@ -7,12 +7,12 @@
 //! sent, and error replies it makes itself (Busy, unknown method) are sent from a task.
 //! So replies and callbacks keep flowing whatever the handlers do, and nothing deadlocks.
 
+use core::any::Any;
 use core::marker::PhantomData;
+use core::panic::AssertUnwindSafe;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::time::Duration;
-use std::any::Any;
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytes::Bytes;

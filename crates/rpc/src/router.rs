@@ -91,6 +91,9 @@ pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<Encoded, Hand
 
 type Erased<S, C> = dyn Fn(Message, Peer<S, C>) -> HandlerFuture + Send + Sync;
 
+/// A method's name and its type-erased handler.
+pub(crate) type Route<S, C> = (&'static str, Arc<Erased<S, C>>);
+
 /// The handlers one end serves, by method id.
 ///
 /// ```
@@ -110,7 +113,7 @@ type Erased<S, C> = dyn Fn(Message, Peer<S, C>) -> HandlerFuture + Send + Sync;
 /// assert_eq!(router.len(), 1);
 /// ```
 pub struct Router<S, C = Bincode> {
-    handlers: HashMap<u32, (&'static str, Arc<Erased<S, C>>)>,
+    handlers: HashMap<u32, Route<S, C>>,
     _s: PhantomData<fn() -> S>,
 }
 
@@ -182,7 +185,7 @@ impl<S: Service, C: Codec> Router<S, C> {
         self.handlers.is_empty()
     }
 
-    pub(crate) fn get(&self, id: u32) -> Option<&(&'static str, Arc<Erased<S, C>>)> {
+    pub(crate) fn get(&self, id: u32) -> Option<&Route<S, C>> {
         self.handlers.get(&id)
     }
 }

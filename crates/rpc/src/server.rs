@@ -1,8 +1,8 @@
 //! [`serve`]: an accept loop that runs an [`Endpoint`] on every connection a
 //! transport-tcp [`Listener`] accepts, with graceful shutdown.
 
+use core::net::SocketAddr;
 use std::io;
-use std::net::SocketAddr;
 
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};

@@ -3,8 +3,8 @@
 //! write and received as slices of the read buffer. Works over TCP, Unix sockets and any
 //! byte stream [`Framed`] runs on.
 
+use core::net::SocketAddr;
 use std::io;
-use std::net::SocketAddr;
 use std::path::Path;
 
 use volley_proto::wire::{frame, rpc};

@@ -70,7 +70,7 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
     let s1 = seen.clone();
     let s2 = seen.clone();
     let s3 = seen.clone();
-    let s4 = seen.clone();
+    let s4 = seen;
     Router::new()
         .route::<Echo, _, _>(|call| async move { Ok(Reply::new(call.args)) })
         .route::<Sleep, _, _>(move |call| {
