@@ -1,4 +1,5 @@
-//! `volley`: run a SpiNNaker board emulator, a link simulator, or SCP transfers.
+//! `volley`: run a SpiNNaker board emulator, a link simulator, SCP and SFTP transfers,
+//! and the RPC bench service.
 //!
 //! ```text
 //! volley emulate --udp 127.0.0.1:17893 --tcp 127.0.0.1:17894
@@ -6,6 +7,8 @@
 //! volley scp write --target 127.0.0.1:17900 --addr 0x60000000 --window auto data.bin
 //! volley scp read --target 127.0.0.1:17900 --addr 0x60000000 --len 10485760 -o back.bin
 //! volley sftp put big.bin /dev/shm/big.bin
+//! volley rpc serve --listen 127.0.0.1:17910
+//! volley rpc bench --connect 127.0.0.1:17910 --call put --payload 1048576 --concurrency 4
 //! ```
 
 use std::process::ExitCode;
@@ -14,6 +17,7 @@ use clap::{Parser, Subcommand};
 
 mod emulate;
 mod netsim;
+mod rpc;
 mod scp;
 mod sftp;
 
@@ -41,6 +45,9 @@ enum Command {
     /// Copy files over SFTP with many requests in flight.
     #[command(subcommand)]
     Sftp(sftp::SftpCommand),
+    /// Serve or drive the RPC bench service.
+    #[command(subcommand)]
+    Rpc(rpc::Command),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +69,7 @@ fn main() -> ExitCode {
             Command::Netsim(args) => netsim::run(args).await,
             Command::Scp(command) => scp::run(command).await,
             Command::Sftp(command) => sftp::run(command).await,
+            Command::Rpc(command) => rpc::run(command).await,
         }
     });
     match result {

@@ -1,0 +1,208 @@
+//! `volley rpc serve` and `volley rpc bench`: the built-in bench service, and a driver
+//! that checks every reply and ends with one machine-readable line.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use volley_rpc::bench::{self, BenchService, BenchState, Spec, Workload};
+use volley_rpc::link::framed::FramedLink;
+use volley_rpc::{Config, Endpoint, serve};
+use volley_transport_tcp::Listener;
+
+/// The largest message either end takes (the default of the library).
+const MAX_MESSAGE: usize = 16 << 20;
+/// Room for the head and arguments beside a payload.
+const HEAD_ROOM: usize = 4096;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Serve the built-in bench service (echo, put, get, send) until SIGINT or SIGTERM.
+    /// Prints `listening tcp=ADDR` once it accepts. No authentication, no encryption:
+    /// keep it on loopback unless the network is yours.
+    Serve(ServeArgs),
+    /// Drive a bench server, check every reply, and end with the line
+    /// `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M`.
+    Bench(BenchArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Transport {
+    /// TCP (or any stream) through the framed layer.
+    Tcp,
+    /// The reliable UDP channel (not built yet).
+    Udp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CallKind {
+    /// 8 bytes there and back.
+    Echo,
+    /// PAYLOAD bytes up as a bulk segment; its length and xxh3 hash back.
+    Put,
+    /// PAYLOAD bytes back as a bulk segment, a slice of a fixed pattern.
+    Get,
+    /// PAYLOAD bytes one way, then "have N arrived intact?".
+    Send,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on (port 0 picks one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Transport.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
+    /// Calls in flight each connection may have here; more are answered busy.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    credit: u32,
+    /// Connections served at once; more wait in the kernel's backlog.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    max_connections: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The server's address.
+    #[arg(long)]
+    connect: SocketAddr,
+    /// Transport.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
+    /// Which call to make.
+    #[arg(long, value_enum, default_value_t = CallKind::Echo)]
+    call: CallKind,
+    /// Calls in all.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    calls: u64,
+    /// Callers sharing the one connection; they split the calls.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    concurrency: u64,
+    /// Payload bytes for put, get and send (echo always moves 8).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(0..=(MAX_MESSAGE - HEAD_ROOM) as u64))]
+    payload: u64,
+    /// Calls each caller issues before awaiting their replies; 0 issues all at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    batch: u64,
+    /// Deadline of each call, in seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    deadline_secs: u64,
+}
+
+pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve_bench(args).await,
+        Command::Bench(args) => drive(args).await,
+    }
+}
+
+fn tcp_only(transport: Transport) -> anyhow::Result<()> {
+    if transport == Transport::Udp {
+        bail!(
+            "--transport udp: RPC over volley's UDP channel is not built yet; use --transport tcp"
+        );
+    }
+    Ok(())
+}
+
+async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
+    tcp_only(args.transport)?;
+    let config = Config {
+        credit: args.credit,
+        ..Config::default()
+    };
+    let state = Arc::new(BenchState::default());
+    let endpoint = Endpoint::<BenchService>::new(config)
+        .context("rpc settings")?
+        .serve(bench::router(state.clone()));
+    // Fits: range-checked to 65536.
+    let listener_config =
+        volley_rpc::server::listener_config(MAX_MESSAGE, args.max_connections as usize);
+    let listener = Listener::bind_tcp(args.listen, listener_config)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let server = serve(endpoint, listener);
+    let addr = server
+        .local_addr()
+        .context("cannot read the address listened on")?;
+    println!("listening tcp={addr}");
+    std::io::stdout()
+        .flush()
+        .context("cannot write to stdout")?;
+    tokio::select! {
+        signal = crate::shutdown_signal() => {
+            signal?;
+            server.shutdown().await.context("rpc server")?;
+        }
+        // Only ends by itself on an error a server cannot go on from.
+        ended = wait(&server) => ended?,
+    }
+    if state.bad() > 0 {
+        eprintln!(
+            "volley: {} one-way payloads failed their check",
+            state.bad()
+        );
+    }
+    Ok(())
+}
+
+/// Resolves when the server's accept loop has ended by itself.
+async fn wait(server: &volley_rpc::ServerHandle) -> anyhow::Result<()> {
+    while !server.is_finished() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("the rpc server stopped accepting connections")
+}
+
+async fn drive(args: BenchArgs) -> anyhow::Result<()> {
+    tcp_only(args.transport)?;
+    let payload = args.payload as usize;
+    let link = tokio::time::timeout(
+        Duration::from_secs(10),
+        FramedLink::connect_tcp(args.connect, MAX_MESSAGE),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("cannot connect to {}: no answer within 10 s", args.connect))?
+    .with_context(|| format!("cannot connect to {}", args.connect))?;
+    let peer = Endpoint::<BenchService>::new(Config::default())
+        .context("rpc settings")?
+        .connect(link)
+        .await
+        .with_context(|| format!("rpc hello with {}", args.connect))?;
+    let limit = peer.peer_hello().max_message as usize;
+    if payload + HEAD_ROOM > limit {
+        bail!(
+            "--payload {payload}: the server takes messages of at most {limit} bytes, \
+             {HEAD_ROOM} of them kept for the call's head"
+        );
+    }
+    let spec = Spec {
+        workload: match args.call {
+            CallKind::Echo => Workload::Echo,
+            CallKind::Put => Workload::Put,
+            CallKind::Get => Workload::Get,
+            CallKind::Send => Workload::Send,
+        },
+        calls: args.calls,
+        // Fits: range-checked to 4096.
+        concurrency: args.concurrency as usize,
+        payload,
+        batch: args.batch,
+        deadline: Duration::from_secs(args.deadline_secs),
+    };
+    let outcome = bench::run(&peer, spec).await;
+    println!("{}", outcome.line());
+    if outcome.failed > 0 {
+        bail!(
+            "{} of {} calls failed; the first: {}",
+            outcome.failed,
+            outcome.calls,
+            outcome.first_error.as_deref().unwrap_or("(no message)")
+        );
+    }
+    Ok(())
+}

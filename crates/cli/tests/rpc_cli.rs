@@ -1,0 +1,168 @@
+//! `volley rpc serve` and `volley rpc bench` as scripts use them: the listening line, the
+//! last line's exact shape, every call kind verified, and clear refusals.
+
+mod common;
+
+use core::time::Duration;
+
+use common::*;
+use tokio::process::Command;
+use tokio::time::timeout;
+
+/// Runs `volley rpc bench` and returns (success, last stdout line, stderr).
+async fn bench(args: &[&str]) -> (bool, String, String) {
+    let output = timeout(
+        Duration::from_secs(120),
+        Command::new(VOLLEY)
+            .args(["rpc", "bench"])
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("volley rpc bench {args:?} did not finish within 120 s"))
+    .expect("volley runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    (
+        output.status.success(),
+        stdout.lines().last().unwrap_or("").to_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The fields of `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M`, in order.
+fn fields(line: &str) -> Vec<(String, f64)> {
+    line.split(' ')
+        .map(|field| {
+            let (key, value) = field
+                .split_once('=')
+                .unwrap_or_else(|| panic!("`{field}` in `{line}` is not key=value"));
+            (
+                key.to_owned(),
+                value
+                    .parse()
+                    .unwrap_or_else(|_| panic!("`{value}` in `{line}`")),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_call_kind_is_verified_end_to_end() {
+    let (_server, line) = spawn(&["rpc", "serve", "--listen", "127.0.0.1:0"]).await;
+    let addr = line
+        .strip_prefix("listening tcp=")
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    let runs: &[&[&str]] = &[
+        &[],
+        &[
+            "--call",
+            "echo",
+            "--calls",
+            "3000",
+            "--concurrency",
+            "8",
+            "--batch",
+            "0",
+        ],
+        &[
+            "--call",
+            "put",
+            "--calls",
+            "200",
+            "--concurrency",
+            "3",
+            "--payload",
+            "100000",
+            "--batch",
+            "5",
+        ],
+        &[
+            "--call",
+            "get",
+            "--calls",
+            "300",
+            "--concurrency",
+            "4",
+            "--payload",
+            "65537",
+            "--batch",
+            "2",
+        ],
+        &[
+            "--call",
+            "send",
+            "--calls",
+            "500",
+            "--concurrency",
+            "2",
+            "--payload",
+            "3000",
+            "--batch",
+            "7",
+        ],
+        &["--call", "get", "--calls", "3", "--payload", "16000000"],
+        &["--call", "put", "--calls", "10", "--payload", "0"],
+    ];
+    for extra in runs {
+        let mut args = vec!["--connect", addr.as_str()];
+        args.extend_from_slice(extra);
+        let (ok, last, stderr) = bench(&args).await;
+        assert!(ok, "{args:?}: {stderr}");
+        let fields = fields(&last);
+        let keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["calls", "ok", "failed", "secs", "calls/s", "MiB/s"],
+            "{last}"
+        );
+        let calls = extra
+            .iter()
+            .position(|a| *a == "--calls")
+            .map_or(10_000.0, |i| extra[i + 1].parse().unwrap());
+        assert_eq!(fields[0].1, calls, "{last}");
+        assert_eq!(fields[1].1, calls, "every call verified: {last}");
+        assert_eq!(fields[2].1, 0.0, "{last}");
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_a_reason() {
+    let (_server, line) = spawn(&["rpc", "serve"]).await;
+    assert!(
+        line.starts_with("listening tcp=127.0.0.1:"),
+        "loopback by default: {line}"
+    );
+    let addr = line.strip_prefix("listening tcp=").unwrap();
+    for (args, says) in [
+        (
+            vec!["--connect", addr, "--transport", "udp"],
+            "not built yet",
+        ),
+        (
+            vec!["--connect", addr, "--concurrency", "0"],
+            "0 is not in 1..=4096",
+        ),
+        (vec!["--connect", addr, "--calls", "-5"], "-5"),
+        (vec!["--connect", addr, "--calls", "0"], "0 is not in 1..=100000000"),
+        (
+            vec!["--connect", addr, "--payload", "99999999999"],
+            "--payload",
+        ),
+        (vec!["--connect", addr, "--batch", "1.5"], "--batch"),
+    ] {
+        let (ok, _, stderr) = bench(&args).await;
+        assert!(!ok, "{args:?} should fail");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let (ok, stderr) = run(&["rpc", "serve", "--transport", "udp"]).await;
+    assert!(!ok && stderr.contains("not built yet"), "{stderr}");
+    // Nobody listening: a clear error, not a hang.
+    let closed = {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        socket.local_addr().unwrap().to_string()
+    };
+    let (ok, _, stderr) = bench(&["--connect", &closed]).await;
+    assert!(!ok && stderr.contains("cannot connect"), "{stderr}");
+}
