@@ -127,6 +127,61 @@ pub(crate) struct Report {
     pub(crate) rows: Vec<Vec<String>>,
     pub(crate) notes: Vec<String>,
     pub(crate) data: Vec<Value>,
+    /// Further tables after the main one.
+    pub(crate) tables: Vec<Table>,
+}
+
+/// A titled table of its own inside a report.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    pub(crate) title: String,
+    pub(crate) columns: Vec<&'static str>,
+    pub(crate) rows: Vec<Vec<String>>,
+}
+
+/// Aligned plain-text columns: header, rule, rows.
+fn aligned(columns: &[&str], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, String::len))
+                .chain([columns[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i == 0 {
+                out.push_str(&format!("{cell:<w$}", w = widths[0]));
+            } else {
+                out.push_str(&format!("  {cell:>w$}", w = widths[i]));
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(&mut columns.iter().copied());
+    let rules: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+    out.push_str(&line(&mut rules.iter().map(String::as_str)));
+    for row in rows {
+        out.push_str(&line(&mut row.iter().map(String::as_str)));
+    }
+    out
+}
+
+/// A Markdown table.
+fn markdown_table(columns: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = format!(
+        "| {} |\n|{}|\n",
+        columns.join(" | "),
+        columns.iter().map(|_| "---").collect::<Vec<_>>().join("|"),
+    );
+    for row in rows {
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
 }
 
 impl Report {
@@ -140,44 +195,22 @@ impl Report {
             rows: Vec::new(),
             notes: Vec::new(),
             data: Vec::new(),
+            tables: Vec::new(),
         }
     }
 
     /// Plain text for the terminal: aligned columns.
     pub(crate) fn text(&self) -> String {
-        let widths: Vec<usize> = (0..self.columns.len())
-            .map(|i| {
-                self.rows
-                    .iter()
-                    .map(|r| r.get(i).map_or(0, String::len))
-                    .chain([self.columns[i].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: &mut dyn Iterator<Item = &str>| {
-            let mut out = String::new();
-            for (i, cell) in cells.enumerate() {
-                if i == 0 {
-                    out.push_str(&format!("{cell:<w$}", w = widths[0]));
-                } else {
-                    out.push_str(&format!("  {cell:>w$}", w = widths[i]));
-                }
-            }
-            out.push('\n');
-            out
-        };
         let mut out = format!(
             "\n{} ({} mode, {} rounds, medians)\n",
             self.title,
             self.mode.name(),
             self.rounds
         );
-        out.push_str(&line(&mut self.columns.iter().copied()));
-        let rules: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
-        out.push_str(&line(&mut rules.iter().map(String::as_str)));
-        for row in &self.rows {
-            out.push_str(&line(&mut row.iter().map(String::as_str)));
+        out.push_str(&aligned(&self.columns, &self.rows));
+        for table in &self.tables {
+            out.push_str(&format!("\n{}\n", table.title));
+            out.push_str(&aligned(&table.columns, &table.rows));
         }
         for note in &self.notes {
             out.push_str(&format!("note: {note}\n"));
@@ -188,19 +221,18 @@ impl Report {
     /// A Markdown section for `report.md`.
     pub(crate) fn markdown(&self) -> String {
         let mut out = format!(
-            "## {}\n\n{} mode, {} rounds, medians.\n\n| {} |\n|{}|\n",
+            "## {}\n\n{} mode, {} rounds, medians.\n\n{}",
             self.title,
             self.mode.name(),
             self.rounds,
-            self.columns.join(" | "),
-            self.columns
-                .iter()
-                .map(|_| "---")
-                .collect::<Vec<_>>()
-                .join("|"),
+            markdown_table(&self.columns, &self.rows),
         );
-        for row in &self.rows {
-            out.push_str(&format!("| {} |\n", row.join(" | ")));
+        for table in &self.tables {
+            out.push_str(&format!(
+                "\n### {}\n\n{}",
+                table.title,
+                markdown_table(&table.columns, &table.rows)
+            ));
         }
         for note in &self.notes {
             out.push_str(&format!("\n{note}\n"));

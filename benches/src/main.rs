@@ -81,6 +81,7 @@ fn run() -> Result<(), String> {
         "codec" => suites::codec::run(mode),
         "scp" => suites::scp::run(mode, python.as_deref()),
         "sftp" => suites::sftp::run(mode),
+        "rpc" => suites::rpc::run(mode),
         "wake" => suites::wake::run(mode),
         other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
     };
@@ -109,4 +110,4 @@ fn run() -> Result<(), String> {
 const USAGE: &str =
     "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH]
        volley-bench compare BASELINE.json RESULTS.json
-suites: codec, scp, sftp, wake (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";
+suites: codec, scp, sftp, wake, rpc (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

@@ -145,7 +145,10 @@ async fn bad_input_is_refused_with_a_reason() {
             "0 is not in 1..=4096",
         ),
         (vec!["--connect", addr, "--calls", "-5"], "-5"),
-        (vec!["--connect", addr, "--calls", "0"], "0 is not in 1..=100000000"),
+        (
+            vec!["--connect", addr, "--calls", "0"],
+            "0 is not in 1..=100000000",
+        ),
         (
             vec!["--connect", addr, "--payload", "99999999999"],
             "--payload",

@@ -1,0 +1,1079 @@
+//! `rpc`: volley-rpc beside tarpc 0.38 (the Rust anchor on the same stack: tokio, serde,
+//! bincode) and a raw tokio length-delimited baseline, on one loopback connection each:
+//! sequential 8-byte calls, 64 concurrent callers, 1 MiB put and 1 MiB get. volley runs
+//! over TCP (bincode and postcard), a Unix socket and the in-process link. Then ARTIQ's
+//! `test_performance` table over volley TCP, allocations per call against payload size,
+//! and what spinning for a pool buffer buys.
+//!
+//! Every system does the same work per call: echo returns its 8 bytes, put hashes the
+//! payload with xxh3 and returns length and hash, get returns a slice of a fixed pattern
+//! at an offset from the call's index; the client checks each reply. All servers run on
+//! one current-thread runtime on a thread of their own (tarpc's fastest setup), all
+//! clients on a two-worker runtime; each round runs every system once, in rotating
+//! order, and the table gives medians.
+
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use futures::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use volley_rpc::bench::{
+    self as service, BenchService, BenchState, Echo, Get, GetArgs, Put, PutReply,
+};
+use volley_rpc::link::framed::FramedLink;
+use volley_rpc::link::local::{self, LocalLink};
+use volley_rpc::{
+    Bincode, Codec, Config, Endpoint, LeArray, Peer, PoolConfig, Postcard, Reply, Router, serve,
+};
+use volley_transport_tcp::Listener;
+
+use crate::harness::{Mode, Report, Table, median};
+
+const MIB: usize = 1 << 20;
+/// Pattern bytes: the largest payload plus room for every offset.
+const PATTERN: usize = MIB + 4096;
+
+// ---------------------------------------------------------------------------------------
+// tarpc, as its users write it (Bytes through serde, TCP_NODELAY set by us).
+
+#[tarpc::service]
+trait TarpcBench {
+    async fn echo(value: u64) -> u64;
+    async fn put(body: Bytes) -> (u64, u64);
+    async fn get(index: u64, len: u64) -> Bytes;
+}
+
+#[derive(Clone)]
+struct TarpcServer {
+    pattern: Bytes,
+}
+
+impl TarpcBench for TarpcServer {
+    async fn echo(self, _: tarpc::context::Context, value: u64) -> u64 {
+        value
+    }
+
+    async fn put(self, _: tarpc::context::Context, body: Bytes) -> (u64, u64) {
+        (body.len() as u64, xxhash_rust::xxh3::xxh3_64(&body))
+    }
+
+    async fn get(self, _: tarpc::context::Context, index: u64, len: u64) -> Bytes {
+        let start = service::offset(index);
+        self.pattern.slice(start..start + len as usize)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// ARTIQ's test_performance shapes, as a volley service.
+
+volley_rpc::service! {
+    /// ARTIQ's payload shapes, each way.
+    pub(crate) service Artiq {
+        /// D2H bytes: the payload comes as a segment.
+        1 => TakeBytes(()) -> ();
+        /// H2D bytes: this many bytes back as a segment.
+        2 => GiveBytes(u64) -> ();
+        /// D2H i32 list, through serde.
+        3 => TakeI32List(Vec<i32>) -> ();
+        /// H2D i32 list, through serde.
+        4 => GiveI32List(u64) -> Vec<i32>;
+        /// D2H i32 array: a raw little-endian segment, summed in place.
+        5 => TakeI32Array(()) -> i64;
+        /// H2D i32 array: this many elements back as a segment.
+        6 => GiveI32Array(u64) -> ();
+        /// D2H bytes list: 64 segments.
+        7 => TakeBytesList(()) -> ();
+        /// H2D bytes list: 64 segments totalling this many bytes.
+        8 => GiveBytesList(u64) -> ();
+        /// One way: a payload; the server notes when it arrived.
+        9 => AsyncBytes(()) -> ();
+        /// Waits for this many AsyncBytes arrivals; returns first and last arrival (ns
+        /// since the server started) and the count.
+        10 => AsyncSpan(u64) -> (u64, u64, u64);
+    }
+}
+
+#[derive(Default)]
+struct Arrivals {
+    first: AtomicU64,
+    last: AtomicU64,
+    count: AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+fn artiq_router(
+    zeros: Bytes,
+    array: Bytes,
+    arrivals: Arc<Arrivals>,
+    epoch: Instant,
+) -> Router<Artiq> {
+    let z1 = zeros.clone();
+    let z2 = zeros;
+    let a2 = arrivals.clone();
+    Router::new()
+        .route::<TakeBytes, _, _>(|_call| async move { Ok(Reply::new(())) })
+        .route::<GiveBytes, _, _>(move |call| {
+            let zeros = z1.clone();
+            async move {
+                Ok(Reply::with_segments(
+                    (),
+                    vec![zeros.slice(..call.args as usize)],
+                ))
+            }
+        })
+        .route::<TakeI32List, _, _>(|call| async move {
+            std::hint::black_box(&call.args);
+            Ok(Reply::new(()))
+        })
+        .route::<GiveI32List, _, _>(|call| async move {
+            Ok(Reply::new(vec![123i32; call.args as usize]))
+        })
+        .route::<TakeI32Array, _, _>(|call| async move {
+            let array = LeArray::<i32>::new(call.segments.into_iter().next().unwrap_or_default())?;
+            Ok(Reply::new(array.iter().map(i64::from).sum()))
+        })
+        .route::<GiveI32Array, _, _>(move |call| {
+            let array = array.clone();
+            async move {
+                Ok(Reply::with_segments(
+                    (),
+                    vec![array.slice(..4 * call.args as usize)],
+                ))
+            }
+        })
+        .route::<TakeBytesList, _, _>(|_call| async move { Ok(Reply::new(())) })
+        .route::<GiveBytesList, _, _>(move |call| {
+            let zeros = z2.clone();
+            async move {
+                let each = call.args as usize / 64;
+                Ok(Reply::with_segments(
+                    (),
+                    (0..64)
+                        .map(|i| zeros.slice(i * each..(i + 1) * each))
+                        .collect(),
+                ))
+            }
+        })
+        .route::<AsyncBytes, _, _>(move |_call| {
+            let arrivals = a2.clone();
+            async move {
+                let now = epoch.elapsed().as_nanos() as u64;
+                if arrivals.count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    arrivals.first.store(now, Ordering::SeqCst);
+                }
+                arrivals.last.store(now, Ordering::SeqCst);
+                arrivals.notify.notify_waiters();
+                Ok(Reply::new(()))
+            }
+        })
+        .route::<AsyncSpan, _, _>(move |call| {
+            let arrivals = arrivals.clone();
+            async move {
+                loop {
+                    let notified = arrivals.notify.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    let count = arrivals.count.load(Ordering::SeqCst);
+                    if count >= call.args {
+                        let span = (
+                            arrivals.first.load(Ordering::SeqCst),
+                            arrivals.last.load(Ordering::SeqCst),
+                            count,
+                        );
+                        arrivals.count.store(0, Ordering::SeqCst);
+                        return Ok(Reply::new(span));
+                    }
+                    notified.await;
+                }
+            }
+        })
+}
+
+// ---------------------------------------------------------------------------------------
+// The servers, all on one current-thread runtime.
+
+struct Servers {
+    volley: SocketAddr,
+    postcard: SocketAddr,
+    unix: PathBuf,
+    tarpc: SocketAddr,
+    raw: SocketAddr,
+    artiq: SocketAddr,
+    /// Server ends of in-process links go here to be served.
+    local: tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
+}
+
+fn start_servers(dir: PathBuf) -> Servers {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        runtime.block_on(async move {
+            let state = Arc::new(BenchState::default());
+            let listener = |addr: &str| {
+                let addr: SocketAddr = addr.parse().expect("an address");
+                Listener::bind_tcp(addr, volley_rpc::server::listener_config(16 * MIB, 64))
+            };
+            let bincode = Endpoint::<BenchService, Bincode>::new(Config::default())
+                .expect("settings")
+                .serve(service::router(state.clone()));
+            let postcard = Endpoint::<BenchService, Postcard>::new(Config::default())
+                .expect("settings")
+                .serve(service::router(state.clone()));
+            let v = serve(
+                bincode.clone(),
+                listener("127.0.0.1:0").await.expect("bind"),
+            );
+            let p = serve(postcard, listener("127.0.0.1:0").await.expect("bind"));
+            let path = dir.join("rpc.sock");
+            let _ = std::fs::remove_file(&path);
+            let unix = Listener::from_unix(
+                tokio::net::UnixListener::bind(&path).expect("bind a unix socket"),
+                volley_rpc::server::listener_config(16 * MIB, 64),
+            );
+            let u = serve(bincode.clone(), unix);
+
+            let epoch = Instant::now();
+            let zeros = Bytes::from(vec![0u8; MIB]);
+            let array = LeArray::from_slice(&vec![123i32; MIB / 4]).into_bytes();
+            let artiq = Endpoint::<Artiq>::new(Config::default())
+                .expect("settings")
+                .serve(artiq_router(
+                    zeros,
+                    array,
+                    Arc::new(Arrivals::default()),
+                    epoch,
+                ));
+            let a = serve(artiq, listener("127.0.0.1:0").await.expect("bind"));
+
+            let pattern = service::pattern(PATTERN);
+            let tarpc_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let tarpc_addr = tarpc_listener.local_addr().expect("address");
+            let tarpc_pattern = pattern.clone();
+            tokio::spawn(async move {
+                use tarpc::server::Channel;
+                while let Ok((stream, _)) = tarpc_listener.accept().await {
+                    let _ = stream.set_nodelay(true);
+                    let framed = LengthDelimitedCodec::builder()
+                        .max_frame_length(64 * MIB)
+                        .new_framed(stream);
+                    let transport = tarpc::serde_transport::new(
+                        framed,
+                        tarpc::tokio_serde::formats::Bincode::default(),
+                    );
+                    let server = TarpcServer {
+                        pattern: tarpc_pattern.clone(),
+                    };
+                    tokio::spawn(
+                        tarpc::server::BaseChannel::with_defaults(transport)
+                            .execute(server.serve())
+                            .for_each(|response| async move {
+                                tokio::spawn(response);
+                            }),
+                    );
+                }
+            });
+
+            let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let raw_addr = raw_listener.local_addr().expect("address");
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = raw_listener.accept().await {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(raw_server(stream, pattern.clone()));
+                }
+            });
+
+            let (local_tx, mut local_rx) =
+                tokio::sync::mpsc::unbounded_channel::<(LocalLink, PoolConfig)>();
+            let state2 = state.clone();
+            tokio::spawn(async move {
+                while let Some((link, pool)) = local_rx.recv().await {
+                    let endpoint = Endpoint::<BenchService>::new(Config {
+                        pool,
+                        ..Config::default()
+                    })
+                    .expect("settings")
+                    .serve(service::router(state2.clone()));
+                    tokio::spawn(async move {
+                        if let Ok(peer) = endpoint.connect(link).await {
+                            peer.closed().await;
+                        }
+                    });
+                }
+            });
+            let servers = Servers {
+                volley: v.local_addr().expect("address"),
+                postcard: p.local_addr().expect("address"),
+                unix: path,
+                tarpc: tarpc_addr,
+                raw: raw_addr,
+                artiq: a.local_addr().expect("address"),
+                local: local_tx,
+            };
+            let _ = tx.send(servers);
+            // Serve until the process ends.
+            let _keep = (v, p, u, a);
+            futures::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("the servers started")
+}
+
+/// The raw baseline's server: one task per connection, frames answered in order.
+/// A frame is `op u8 | index u64 | len u64 | payload`.
+async fn raw_server(stream: TcpStream, pattern: Bytes) {
+    let mut framed = LengthDelimitedCodec::builder()
+        .max_frame_length(64 * MIB)
+        .new_framed(stream);
+    while let Some(Ok(frame)) = framed.next().await {
+        if frame.len() < 17 {
+            return;
+        }
+        let index = u64::from_le_bytes(frame[1..9].try_into().expect("8 bytes"));
+        let len = u64::from_le_bytes(frame[9..17].try_into().expect("8 bytes")) as usize;
+        let reply = match frame[0] {
+            1 => frame.freeze().slice(17..),
+            2 => {
+                let body = &frame[17..];
+                let mut out = BytesMut::with_capacity(16);
+                out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+                out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+                out.freeze()
+            }
+            _ => {
+                let start = service::offset(index);
+                pattern.slice(start..start + len)
+            }
+        };
+        // Feed while more frames are ready, flush when none is: as a careful user would.
+        if framed.feed(reply).await.is_err() {
+            return;
+        }
+        if framed.read_buffer().is_empty() && SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
+            return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The clients.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    Echo,
+    Put,
+    Get,
+}
+
+#[derive(Clone, Copy)]
+struct Workload {
+    name: &'static str,
+    work: Work,
+    payload: usize,
+    callers: usize,
+    calls: usize,
+}
+
+/// A connected client of one system.
+enum Client {
+    Raw(Arc<tokio::sync::Mutex<Framed<TcpStream, LengthDelimitedCodec>>>),
+    Tarpc(TarpcBenchClient),
+    Volley(Peer<BenchService, Bincode>),
+    Postcard(Peer<BenchService, Postcard>),
+}
+
+const SYSTEMS: [&str; 6] = [
+    "raw tokio",
+    "tarpc",
+    "volley tcp",
+    "volley tcp postcard",
+    "volley unix",
+    "volley in-process",
+];
+
+async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
+    let config = Config {
+        pool,
+        ..Config::default()
+    };
+    match system {
+        "raw tokio" => {
+            let stream = TcpStream::connect(servers.raw).await.expect("connect");
+            stream.set_nodelay(true).expect("nodelay");
+            let framed = LengthDelimitedCodec::builder()
+                .max_frame_length(64 * MIB)
+                .new_framed(stream);
+            Client::Raw(Arc::new(tokio::sync::Mutex::new(framed)))
+        }
+        "tarpc" => {
+            let stream = TcpStream::connect(servers.tarpc).await.expect("connect");
+            stream.set_nodelay(true).expect("nodelay");
+            let framed = LengthDelimitedCodec::builder()
+                .max_frame_length(64 * MIB)
+                .new_framed(stream);
+            let transport = tarpc::serde_transport::new(
+                framed,
+                tarpc::tokio_serde::formats::Bincode::default(),
+            );
+            Client::Tarpc(
+                TarpcBenchClient::new(tarpc::client::Config::default(), transport).spawn(),
+            )
+        }
+        "volley tcp" => Client::Volley(
+            Endpoint::new(config)
+                .expect("settings")
+                .connect(
+                    FramedLink::connect_tcp(servers.volley, 16 * MIB)
+                        .await
+                        .expect("connect"),
+                )
+                .await
+                .expect("hello"),
+        ),
+        "volley tcp postcard" => Client::Postcard(
+            Endpoint::new(config)
+                .expect("settings")
+                .connect(
+                    FramedLink::connect_tcp(servers.postcard, 16 * MIB)
+                        .await
+                        .expect("connect"),
+                )
+                .await
+                .expect("hello"),
+        ),
+        "volley unix" => Client::Volley(
+            Endpoint::new(config)
+                .expect("settings")
+                .connect(
+                    FramedLink::connect_unix(&servers.unix, 16 * MIB)
+                        .await
+                        .expect("connect"),
+                )
+                .await
+                .expect("hello"),
+        ),
+        _ => {
+            let (ours, theirs) = local::pair(1024, 16 * MIB);
+            servers
+                .local
+                .send((theirs, pool))
+                .expect("the server thread runs");
+            Client::Volley(
+                Endpoint::new(config)
+                    .expect("settings")
+                    .connect(ours)
+                    .await
+                    .expect("hello"),
+            )
+        }
+    }
+}
+
+/// Runs one workload on one client: seconds taken, or an error if a reply was wrong.
+async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, String> {
+    let start = Instant::now();
+    match client {
+        Client::Raw(framed) => raw_run(framed, w, pattern).await?,
+        Client::Tarpc(c) => callers(w, |i| tarpc_call(c.clone(), w, i, pattern.clone())).await?,
+        Client::Volley(p) => callers(w, |i| volley_call(p.clone(), w, i, pattern.clone())).await?,
+        Client::Postcard(p) => {
+            callers(w, |i| volley_call(p.clone(), w, i, pattern.clone())).await?
+        }
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// `w.callers` tasks, caller k making calls k, k + C, ... one at a time.
+async fn callers<F, Fut>(w: Workload, call: F) -> Result<(), String>
+where
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let mut tasks = Vec::new();
+    for k in 0..w.callers {
+        let calls: Vec<Fut> = (k..w.calls)
+            .step_by(w.callers)
+            .map(|i| call(i as u64))
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            for c in calls {
+                c.await?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+fn check(ok: bool, what: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: wrong reply"))
+    }
+}
+
+async fn volley_call<C: Codec>(
+    peer: Peer<BenchService, C>,
+    w: Workload,
+    index: u64,
+    pattern: Bytes,
+) -> Result<(), String> {
+    let start = service::offset(index);
+    match w.work {
+        Work::Echo => {
+            let v = peer.call::<Echo>(&index).await.map_err(|e| e.to_string())?;
+            check(v == index, "echo")
+        }
+        Work::Put => {
+            let body = pattern.slice(start..start + w.payload);
+            let want = PutReply {
+                len: w.payload as u64,
+                hash: xxhash_rust::xxh3::xxh3_64(&body),
+            };
+            let r = peer
+                .call_with::<Put>(&(), vec![body], None)
+                .await
+                .map_err(|e| e.to_string())?;
+            check(r.value == want, "put")
+        }
+        Work::Get => {
+            let args = GetArgs {
+                index,
+                len: w.payload as u64,
+            };
+            let r = peer
+                .call_with::<Get>(&args, Vec::new(), None)
+                .await
+                .map_err(|e| e.to_string())?;
+            check(
+                r.segments.len() == 1 && r.segments[0] == pattern[start..start + w.payload],
+                "get",
+            )
+        }
+    }
+}
+
+async fn tarpc_call(
+    c: TarpcBenchClient,
+    w: Workload,
+    index: u64,
+    pattern: Bytes,
+) -> Result<(), String> {
+    let ctx = tarpc::context::current();
+    let start = service::offset(index);
+    match w.work {
+        Work::Echo => {
+            let v = c.echo(ctx, index).await.map_err(|e| e.to_string())?;
+            check(v == index, "echo")
+        }
+        Work::Put => {
+            let body = pattern.slice(start..start + w.payload);
+            let want = (w.payload as u64, xxhash_rust::xxh3::xxh3_64(&body));
+            let r = c.put(ctx, body).await.map_err(|e| e.to_string())?;
+            check(r == want, "put")
+        }
+        Work::Get => {
+            let r = c
+                .get(ctx, index, w.payload as u64)
+                .await
+                .map_err(|e| e.to_string())?;
+            check(r == pattern[start..start + w.payload], "get")
+        }
+    }
+}
+
+/// The raw baseline: `w.callers` frames outstanding on the one connection, a new one sent
+/// as each reply comes, replies checked in order.
+async fn raw_run(
+    framed: &tokio::sync::Mutex<Framed<TcpStream, LengthDelimitedCodec>>,
+    w: Workload,
+    pattern: &Bytes,
+) -> Result<(), String> {
+    let mut framed = framed.lock().await;
+    let request = |index: u64| {
+        let op = match w.work {
+            Work::Echo => 1u8,
+            Work::Put => 2,
+            Work::Get => 3,
+        };
+        let mut out = BytesMut::with_capacity(17 + 8);
+        out.extend_from_slice(&[op]);
+        out.extend_from_slice(&index.to_le_bytes());
+        out.extend_from_slice(&(w.payload as u64).to_le_bytes());
+        let start = service::offset(index);
+        match w.work {
+            Work::Echo => out.extend_from_slice(&index.to_le_bytes()),
+            Work::Put => out.extend_from_slice(&pattern[start..start + w.payload]),
+            Work::Get => {}
+        }
+        out.freeze()
+    };
+    let mut expected = VecDeque::new();
+    let mut sent = 0u64;
+    while sent < w.callers.min(w.calls) as u64 {
+        framed
+            .feed(request(sent))
+            .await
+            .map_err(|e| e.to_string())?;
+        expected.push_back(sent);
+        sent += 1;
+    }
+    SinkExt::<Bytes>::flush(&mut *framed)
+        .await
+        .map_err(|e| e.to_string())?;
+    while let Some(index) = expected.pop_front() {
+        let reply = framed
+            .next()
+            .await
+            .ok_or("raw: connection closed")?
+            .map_err(|e| e.to_string())?;
+        let start = service::offset(index);
+        let ok = match w.work {
+            Work::Echo => reply[..] == index.to_le_bytes(),
+            Work::Put => {
+                let body = &pattern[start..start + w.payload];
+                reply.len() == 16
+                    && reply[..8] == (w.payload as u64).to_le_bytes()
+                    && reply[8..] == xxhash_rust::xxh3::xxh3_64(body).to_le_bytes()
+            }
+            Work::Get => reply[..] == pattern[start..start + w.payload],
+        };
+        check(ok, "raw")?;
+        if sent < w.calls as u64 {
+            framed
+                .send(request(sent))
+                .await
+                .map_err(|e| e.to_string())?;
+            expected.push_back(sent);
+            sent += 1;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+
+pub(crate) fn run(mode: Mode) -> Report {
+    let dir = std::env::temp_dir().join(format!("volley-bench-rpc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let servers = start_servers(dir.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let pattern = service::pattern(PATTERN);
+    let scale = match mode {
+        Mode::Quick => 1,
+        Mode::Full => 3,
+    };
+    let workloads = [
+        Workload {
+            name: "8 B sequential",
+            work: Work::Echo,
+            payload: 8,
+            callers: 1,
+            calls: 4000 * scale,
+        },
+        Workload {
+            name: "8 B, 64 callers",
+            work: Work::Echo,
+            payload: 8,
+            callers: 64,
+            calls: 40_000 * scale,
+        },
+        Workload {
+            name: "1 MiB put",
+            work: Work::Put,
+            payload: MIB,
+            callers: 1,
+            calls: 150 * scale,
+        },
+        Workload {
+            name: "1 MiB get",
+            work: Work::Get,
+            payload: MIB,
+            callers: 1,
+            calls: 150 * scale,
+        },
+    ];
+    let rounds = mode.rounds();
+    let mut report = Report::new(
+        "rpc",
+        "RPC on one loopback connection: volley-rpc, tarpc 0.38, raw tokio length-delimited",
+        mode,
+    );
+    report.columns = vec![
+        "workload",
+        "system",
+        "calls/s",
+        "MiB/s",
+        "min..max calls/s",
+        "/ tarpc",
+        "/ raw",
+    ];
+    let clients: Vec<Client> = runtime.block_on(async {
+        let mut out = Vec::new();
+        for system in SYSTEMS {
+            out.push(connect(system, &servers, PoolConfig::default()).await);
+        }
+        out
+    });
+    for w in workloads {
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
+        // One warm-up run each, then rounds in rotating order.
+        for (i, client) in clients.iter().enumerate() {
+            let warm = Workload {
+                calls: w.calls / 10 + 1,
+                ..w
+            };
+            runtime
+                .block_on(measure(client, warm, &pattern))
+                .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i], w.name));
+        }
+        for round in 0..rounds {
+            for k in 0..SYSTEMS.len() {
+                let i = (k + round) % SYSTEMS.len();
+                let secs = runtime
+                    .block_on(measure(&clients[i], w, &pattern))
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i], w.name));
+                rates[i].push(w.calls as f64 / secs);
+            }
+        }
+        let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
+        let (raw, tarpc) = (medians[0], medians[1]);
+        for (i, system) in SYSTEMS.iter().enumerate() {
+            let rate = medians[i];
+            let mib = rate * w.payload as f64 / MIB as f64;
+            let lo = rates[i].iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rates[i].iter().copied().fold(0.0, f64::max);
+            report.rows.push(vec![
+                w.name.into(),
+                (*system).into(),
+                format!("{rate:.0}"),
+                format!("{mib:.1}"),
+                format!("{lo:.0}..{hi:.0}"),
+                format!("{:.2}x", rate / tarpc),
+                format!("{:.2}x", rate / raw),
+            ]);
+            report.data.push(json!({
+                "workload": w.name, "system": system, "calls_per_sec": rate,
+                "mib_per_sec": mib, "rounds": rates[i],
+            }));
+        }
+    }
+    drop(clients);
+    let table = runtime.block_on(artiq_table(mode, &servers, &mut report));
+    report.tables.push(table);
+    let table = runtime.block_on(allocations(&servers, &pattern, &mut report));
+    report.tables.push(table);
+    let table = runtime.block_on(spinning(mode, &servers, &pattern, &mut report));
+    report.tables.push(table);
+    report.notes.push(
+        "every reply checked (echo value, put length and xxh3, get bytes against the pattern); \
+         servers on one current-thread runtime, clients on a 2-worker runtime, one connection per system"
+            .into(),
+    );
+    report.notes.push(
+        "raw tokio: LengthDelimitedCodec frames, the same number outstanding as callers, \
+         answered in order by one task per connection (no request ids, no dispatch): the machine's baseline"
+            .into(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    report
+}
+
+/// ARTIQ's test_performance table over volley TCP: mean and std MiB/s per shape.
+async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Report) -> Table {
+    let peer: Peer<Artiq> = Endpoint::new(Config::default())
+        .expect("settings")
+        .connect(
+            FramedLink::connect_tcp(servers.artiq, 16 * MIB)
+                .await
+                .expect("connect"),
+        )
+        .await
+        .expect("hello");
+    let iterations = match mode {
+        Mode::Quick => 20,
+        Mode::Full => 50,
+    };
+    let mut table = Table {
+        title: format!(
+            "ARTIQ test_performance shapes over volley TCP ({iterations} iterations each)"
+        ),
+        columns: vec![
+            "payload",
+            "size",
+            "H2D MiB/s",
+            "H2D std",
+            "D2H MiB/s",
+            "D2H std",
+        ],
+        rows: Vec::new(),
+    };
+    let zeros = Bytes::from(vec![0u8; MIB]);
+    for (shape, unit) in [
+        ("bytes", 1usize),
+        ("i32 list", 4),
+        ("i32 array", 4),
+        ("bytes list", 1),
+    ] {
+        for size in [MIB, 1024] {
+            let n = (size / unit) as u64;
+            let mut h2d = Vec::new();
+            let mut d2h = Vec::new();
+            let list = vec![123i32; n as usize];
+            let array = LeArray::from_slice(&list).into_bytes();
+            for _ in 0..iterations {
+                let start = Instant::now();
+                match shape {
+                    "bytes" => {
+                        let r = peer
+                            .call_with::<GiveBytes>(&n, Vec::new(), None)
+                            .await
+                            .expect("call");
+                        assert_eq!(r.segments[0].len(), size);
+                    }
+                    "i32 list" => assert_eq!(
+                        peer.call::<GiveI32List>(&n).await.expect("call").len(),
+                        n as usize
+                    ),
+                    "i32 array" => {
+                        let r = peer
+                            .call_with::<GiveI32Array>(&n, Vec::new(), None)
+                            .await
+                            .expect("call");
+                        let a = LeArray::<i32>::new(r.segments[0].clone()).expect("whole");
+                        assert_eq!(a.get(a.len() - 1), Some(123));
+                    }
+                    _ => {
+                        let r = peer
+                            .call_with::<GiveBytesList>(&(size as u64), Vec::new(), None)
+                            .await
+                            .expect("call");
+                        assert_eq!(r.segments.len(), 64);
+                    }
+                }
+                h2d.push(size as f64 / MIB as f64 / start.elapsed().as_secs_f64());
+                let start = Instant::now();
+                match shape {
+                    "bytes" => {
+                        peer.call_with::<TakeBytes>(&(), vec![zeros.slice(..size)], None)
+                            .await
+                            .expect("call")
+                            .value
+                    }
+                    "i32 list" => peer.call::<TakeI32List>(&list).await.expect("call"),
+                    "i32 array" => {
+                        let sum = peer
+                            .call_with::<TakeI32Array>(&(), vec![array.clone()], None)
+                            .await
+                            .expect("call")
+                            .value;
+                        assert_eq!(sum, 123 * n as i64);
+                    }
+                    _ => {
+                        let each = size / 64;
+                        let segs = (0..64)
+                            .map(|i| zeros.slice(i * each..(i + 1) * each))
+                            .collect();
+                        peer.call_with::<TakeBytesList>(&(), segs, None)
+                            .await
+                            .expect("call")
+                            .value
+                    }
+                }
+                d2h.push(size as f64 / MIB as f64 / start.elapsed().as_secs_f64());
+            }
+            let (hm, hs) = mean_std(&h2d);
+            let (dm, ds) = mean_std(&d2h);
+            let size_name = if size == MIB { "1 MB" } else { "1 KB" };
+            table.rows.push(vec![
+                shape.into(),
+                size_name.into(),
+                format!("{hm:.1}"),
+                format!("{hs:.1}"),
+                format!("{dm:.1}"),
+                format!("{ds:.1}"),
+            ]);
+            report.data.push(json!({
+                "artiq": shape, "size": size_name, "h2d_mean": hm, "h2d_std": hs,
+                "d2h_mean": dm, "d2h_std": ds,
+            }));
+        }
+    }
+    // Async throughput: 128 one-way calls of 1 MiB, first arrival to last.
+    let mut rates = Vec::new();
+    for _ in 0..match mode {
+        Mode::Quick => 5,
+        Mode::Full => 15,
+    } {
+        for _ in 0..128 {
+            peer.send::<AsyncBytes>(&(), vec![zeros.clone()])
+                .await
+                .expect("send");
+        }
+        let (first, last, count) = peer.call::<AsyncSpan>(&128).await.expect("span");
+        assert_eq!(count, 128);
+        rates.push((count - 1) as f64 / ((last - first) as f64 / 1e9));
+    }
+    let (am, asd) = mean_std(&rates);
+    table.rows.push(vec![
+        "async (128 x 1 MiB one-way)".into(),
+        "1 MB".into(),
+        "-".into(),
+        "-".into(),
+        format!("{am:.1}"),
+        format!("{asd:.1}"),
+    ]);
+    report
+        .data
+        .push(json!({ "artiq": "async", "mib_per_sec_mean": am, "mib_per_sec_std": asd }));
+    report.notes.push(
+        "ARTIQ shapes: H2D times a call that returns the payload, D2H one that takes it; bytes and \
+         i32 array travel as bulk segments (the array as raw little-endian i32, read in place), \
+         i32 list through serde, bytes list as 64 segments; async = (n - 1) MiB over first to last arrival"
+            .into(),
+    );
+    table
+}
+
+fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+/// Allocations and bytes allocated per call, both ends in this process, for put and get
+/// at 8 B, 64 KiB and 1 MiB: volley's must not grow with the payload.
+async fn allocations(servers: &Servers, pattern: &Bytes, report: &mut Report) -> Table {
+    let mut table = Table {
+        title: "Allocations per call, client and server together (TCP, 1 caller, 200 calls)".into(),
+        columns: vec![
+            "system",
+            "call",
+            "payload",
+            "allocs/call",
+            "bytes alloc/call",
+        ],
+        rows: Vec::new(),
+    };
+    for system in ["volley tcp", "tarpc"] {
+        let client = connect(system, servers, PoolConfig::default()).await;
+        for work in [Work::Put, Work::Get] {
+            for payload in [8usize, 64 * 1024, MIB] {
+                let w = Workload {
+                    name: "alloc",
+                    work,
+                    payload,
+                    callers: 1,
+                    calls: 200,
+                };
+                measure(&client, Workload { calls: 20, ..w }, pattern)
+                    .await
+                    .expect("warm-up");
+                let region = stats_alloc::Region::new(crate::GLOBAL);
+                measure(&client, w, pattern).await.expect("measured run");
+                let change = region.change();
+                let allocs = change.allocations as f64 / w.calls as f64;
+                let bytes = change.bytes_allocated as f64 / w.calls as f64;
+                let call = if work == Work::Put { "put" } else { "get" };
+                table.rows.push(vec![
+                    system.into(),
+                    call.into(),
+                    format!("{payload}"),
+                    format!("{allocs:.1}"),
+                    format!("{bytes:.0}"),
+                ]);
+                report.data.push(json!({
+                    "alloc_system": system, "call": call, "payload": payload,
+                    "allocs_per_call": allocs, "alloc_bytes_per_call": bytes,
+                }));
+            }
+        }
+    }
+    table
+}
+
+/// What spinning for a pool buffer buys: echo at 1 and 64 callers with a pool of 4
+/// buffers, spin 100 against spin 0, interleaved rounds.
+async fn spinning(mode: Mode, servers: &Servers, pattern: &Bytes, report: &mut Report) -> Table {
+    let mut table = Table {
+        title: "Spin-then-await for a pool buffer (in-process link, 4-buffer pools, 8 B echo)"
+            .into(),
+        columns: vec![
+            "callers",
+            "spin",
+            "calls/s",
+            "spin 100 / spin 0",
+            "buffers at once/spun/awaited",
+        ],
+        rows: Vec::new(),
+    };
+    for callers in [1usize, 64] {
+        let w = Workload {
+            name: "spin",
+            work: Work::Echo,
+            payload: 8,
+            callers,
+            calls: if callers == 1 { 4000 } else { 40_000 },
+        };
+        let mut clients = Vec::new();
+        for spin in [0u32, 100] {
+            let pool = PoolConfig {
+                buffers: 4,
+                spin,
+                ..PoolConfig::default()
+            };
+            let client = connect("volley in-process", servers, pool).await;
+            measure(&client, Workload { calls: 500, ..w }, pattern)
+                .await
+                .expect("warm-up");
+            clients.push((spin, client, Vec::new()));
+        }
+        for round in 0..mode.rounds() {
+            for k in 0..2 {
+                let (_, client, rates) = &mut clients[(k + round) % 2];
+                let secs = measure(client, w, pattern).await.expect("run");
+                rates.push(w.calls as f64 / secs);
+            }
+        }
+        let base = median(&clients[0].2);
+        for (spin, client, rates) in &clients {
+            let rate = median(rates);
+            let Client::Volley(peer) = client else {
+                unreachable!("in-process is volley")
+            };
+            let stats = peer.pool().stats();
+            table.rows.push(vec![
+                format!("{callers}"),
+                format!("{spin}"),
+                format!("{rate:.0}"),
+                format!("{:.2}x", rate / base),
+                format!("{}/{}/{}", stats.at_once, stats.by_spinning, stats.awaited),
+            ]);
+            report.data.push(json!({
+                "spin_callers": callers, "spin": spin, "calls_per_sec": rate,
+                "pool_at_once": stats.at_once, "pool_by_spinning": stats.by_spinning,
+                "pool_awaited": stats.awaited,
+            }));
+        }
+    }
+    table
+}
