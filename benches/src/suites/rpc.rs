@@ -130,7 +130,7 @@ fn artiq_router(
             }
         })
         .route::<TakeI32List, _, _>(|call| async move {
-            std::hint::black_box(&call.args);
+            core::hint::black_box(&call.args);
             Ok(Reply::new(()))
         })
         .route::<GiveI32List, _, _>(|call| async move {
