@@ -671,11 +671,18 @@ pub(crate) fn run(mode: Mode) -> Report {
     let dir = std::env::temp_dir().join(format!("volley-bench-rpc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let servers = start_servers(dir.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = if std::env::var("RPC_RT").as_deref() == Ok("current") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    };
     let pattern = service::pattern(PATTERN);
     let scale = match mode {
         Mode::Quick => 1,
@@ -733,7 +740,11 @@ pub(crate) fn run(mode: Mode) -> Report {
         }
         out
     });
+    let only = std::env::var("RPC_ONLY").ok();
     for w in workloads {
+        if only.as_deref().is_some_and(|o| !w.name.contains(o)) {
+            continue;
+        }
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
         // One warm-up run each, then rounds in rotating order.
         for (i, client) in clients.iter().enumerate() {
@@ -777,6 +788,9 @@ pub(crate) fn run(mode: Mode) -> Report {
         }
     }
     drop(clients);
+    if only.is_some() {
+        return report;
+    }
     let table = runtime.block_on(artiq_table(mode, &servers, &mut report));
     report.tables.push(table);
     let table = runtime.block_on(allocations(&servers, &pattern, &mut report));

@@ -2,7 +2,12 @@
 //! frames split off without copying, replies handed to their waiters a batch at a time,
 //! every other frame to the application's [`Incoming`](crate::Incoming) queue.
 
+use core::time::Duration;
+use std::io;
 use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
 
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -48,6 +53,11 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
         }
         let read = async {
             let mut limited = (&mut buffers.current).limit(plan.limit);
+            if let Some(spin) = config.spin {
+                if let Some(n) = spin_read(&mut reader, &mut limited, spin).await {
+                    return n;
+                }
+            }
             reader.read_buf(&mut limited).await
         };
         let n = match config.idle_timeout {
@@ -92,6 +102,27 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
                 None => Counters::add(&shared.counters.unmatched, 1),
             }
         }
+    }
+}
+
+/// Polls the stream for up to `spin`, yielding between polls: to the runtime (its other
+/// tasks, and its poll of the sockets) and to other threads. `None` if nothing came.
+/// A read future dropped while pending has taken nothing, so trying again is safe.
+async fn spin_read<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buf: &mut impl BufMut,
+    spin: Duration,
+) -> Option<io::Result<usize>> {
+    let start = Instant::now();
+    loop {
+        if let Some(n) = reader.read_buf(buf).now_or_never() {
+            return Some(n);
+        }
+        if start.elapsed() >= spin {
+            return None;
+        }
+        std::thread::yield_now();
+        tokio::task::yield_now().await;
     }
 }
 
