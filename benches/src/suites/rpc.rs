@@ -484,10 +484,17 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
     let start = Instant::now();
     match client {
         Client::Raw(framed) => raw_run(framed, w, pattern).await?,
-        Client::Tarpc(c) => callers(w, |i| tarpc_call(c.clone(), w, i, pattern.clone())).await?,
-        Client::Volley(p) => callers(w, |i| volley_call(p.clone(), w, i, pattern.clone())).await?,
+        Client::Tarpc(c) => {
+            let (c, pattern) = (c.clone(), pattern.clone());
+            callers(w, move |i| tarpc_call(c.clone(), w, i, pattern.clone())).await?;
+        }
+        Client::Volley(p) => {
+            let (p, pattern) = (p.clone(), pattern.clone());
+            callers(w, move |i| volley_call(p.clone(), w, i, pattern.clone())).await?;
+        }
         Client::Postcard(p) => {
-            callers(w, |i| volley_call(p.clone(), w, i, pattern.clone())).await?
+            let (p, pattern) = (p.clone(), pattern.clone());
+            callers(w, move |i| volley_call(p.clone(), w, i, pattern.clone())).await?;
         }
     }
     Ok(start.elapsed().as_secs_f64())
@@ -496,18 +503,16 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
 /// `w.callers` tasks, caller k making calls k, k + C, ... one at a time.
 async fn callers<F, Fut>(w: Workload, call: F) -> Result<(), String>
 where
-    F: Fn(u64) -> Fut,
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
+    let call = Arc::new(call);
     let mut tasks = Vec::new();
     for k in 0..w.callers {
-        let calls: Vec<Fut> = (k..w.calls)
-            .step_by(w.callers)
-            .map(|i| call(i as u64))
-            .collect();
+        let call = call.clone();
         tasks.push(tokio::spawn(async move {
-            for c in calls {
-                c.await?;
+            for i in (k..w.calls).step_by(w.callers) {
+                call(i as u64).await?;
             }
             Ok::<(), String>(())
         }));
@@ -756,9 +761,14 @@ pub(crate) fn run(mode: Mode) -> Report {
                 .block_on(measure(client, warm, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i], w.name));
         }
+        let sys = std::env::var("RPC_SYS").ok();
         for round in 0..rounds {
             for k in 0..SYSTEMS.len() {
                 let i = (k + round) % SYSTEMS.len();
+                if sys.as_deref().is_some_and(|s| SYSTEMS[i] != s) {
+                    rates[i].push(1.0);
+                    continue;
+                }
                 let secs = runtime
                     .block_on(measure(&clients[i], w, &pattern))
                     .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i], w.name));

@@ -727,49 +727,71 @@ impl<S: Service, C: Codec> Inner<S, C> {
             running.insert(head.call_id, None);
         }
         self.counters.calls_served.fetch_add(1, Ordering::Relaxed);
-        let future = handler(message, Peer::handle(self));
-        let inner = self.clone();
-        let task = tokio::spawn(async move {
-            let outcome = run_handler(future, head.deadline_us).await;
-            // A cancel that came first took the entry (and the credit) already.
-            if lock(&inner.running).remove(&head.call_id).is_none() {
+        let mut future = handler(message, Peer::handle(self));
+        // Most handlers finish at their first poll: run that here, and spawn a task only
+        // for one that has to wait (a task per call costs more than the call).
+        let first = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().now_or_never()));
+        let outcome = match first {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => {
+                let inner = self.clone();
+                let task = tokio::spawn(async move {
+                    let outcome = run_handler(future, head.deadline_us).await;
+                    inner.reply(head.call_id, outcome).await;
+                });
+                if let Some(slot) = lock(&self.running).get_mut(&head.call_id) {
+                    *slot = Some(task.abort_handle());
+                }
                 return;
             }
-            let mut reply = match outcome {
-                Ok(encoded) => Message {
-                    head: Head {
-                        kind: Kind::REPLY,
-                        call_id: head.call_id,
-                        method: 0,
-                        deadline_us: None,
-                    },
-                    args: encoded.args,
-                    segments: encoded.segments,
-                },
-                Err(e) => Message::new(Kind::ERROR, head.call_id, e.code.0, Bytes::from(e.message)),
-            };
-            let max = inner.theirs.max_message as usize;
-            if reply.wire_len() > max
-                || reply.segments.len() > volley_proto::wire::rpc::MAX_SEGMENTS
-            {
-                let text = format!(
-                    "the reply is {} bytes in {} segments; the caller takes at most {max} bytes",
-                    reply.wire_len(),
-                    reply.segments.len()
-                );
-                reply = Message::new(
-                    Kind::ERROR,
-                    head.call_id,
-                    ErrorCode::TOO_LARGE.0,
-                    Bytes::from(text),
-                );
-            }
-            let _ = inner.sender.send(reply).await;
-            inner.finish_one();
-        });
-        if let Some(slot) = lock(&self.running).get_mut(&head.call_id) {
-            *slot = Some(task.abort_handle());
+            Err(panic) => Err(HandlerError::with_code(
+                ErrorCode::PANIC,
+                panic_text(&*panic),
+            )),
+        };
+        let mut reply = Box::pin(self.clone().reply(head.call_id, outcome));
+        if reply.as_mut().now_or_never().is_none() {
+            // The link is at capacity: finish sending from a task.
+            tokio::spawn(reply);
         }
+    }
+
+    /// Sends a finished call's reply (or error), unless a cancel came first, and frees its
+    /// credit.
+    async fn reply(self: Arc<Self>, call_id: u32, outcome: Result<Encoded, HandlerError>) {
+        // A cancel that came first took the entry (and the credit) already.
+        if lock(&self.running).remove(&call_id).is_none() {
+            return;
+        }
+        let mut reply = match outcome {
+            Ok(encoded) => Message {
+                head: Head {
+                    kind: Kind::REPLY,
+                    call_id,
+                    method: 0,
+                    deadline_us: None,
+                },
+                args: encoded.args,
+                segments: encoded.segments,
+            },
+            Err(e) => Message::new(Kind::ERROR, call_id, e.code.0, Bytes::from(e.message)),
+        };
+        let max = self.theirs.max_message as usize;
+        if reply.wire_len() > max || reply.segments.len() > volley_proto::wire::rpc::MAX_SEGMENTS {
+            let text = format!(
+                "the reply is {} bytes in {} segments; the caller takes at most {max} bytes",
+                reply.wire_len(),
+                reply.segments.len()
+            );
+            reply = Message::new(
+                Kind::ERROR,
+                call_id,
+                ErrorCode::TOO_LARGE.0,
+                Bytes::from(text),
+            );
+        }
+        let _ = self.sender.send(reply).await;
+        self.finish_one();
     }
 }
 

@@ -29,7 +29,14 @@ pub const SPIN: Duration = Duration::from_micros(50);
 /// reader spinning for [`SPIN`] after traffic, and no idle timeout.
 pub fn config(role: Role, max_message: usize) -> Config {
     Config {
-        spin: Some(SPIN),
+        spin: match std::env::var("XSPIN")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            Some(0) => None,
+            Some(us) => Some(Duration::from_micros(us)),
+            None => Some(SPIN),
+        },
         max_frame_len: max_message + frame::HEADER_LEN,
         write_budget: (2 * max_message).max(4 << 20),
         read_chunk: 256 * 1024,
