@@ -747,7 +747,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     });
     let only = std::env::var("RPC_ONLY").ok();
     for w in workloads {
-        if only.as_deref().is_some_and(|o| !w.name.contains(o)) {
+        if only.as_deref().is_some_and(|o| !o.split('|').any(|o| w.name.contains(o))) {
             continue;
         }
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
