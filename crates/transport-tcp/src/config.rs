@@ -47,7 +47,9 @@ pub struct Config {
     /// polls, and offering the CPU to other threads) before sleeping until it is readable.
     /// A reply that comes within it is read without the thread being woken from sleep,
     /// which on loopback is most of a round trip's cost. `None` (the default) sleeps at
-    /// once; request/response links that want latency set a few tens of microseconds.
+    /// once; request/response links that want latency set a few hundred microseconds.
+    /// Applies on a current-thread runtime only: on a multi-thread one, spinning took the
+    /// CPU the other workers needed and was slower in every case measured.
     pub spin: Option<Duration>,
 }
 

@@ -2,10 +2,10 @@
 //! frames split off without copying, replies handed to their waiters a batch at a time,
 //! every other frame to the application's [`Incoming`](crate::Incoming) queue.
 
+use core::sync::atomic::Ordering;
 use core::time::Duration;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::FutureExt;
 
@@ -34,6 +34,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
     let mut buffers = Buffers::new(config.read_chunk, config.max_frame_len);
     Counters::add(&shared.counters.read_buffers, 1);
     let mut paused = shared.paused.subscribe();
+    let spin_here = crate::writer::current_thread();
     // Frames nobody waits for go to `incoming` while the application holds it.
     let mut incoming = Some(incoming);
     loop {
@@ -53,8 +54,8 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
         }
         let read = async {
             let mut limited = (&mut buffers.current).limit(plan.limit);
-            if let Some(spin) = config.spin {
-                if let Some(n) = spin_read(&mut reader, &mut limited, spin).await {
+            if let Some(spin) = config.spin.filter(|_| spin_here) {
+                if let Some(n) = spin_read(&mut reader, &mut limited, spin, &shared).await {
                     return n;
                 }
             }
@@ -105,20 +106,24 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
     }
 }
 
-/// Polls the stream for up to `spin`, yielding between polls: to the runtime (its other
-/// tasks, and its poll of the sockets) and to other threads. `None` if nothing came.
-/// A read future dropped while pending has taken nothing, so trying again is safe.
+/// Polls the stream until `spin` has passed since the later of this call and the
+/// writer's last write, yielding between polls: to the runtime (its other tasks, and its
+/// poll of the sockets) and to other threads. `None` if nothing came. A read future
+/// dropped while pending has taken nothing, so trying again is safe.
 async fn spin_read<R: AsyncRead + Unpin>(
     reader: &mut R,
     buf: &mut impl BufMut,
     spin: Duration,
+    shared: &Shared,
 ) -> Option<io::Result<usize>> {
-    let start = Instant::now();
+    let spin = spin.as_micros() as u64;
+    let start = shared.now_us();
     loop {
         if let Some(n) = reader.read_buf(buf).now_or_never() {
             return Some(n);
         }
-        if start.elapsed() >= spin {
+        let since = start.max(shared.last_write.load(Ordering::Relaxed));
+        if shared.now_us().saturating_sub(since) >= spin {
             return None;
         }
         std::thread::yield_now();

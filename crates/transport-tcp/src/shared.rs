@@ -2,9 +2,11 @@
 //! counters, the writer's queue and its byte budget, the table of outstanding requests
 //! with their waiters, and how the connection ended.
 
+use core::sync::atomic::AtomicU64;
 use core::task::Waker;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use volley_proto::wire::frame::{self, Header};
@@ -25,6 +27,11 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// True while the owner has asked the reader to stop reading.
     pub(crate) paused: watch::Sender<bool>,
+    /// When the writer last finished a write, in microseconds since `epoch`: the reader's
+    /// spin ([`Config::spin`]) counts from the later of this and its last read, since a
+    /// request just sent is when a reply is coming.
+    pub(crate) last_write: AtomicU64,
+    pub(crate) epoch: Instant,
 }
 
 struct State {
@@ -63,7 +70,14 @@ impl Shared {
             tx: Mutex::new(Some(tx)),
             counters: Counters::default(),
             paused: watch::Sender::new(false),
+            last_write: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+
+    /// Microseconds since this connection started.
+    pub(crate) fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
     }
 
     /// The error that ended the connection, if it has ended.
