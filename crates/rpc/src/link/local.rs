@@ -4,6 +4,7 @@
 //! cores share one buffer.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 
@@ -29,6 +30,8 @@ pub struct LocalSender {
 #[derive(Debug)]
 pub struct LocalReceiver {
     rx: mpsc::Receiver<Message>,
+    /// Whether to spin before sleeping: on a current-thread runtime only.
+    spin: bool,
 }
 
 /// Two connected ends; each holds at most `capacity` messages sent and not yet taken
@@ -64,7 +67,12 @@ impl MessageLink for LocalLink {
                 tx: Arc::new(Mutex::new(Some(self.tx))),
                 max_message: self.max_message,
             },
-            LocalReceiver { rx: self.rx },
+            LocalReceiver {
+                rx: self.rx,
+                spin: tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                }),
+            },
         )
     }
 }
@@ -94,6 +102,24 @@ impl LinkSender for LocalSender {
 
 impl LinkReceiver for LocalReceiver {
     async fn recv(&mut self) -> Result<Message, LinkError> {
+        // As the framed link's reader does: on a current-thread runtime, keep looking for
+        // a while before sleeping, since the other end (often on another thread) is
+        // likely about to answer, and a sleeping thread costs a wake-up to reach.
+        if self.spin {
+            let start = Instant::now();
+            loop {
+                match self.rx.try_recv() {
+                    Ok(message) => return Ok(message),
+                    Err(mpsc::error::TryRecvError::Disconnected) => return Err(LinkError::Closed),
+                    Err(mpsc::error::TryRecvError::Empty) => {}
+                }
+                if start.elapsed() >= super::framed::SPIN {
+                    break;
+                }
+                std::thread::yield_now();
+                tokio::task::yield_now().await;
+            }
+        }
         self.rx.recv().await.ok_or(LinkError::Closed)
     }
 }
