@@ -1,7 +1,7 @@
 //! SVG charts of a suite's figures, written beside `report.md` (plotters, SVG backend):
 //! SCP Mbit/s against window for volley and rig at each link setting, SFTP MB/s per
 //! client and direction with the server's ceiling marked, wake-ups per frame and p99
-//! latency against requests in flight.
+//! latency against requests in flight, RPC calls/s per system for each workload.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +25,7 @@ pub(crate) fn write(suite: &str, results: &[Value], dir: &Path) -> Result<Vec<Pa
         "scp" => scp(results, &path),
         "sftp" => sftp(results, &path),
         "wake" => wake(results, &path),
+        "rpc" => rpc(results, &path),
         _ => return Ok(Vec::new()),
     };
     drawn.map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
@@ -126,6 +127,73 @@ fn scp(results: &[Value], path: &Path) -> Drawn {
         log_panel(&area, link, "window", "Mbit/s", &series)?;
     }
     root.present()?;
+    Ok(())
+}
+
+/// Calls/s of each system, one panel per workload (volley, tarpc and the raw baseline).
+fn rpc(results: &[Value], path: &Path) -> Drawn {
+    let rows: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["workload"].is_string())
+        .collect();
+    let mut workloads: Vec<String> = Vec::new();
+    for r in &rows {
+        let w = text(r, "workload");
+        if !workloads.contains(&w) {
+            workloads.push(w);
+        }
+    }
+    let root =
+        SVGBackend::new(path, (480 * workloads.len().max(1) as u32, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    for (workload, area) in workloads
+        .iter()
+        .zip(root.split_evenly((1, workloads.len().max(1))))
+    {
+        let bars: Vec<(String, f64)> = rows
+            .iter()
+            .filter(|r| text(r, "workload") == *workload)
+            .filter_map(|r| Some((text(r, "system"), number(r, "calls_per_sec")?)))
+            .collect();
+        let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max);
+        let n = bars.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(format!("{workload} (calls/s)"), ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(110)
+            .y_label_area_size(64)
+            .build_cartesian_2d(-0.5..n - 0.5, 0.0..y_max * 1.1)?;
+        let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .x_labels(bars.len() * 2 + 1)
+            .x_label_style(
+                ("sans-serif", 11)
+                    .into_font()
+                    .transform(FontTransform::Rotate90),
+            )
+            .x_label_formatter(&|x: &f64| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("calls/s")
+            .draw()?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, (name, y))| {
+            let colour = if name.starts_with("volley") {
+                PALETTE[0]
+            } else if name.starts_with("tarpc") {
+                PALETTE[1]
+            } else {
+                PALETTE[2]
+            };
+            let x = i as f64;
+            Rectangle::new([(x - 0.35, 0.0), (x + 0.35, *y)], colour.filled())
+        }))?;
+    }
     Ok(())
 }
 
@@ -295,6 +363,12 @@ mod tests {
             json!({"in_flight": 64, "signal": "batched", "wakeups_per_frame": 0.1, "p99_us": 90.0}),
             json!({"in_flight": 64, "signal": "per frame", "wakeups_per_frame": 1.0, "p99_us": 150.0}),
         ];
+        let rpc = vec![
+            json!({"workload": "8 B sequential", "system": "tarpc", "calls_per_sec": 18000.0}),
+            json!({"workload": "8 B sequential", "system": "volley tcp", "calls_per_sec": 80000.0}),
+            json!({"workload": "1 MiB put", "system": "raw tokio", "calls_per_sec": 1800.0}),
+            json!({"artiq": "bytes", "size": "1 MB", "h2d_mean": 1.0}),
+        ];
         for (suite, data, labels) in [
             ("scp", scp, &["volley write", "rig read", "RTT 1 ms"][..]),
             (
@@ -303,6 +377,7 @@ mod tests {
                 &["get", "sftp-server ceiling", "OpenSSH sftp -D"][..],
             ),
             ("wake", wake, &["batched", "per frame", "p99 latency"][..]),
+            ("rpc", rpc, &["8 B sequential", "tarpc", "volley tcp"][..]),
         ] {
             let paths = write(suite, &data, &dir).unwrap();
             let svg = std::fs::read_to_string(&paths[0]).unwrap();

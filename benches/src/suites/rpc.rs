@@ -747,7 +747,6 @@ pub(crate) fn run(mode: Mode) -> Report {
     let clients: Vec<Client> = (0..SYSTEMS.len())
         .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &servers, PoolConfig::default())))
         .collect();
-    let only = std::env::var("RPC_ONLY").ok();
     for w in workloads {
         if only
             .as_deref()
@@ -766,14 +765,9 @@ pub(crate) fn run(mode: Mode) -> Report {
                 .block_on(measure(client, warm, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name));
         }
-        let sys = std::env::var("RPC_SYS").ok();
         for round in 0..rounds {
             for k in 0..SYSTEMS.len() {
                 let i = (k + round) % SYSTEMS.len();
-                if sys.as_deref().is_some_and(|s| SYSTEMS[i].0 != s) {
-                    rates[i].push(1.0);
-                    continue;
-                }
                 let secs = runtime_of(i)
                     .block_on(measure(&clients[i], w, &pattern))
                     .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name));
@@ -804,9 +798,6 @@ pub(crate) fn run(mode: Mode) -> Report {
         }
     }
     drop(clients);
-    if only.is_some() {
-        return report;
-    }
     let table = runtime.block_on(artiq_table(mode, &servers, &mut report));
     report.tables.push(table);
     let table = runtime.block_on(allocations(&servers, &pattern, &mut report));
