@@ -748,12 +748,6 @@ pub(crate) fn run(mode: Mode) -> Report {
         .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &servers, PoolConfig::default())))
         .collect();
     for w in workloads {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split('|').any(|o| w.name.contains(o)))
-        {
-            continue;
-        }
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
         // One warm-up run each, then rounds in rotating order.
         for (i, client) in clients.iter().enumerate() {
