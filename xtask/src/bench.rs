@@ -165,15 +165,34 @@ fn save(out_dir: &std::path::Path, suites: &[String], mode: &str) -> Result<(), 
                 .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
         })
         .unwrap_or_default();
-    let note = format!(
-        "# Recorded charts\n\nMeasured {} by `cargo xtask bench {mode} --save-charts` \
-         (suites: {}).\n\nMachine: {}, {} cores ({cpu}).\n",
-        output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+    // One line per run: suites saved now are struck from older lines, which stay.
+    let path = docs.join("RECORDED.md");
+    let mut lines: Vec<String> = Vec::new();
+    for line in fs::read_to_string(&path).unwrap_or_default().lines() {
+        let Some((names, rest)) = line.strip_prefix("- ").and_then(|l| l.split_once(": ")) else {
+            continue;
+        };
+        let kept: Vec<&str> = names
+            .split(", ")
+            .filter(|n| !saved.iter().any(|s| s == n))
+            .collect();
+        if !kept.is_empty() {
+            lines.push(format!("- {}: {rest}", kept.join(", ")));
+        }
+    }
+    lines.push(format!(
+        "- {}: measured {} by `cargo xtask bench {mode} --save-charts` on {}, {} cores ({cpu})",
         saved.join(", "),
+        output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         output("uname", &["-srm"]),
         output("nproc", &[]),
+    ));
+    let note = format!(
+        "# Recorded charts\n\nEach line says when and where its suites' charts were saved; \
+         the same command saves them again.\n\n{}\n",
+        lines.join("\n")
     );
-    write(&docs.join("RECORDED.md"), &note)?;
+    write(&path, &note)?;
     eprintln!("xtask bench: charts saved under {}", docs.display());
     Ok(())
 }
