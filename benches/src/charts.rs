@@ -130,7 +130,8 @@ fn scp(results: &[Value], path: &Path) -> Drawn {
     Ok(())
 }
 
-/// Calls/s of each system, one panel per workload (volley, tarpc and the raw baseline).
+/// Calls/s of each system as horizontal bars, one panel per workload (volley blue,
+/// tarpc orange, the raw baseline green).
 fn rpc(results: &[Value], path: &Path) -> Drawn {
     let rows: Vec<&Value> = results
         .iter()
@@ -143,46 +144,40 @@ fn rpc(results: &[Value], path: &Path) -> Drawn {
             workloads.push(w);
         }
     }
-    let root =
-        SVGBackend::new(path, (480 * workloads.len().max(1) as u32, 460)).into_drawing_area();
+    let panels = workloads.len().max(1) as u32;
+    let root = SVGBackend::new(path, (2 * 440, 300 * panels.div_ceil(2))).into_drawing_area();
     root.fill(&WHITE)?;
-    for (workload, area) in workloads
-        .iter()
-        .zip(root.split_evenly((1, workloads.len().max(1))))
-    {
+    let areas = root.split_evenly((panels.div_ceil(2) as usize, 2));
+    for (workload, area) in workloads.iter().zip(areas) {
         let bars: Vec<(String, f64)> = rows
             .iter()
             .filter(|r| text(r, "workload") == *workload)
             .filter_map(|r| Some((text(r, "system"), number(r, "calls_per_sec")?)))
             .collect();
-        let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max);
+        let x_max = bars.iter().map(|b| b.1).fold(1.0, f64::max);
         let n = bars.len().max(1) as f64;
         let mut chart = ChartBuilder::on(&area)
-            .caption(format!("{workload} (calls/s)"), ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(110)
-            .y_label_area_size(64)
-            .build_cartesian_2d(-0.5..n - 0.5, 0.0..y_max * 1.1)?;
+            .caption(format!("{workload}: calls/s"), ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(150)
+            .build_cartesian_2d(0.0..x_max * 1.08, -0.5..n - 0.5)?;
         let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
         chart
             .configure_mesh()
-            .x_labels(bars.len() * 2 + 1)
-            .x_label_style(
-                ("sans-serif", 11)
-                    .into_font()
-                    .transform(FontTransform::Rotate90),
-            )
-            .x_label_formatter(&|x: &f64| {
-                let i = x.round();
-                if (x - i).abs() < 0.01 && i >= 0.0 {
+            .disable_y_mesh()
+            .y_labels(bars.len() * 2 + 1)
+            .y_label_formatter(&|y: &f64| {
+                let i = y.round();
+                if (y - i).abs() < 0.01 && i >= 0.0 {
                     names.get(i as usize).cloned().unwrap_or_default()
                 } else {
                     String::new()
                 }
             })
-            .y_desc("calls/s")
+            .x_label_formatter(&|x: &f64| format!("{:.0}k", x / 1000.0))
             .draw()?;
-        chart.draw_series(bars.iter().enumerate().map(|(i, (name, y))| {
+        chart.draw_series(bars.iter().enumerate().map(|(i, (name, x))| {
             let colour = if name.starts_with("volley") {
                 PALETTE[0]
             } else if name.starts_with("tarpc") {
@@ -190,8 +185,8 @@ fn rpc(results: &[Value], path: &Path) -> Drawn {
             } else {
                 PALETTE[2]
             };
-            let x = i as f64;
-            Rectangle::new([(x - 0.35, 0.0), (x + 0.35, *y)], colour.filled())
+            let y = i as f64;
+            Rectangle::new([(0.0, y - 0.35), (*x, y + 0.35)], colour.filled())
         }))?;
     }
     Ok(())
