@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -101,6 +102,9 @@ pub fn pattern(len: usize) -> Bytes {
     out.truncate(len);
     out.into()
 }
+
+/// Most calls of one caller's batch in existence at once.
+const MAX_WINDOW: usize = 4096;
 
 /// Most runs whose one-way counts a server remembers.
 const RUNS_KEPT: usize = 64;
@@ -318,23 +322,29 @@ pub async fn run<C: Codec>(peer: &Peer<BenchService, C>, spec: Spec) -> Outcome 
     };
     let start = Instant::now();
     let mut callers = Vec::new();
+    // However many calls a batch holds, at most this many exist at once: past the peer's
+    // credit they would only wait for it, and a batch of millions must not allocate
+    // millions of futures.
+    let window = (peer.peer_hello().credit as usize).clamp(1, MAX_WINDOW);
     for k in 0..concurrency {
         // Caller k makes calls k, k + C, k + 2C, ...
-        let indexes: Vec<u64> = (k..spec.calls).step_by(concurrency as usize).collect();
         let peer = peer.clone();
         let pattern = pattern.clone();
         callers.push(tokio::spawn(async move {
             let mut tally = Tally::default();
+            let mut indexes = (k..spec.calls).step_by(concurrency as usize).peekable();
             let batch = if spec.batch == 0 {
-                indexes.len().max(1)
+                usize::MAX
             } else {
-                spec.batch as usize
+                usize::try_from(spec.batch).unwrap_or(usize::MAX)
             };
-            for chunk in indexes.chunks(batch) {
-                let calls = chunk
-                    .iter()
-                    .map(|&i| one(&peer, spec, i, &pattern, run_id, payload));
-                for result in futures::future::join_all(calls).await {
+            while indexes.peek().is_some() {
+                // Issue the batch (never more than `window` at a time), await all of it.
+                let calls = futures::stream::iter(indexes.by_ref().take(batch))
+                    .map(|i| one(&peer, spec, i, &pattern, run_id, payload))
+                    .buffer_unordered(window);
+                futures::pin_mut!(calls);
+                while let Some(result) = calls.next().await {
                     match result {
                         Ok(true) => tally.ok += 1,
                         Ok(false) => tally.fail("a reply's content did not match".into()),

@@ -606,11 +606,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// Sends an error reply from a task of its own, so the reader never waits on the link.
     fn answer_error(self: &Arc<Self>, id: u32, code: ErrorCode, text: String) {
         if self.pending_errors.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ERRORS {
-            self.fail(LinkError::Malformed(volley_proto::wire::Error::TooLarge {
-                what: "calls past credit with their error replies unread",
-                len: MAX_PENDING_ERRORS as u64,
-                max: MAX_PENDING_ERRORS as u64,
-            }));
+            self.fail(LinkError::Flooded(MAX_PENDING_ERRORS));
             return;
         }
         let inner = self.clone();

@@ -134,6 +134,11 @@ impl<S: Service, C: Codec> Router<S, C> {
 
     /// Serves method `M` with `handler`. Panics if `M` already has a handler (a
     /// programming error, found at start-up).
+    ///
+    /// A handler runs in the connection's reader until it first waits (most handlers
+    /// never do, and a task per call would cost more than the call); one that waits goes
+    /// on in a task of its own. So a handler should not compute for long without
+    /// awaiting: put heavy work in `tokio::task::spawn_blocking`.
     pub fn route<M, F, Fut>(mut self, handler: F) -> Self
     where
         M: Method<Service = S>,

@@ -449,3 +449,38 @@ async fn postcard_serves_and_refuses_bincode() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_floods_past_credit_without_reading_is_dropped() {
+    within(30, async {
+        let seen = Arc::new(Seen::default());
+        let server = Endpoint::<Test>::new(Config {
+            credit: 1,
+            ..Config::default()
+        })
+        .unwrap()
+        .serve(server_router(seen.clone()));
+        // The flooder's receiving side holds 8 messages and is never read.
+        let (a, b) = local::pair(8, 1 << 20);
+        let (tx, _never_read) = b.split();
+        tx.send(hello(WIRE_VERSION, Test::FINGERPRINT, 1))
+            .await
+            .unwrap();
+        let peer = server.connect(a).await.unwrap();
+        tx.send(call(1, 10, ())).await.unwrap();
+        let mut id = 2;
+        // Every call past the credit gets a busy answer that cannot be delivered; past
+        // 1024 of them the server gives up on the connection instead of piling up more.
+        while peer.failure().is_none() && id < 5000 {
+            if tx.send(call(id, 10, ())).await.is_err() {
+                break;
+            }
+            id += 1;
+        }
+        let cause = peer.closed().await;
+        assert!(matches!(cause, LinkError::Flooded(1024)), "{cause}");
+        assert!(cause.to_string().contains("past its credit"), "{cause}");
+        seen.release.notify_waiters();
+    })
+    .await;
+}

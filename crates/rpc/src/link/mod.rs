@@ -48,6 +48,7 @@ impl Message {
 
 /// Why a link failed.
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LinkError {
     /// The peer closed the link.
     #[error("the peer closed the connection")]
@@ -61,6 +62,12 @@ pub enum LinkError {
     /// The peer sent a frame that is not RPC.
     #[error("the peer sent a frame of type {0:#04x}, not an rpc message")]
     NotRpc(u8),
+    /// The peer kept calling past the credit this end gave it without reading the
+    /// answers, so the connection was dropped.
+    #[error(
+        "the peer made {0} calls past its credit whose busy answers it did not read; connection dropped"
+    )]
+    Flooded(usize),
 }
 
 /// A bidirectional message link, split into its two halves when a connection starts.
