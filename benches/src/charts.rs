@@ -42,6 +42,18 @@ fn number(record: &Value, key: &str) -> Option<f64> {
     record[key].as_f64()
 }
 
+/// The distinct values of `key` among `rows`, in first-seen order.
+fn distinct<'a>(rows: impl IntoIterator<Item = &'a Value>, key: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        let value = text(r, key);
+        if !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    out
+}
+
 /// One series: a name and its (x, y) points.
 type Series = (String, Vec<(f64, f64)>);
 
@@ -97,13 +109,7 @@ fn log_panel(
 
 /// Mbit/s against window, volley and rig, writes and reads, one panel per link setting.
 fn scp(results: &[Value], path: &Path) -> Drawn {
-    let mut links: Vec<String> = Vec::new();
-    for r in results.iter().filter(|r| r["client"].is_string()) {
-        let link = text(r, "link");
-        if !links.contains(&link) {
-            links.push(link);
-        }
-    }
+    let links = distinct(results.iter().filter(|r| r["client"].is_string()), "link");
     let root = SVGBackend::new(path, (560 * links.len().max(1) as u32, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     for (link, area) in links.iter().zip(root.split_evenly((1, links.len().max(1)))) {
@@ -137,13 +143,7 @@ fn rpc(results: &[Value], path: &Path) -> Drawn {
         .iter()
         .filter(|r| r["workload"].is_string())
         .collect();
-    let mut workloads: Vec<String> = Vec::new();
-    for r in &rows {
-        let w = text(r, "workload");
-        if !workloads.contains(&w) {
-            workloads.push(w);
-        }
-    }
+    let workloads = distinct(rows.iter().copied(), "workload");
     let panels = workloads.len().max(1) as u32;
     let root = SVGBackend::new(path, (2 * 440, 300 * panels.div_ceil(2))).into_drawing_area();
     root.fill(&WHITE)?;
@@ -199,13 +199,7 @@ fn sftp(results: &[Value], path: &Path) -> Drawn {
         .iter()
         .filter(|r| r["direction"].is_string())
         .collect();
-    let mut clients: Vec<String> = Vec::new();
-    for r in &rows {
-        let client = text(r, "client");
-        if !clients.contains(&client) {
-            clients.push(client);
-        }
-    }
+    let clients = distinct(rows.iter().copied(), "client");
     let y_max = rows
         .iter()
         .filter_map(|r| {
@@ -286,13 +280,7 @@ fn sftp(results: &[Value], path: &Path) -> Drawn {
 /// Wake-ups per frame and p99 latency against requests in flight, per signalling mode.
 fn wake(results: &[Value], path: &Path) -> Drawn {
     let rows: Vec<&Value> = results.iter().filter(|r| r["signal"].is_string()).collect();
-    let mut signals: Vec<String> = Vec::new();
-    for r in &rows {
-        let s = text(r, "signal");
-        if !signals.contains(&s) {
-            signals.push(s);
-        }
-    }
+    let signals = distinct(rows.iter().copied(), "signal");
     let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, 2));

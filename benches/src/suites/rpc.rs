@@ -28,10 +28,12 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use volley_rpc::bench::{
     self as service, BenchService, BenchState, Echo, Get, GetArgs, Put, PutReply,
 };
+use volley_rpc::link::MessageLink;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local::{self, LocalLink};
 use volley_rpc::{
-    Bincode, Codec, Config, Endpoint, LeArray, Peer, PoolConfig, Postcard, Reply, Router, serve,
+    Bincode, Codec, Config, Endpoint, LeArray, Peer, PoolConfig, Postcard, Reply, Router, Service,
+    serve,
 };
 use volley_transport_tcp::Listener;
 
@@ -407,67 +409,60 @@ const SYSTEMS: [(&str, bool); 9] = [
     ("volley in-process", false),
 ];
 
+/// A loopback TCP stream with TCP_NODELAY, framed with length prefixes (raw and tarpc).
+async fn length_delimited(addr: SocketAddr) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    LengthDelimitedCodec::builder()
+        .max_frame_length(64 * MIB)
+        .new_framed(stream)
+}
+
+/// A volley connection over `link`, after its hello.
+async fn volley<S: Service, C: Codec, L: MessageLink>(config: Config, link: L) -> Peer<S, C> {
+    Endpoint::new(config)
+        .expect("settings")
+        .connect(link)
+        .await
+        .expect("hello")
+}
+
 async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
     let system = system.trim_end_matches(", mt client");
     let config = Config {
         pool,
         ..Config::default()
     };
+    let tcp = |addr| async move {
+        FramedLink::connect_tcp(addr, 16 * MIB)
+            .await
+            .expect("connect")
+    };
     match system {
-        "raw tokio" => {
-            let stream = TcpStream::connect(servers.raw).await.expect("connect");
-            stream.set_nodelay(true).expect("nodelay");
-            let framed = LengthDelimitedCodec::builder()
-                .max_frame_length(64 * MIB)
-                .new_framed(stream);
-            Client::Raw(Arc::new(tokio::sync::Mutex::new(framed)))
-        }
+        "raw tokio" => Client::Raw(Arc::new(tokio::sync::Mutex::new(
+            length_delimited(servers.raw).await,
+        ))),
         "tarpc" => {
-            let stream = TcpStream::connect(servers.tarpc).await.expect("connect");
-            stream.set_nodelay(true).expect("nodelay");
-            let framed = LengthDelimitedCodec::builder()
-                .max_frame_length(64 * MIB)
-                .new_framed(stream);
             let transport = tarpc::serde_transport::new(
-                framed,
+                length_delimited(servers.tarpc).await,
                 tarpc::tokio_serde::formats::Bincode::default(),
             );
             Client::Tarpc(
                 TarpcBenchClient::new(tarpc::client::Config::default(), transport).spawn(),
             )
         }
-        "volley tcp" => Client::Volley(
-            Endpoint::new(config)
-                .expect("settings")
-                .connect(
-                    FramedLink::connect_tcp(servers.volley, 16 * MIB)
-                        .await
-                        .expect("connect"),
-                )
-                .await
-                .expect("hello"),
-        ),
-        "volley tcp postcard" => Client::Postcard(
-            Endpoint::new(config)
-                .expect("settings")
-                .connect(
-                    FramedLink::connect_tcp(servers.postcard, 16 * MIB)
-                        .await
-                        .expect("connect"),
-                )
-                .await
-                .expect("hello"),
-        ),
+        "volley tcp" => Client::Volley(volley(config, tcp(servers.volley).await).await),
+        "volley tcp postcard" => {
+            Client::Postcard(volley(config, tcp(servers.postcard).await).await)
+        }
         "volley unix" => Client::Volley(
-            Endpoint::new(config)
-                .expect("settings")
-                .connect(
-                    FramedLink::connect_unix(&servers.unix, 16 * MIB)
-                        .await
-                        .expect("connect"),
-                )
-                .await
-                .expect("hello"),
+            volley(
+                config,
+                FramedLink::connect_unix(&servers.unix, 16 * MIB)
+                    .await
+                    .expect("connect"),
+            )
+            .await,
         ),
         _ => {
             let (ours, theirs) = local::pair(1024, 16 * MIB);
@@ -475,13 +470,7 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
                 .local
                 .send((theirs, pool))
                 .expect("the server thread runs");
-            Client::Volley(
-                Endpoint::new(config)
-                    .expect("settings")
-                    .connect(ours)
-                    .await
-                    .expect("hello"),
-            )
+            Client::Volley(volley(config, ours).await)
         }
     }
 }
@@ -815,15 +804,10 @@ pub(crate) fn run(mode: Mode) -> Report {
 
 /// ARTIQ's test_performance table over volley TCP: mean and std MiB/s per shape.
 async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Report) -> Table {
-    let peer: Peer<Artiq> = Endpoint::new(Config::default())
-        .expect("settings")
-        .connect(
-            FramedLink::connect_tcp(servers.artiq, 16 * MIB)
-                .await
-                .expect("connect"),
-        )
+    let link = FramedLink::connect_tcp(servers.artiq, 16 * MIB)
         .await
-        .expect("hello");
+        .expect("connect");
+    let peer: Peer<Artiq> = volley(Config::default(), link).await;
     let iterations = match mode {
         Mode::Quick => 20,
         Mode::Full => 50,
