@@ -1015,7 +1015,7 @@ async fn allocations(servers: &Servers, pattern: &Bytes, report: &mut Report) ->
 /// end (as ARTIQ's cores share one), spin 100 against spin 0, interleaved rounds.
 async fn spinning(mode: Mode, servers: &Servers, pattern: &Bytes, report: &mut Report) -> Table {
     let mut table = Table {
-        title: "Spin-then-await for a pool buffer (in-process link, 4-buffer pools, 8 B echo)"
+        title: "Spin-then-await for a pool buffer (in-process link, one-buffer pools, 8 B echo)"
             .into(),
         columns: vec![
             "callers",
