@@ -63,6 +63,7 @@ macro_rules! open_enum {
     };
 }
 
+pub mod channel;
 pub mod frame;
 pub mod rpc;
 pub mod scp;
