@@ -12,6 +12,8 @@
 //! - `window` (feature `alloc`): the sans-IO sliding window that keeps many requests in
 //!   flight over a lossy datagram link, with exact retransmission and an RTT-estimated
 //!   timeout.
+//! - `channel` (feature `alloc`): the reliable UDP channel, ordered messages of any size
+//!   over lossy datagrams with congestion and flow control, and [`wire::channel`] its format.
 //! - [`time`]: microsecond `Instant` and `Duration` for the sans-IO state machines.
 //!
 //! The crate is `#![no_std]`; the `alloc` and `std` features (on by default) only add
@@ -56,6 +58,8 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+#[cfg(feature = "alloc")]
+pub mod channel;
 pub mod time;
 #[cfg(feature = "alloc")]
 pub mod window;

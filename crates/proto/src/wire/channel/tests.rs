@@ -55,7 +55,10 @@ fn malformed_frames_are_errors() {
     data.extend_from_slice(b"abc");
     let d = with(&data);
     let (_, mut frames) = parse(&d).unwrap();
-    assert!(matches!(frames.next(), Some(Err(Error::InvalidValue { .. }))));
+    assert!(matches!(
+        frames.next(),
+        Some(Err(Error::InvalidValue { .. }))
+    ));
     assert_eq!(frames.next(), None, "nothing after a malformed frame");
     // An ack claiming 200 ranges; an unknown frame type; a truncated header.
     let mut ack = vec![0x02];

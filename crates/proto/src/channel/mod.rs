@@ -1,0 +1,1169 @@
+//! The reliable UDP channel: ordered messages of any size up to a limit over datagrams
+//! that may be lost, duplicated or reordered, as a sans-IO state machine (the quinn-proto
+//! shape, like [`window`](crate::window)).
+//!
+//! A [`Connection`] is one peer. Its driver feeds it [`Connection::handle_datagram`] for
+//! every datagram from the peer and [`Connection::handle_timeout`] once
+//! [`Connection::poll_timeout`] has passed, and drains [`Connection::poll_transmit`]
+//! (datagrams to send) and [`Connection::poll_event`] (connected, a message, closed).
+//! [`Connection::send`] queues a message. The wire format is [`wire::channel`](crate::wire::channel).
+//!
+//! - **Setup**: the client's initial packet (padded to 1200 bytes, as QUIC pads, so the
+//!   server may answer it before the client's address is proven) carries its limits; the
+//!   server's accept carries its own. Connection ids are chosen at random by each end. Until
+//!   the client has proven its address (by sending a packet to the id only the accept told
+//!   it), the server sends at most three times the bytes it received.
+//! - **Messages** are placed in one stream of message bytes; each is cut into fragments
+//!   that fit a datagram, several fragments (of one message or of many small ones) share a
+//!   datagram, and an acknowledgement rides on any datagram going that way. The receiver
+//!   copies each fragment once, straight into its message's buffer, whatever order they
+//!   come in, and hands messages over in order. Head-of-line: a message is delivered only
+//!   after every message before it, so a 16 MiB message delays the small ones queued
+//!   behind it until it is whole.
+//! - **Reliability**: packet numbers are never reused (a retransmission carries the lost
+//!   fragments in a new packet), so every RTT sample is unambiguous, which is what Karn's
+//!   rule asks for; acknowledgements are QUIC-style ranges; a packet is lost once one sent
+//!   three later is acknowledged (fast retransmit) or a packet sent later was acknowledged
+//!   and 9/8 of an RTT has passed; otherwise the RFC 6298 timeout (doubling while no
+//!   acknowledgement comes) retransmits everything outstanding. Duplicates (packets and
+//!   fragments) are recognised and dropped.
+//! - **Congestion and flow**: NewReno (see `cc`), a pacer that releases at most ten
+//!   datagrams at once, and the receiver's window: the sender may send message bytes only
+//!   below the position the receiver advertises, which is what the application has taken
+//!   plus [`Config::window`]; a receiver that takes nothing stops the sender.
+//! - **Teardown**: [`Connection::close`] sends a close frame; a peer silent for
+//!   [`Config::idle_timeout`] ends the connection with [`Closed::TimedOut`]; keep-alive
+//!   pings go out when nothing else has for [`Config::keep_alive`].
+//!
+//! ```
+//! use volley_proto::channel::{Config, Connection, Event};
+//! use volley_proto::time::{Duration, Instant};
+//!
+//! let config = Config::default();
+//! let mut client = Connection::client(config, 1, 2);
+//! let mut server = Connection::server(config, 3);
+//! client.send(b"hello".to_vec()).unwrap();
+//!
+//! // A perfect link: move every datagram across, both ways, until both are quiet.
+//! let mut now = Instant::ZERO;
+//! let mut buf = vec![0u8; 1500];
+//! for _ in 0..10 {
+//!     while let Some(n) = client.poll_transmit(now, &mut buf) {
+//!         server.handle_datagram(now, &buf[..n]);
+//!     }
+//!     while let Some(n) = server.poll_transmit(now, &mut buf) {
+//!         client.handle_datagram(now, &buf[..n]);
+//!     }
+//!     now = now + Duration::from_micros(100);
+//! }
+//! assert!(matches!(client.poll_event(), Some(Event::Connected)));
+//! assert!(matches!(server.poll_event(), Some(Event::Connected)));
+//! assert_eq!(server.poll_event(), Some(Event::Message(b"hello".to_vec())));
+//! ```
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::time::{Duration, Instant};
+use crate::window::{Rto, RttEstimator};
+use crate::wire::Error as WireError;
+use crate::wire::channel::{
+    self as wire, DATA_OVERHEAD, Frame, Header, PARAMS_LEN, PacketType, Params,
+};
+
+mod cc;
+mod ranges;
+#[cfg(test)]
+mod tests;
+
+use cc::{NewReno, Pacer};
+use ranges::RangeSet;
+
+/// The smallest datagram a peer must take, and what the client's initial is padded to.
+pub const MIN_DATAGRAM: usize = 1200;
+
+/// Settings of one end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The largest message this end sends or takes.
+    pub max_message: u32,
+    /// The largest datagram this end sends or takes (at least [`MIN_DATAGRAM`]).
+    pub max_datagram: u16,
+    /// Message bytes the peer may send beyond what the application has taken; at least
+    /// `max_message`, or a largest message could never arrive. A message is sent only
+    /// once all of it fits the window, since the receiver sets aside its whole buffer at
+    /// its first fragment.
+    pub window: u64,
+    /// Message bytes queued to send (not yet acknowledged) past which
+    /// [`Connection::send`] refuses.
+    pub send_buffer: u64,
+    /// The retransmission timeout before any RTT sample, and its bounds.
+    pub initial_rto: Duration,
+    /// The smallest retransmission timeout.
+    pub min_rto: Duration,
+    /// The largest retransmission timeout.
+    pub max_rto: Duration,
+    /// A peer silent this long is gone: [`Closed::TimedOut`].
+    pub idle_timeout: Duration,
+    /// Send a ping when nothing has gone to the peer for this long.
+    pub keep_alive: Duration,
+    /// The congestion window at the start, in datagrams.
+    pub initial_window: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_message: 16 << 20,
+            max_datagram: 1452,
+            window: 32 << 20,
+            send_buffer: 32 << 20,
+            initial_rto: Duration::from_millis(200),
+            min_rto: Duration::from_millis(5),
+            max_rto: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(2),
+            initial_window: 10,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every setting's range.
+    pub fn check(&self) -> Result<(), &'static str> {
+        if usize::from(self.max_datagram) < MIN_DATAGRAM {
+            return Err("max_datagram must be at least 1200");
+        }
+        if self.window < u64::from(self.max_message) {
+            return Err("window must be at least max_message");
+        }
+        if self.send_buffer < u64::from(self.max_message) {
+            return Err("send_buffer must be at least max_message");
+        }
+        if self.min_rto.as_micros() == 0 || self.min_rto > self.max_rto {
+            return Err("min_rto must be above zero and at most max_rto");
+        }
+        if self.keep_alive >= self.idle_timeout {
+            return Err("keep_alive must be shorter than idle_timeout");
+        }
+        if self.initial_window == 0 {
+            return Err("initial_window must be at least one datagram");
+        }
+        Ok(())
+    }
+}
+
+/// Why a connection ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// This end closed it.
+    Local,
+    /// The peer closed it, with its code and reason.
+    Peer {
+        /// The peer's code.
+        code: u32,
+        /// The peer's reason, as sent.
+        reason: Vec<u8>,
+    },
+    /// Nothing came from the peer for [`Config::idle_timeout`].
+    TimedOut,
+    /// The peer broke the protocol.
+    Protocol(WireError),
+}
+
+/// What happened, for the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake is done; messages may flow both ways.
+    Connected,
+    /// A whole message, in order.
+    Message(Vec<u8>),
+    /// The connection ended; nothing more will come.
+    Closed(Closed),
+}
+
+/// Why [`Connection::send`] refused a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// Larger than the peer takes (or than this end's limit).
+    TooLarge {
+        /// The message's length.
+        len: usize,
+        /// The largest allowed.
+        max: u32,
+    },
+    /// The send buffer is full: try again once acknowledgements have come.
+    Full,
+    /// The connection has ended.
+    Closed,
+}
+
+/// Counters, for tests and tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Datagrams received and accepted.
+    pub received: u64,
+    /// Packets declared lost.
+    pub lost: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Duplicate packets dropped.
+    pub duplicates: u64,
+    /// Bytes of message fragments that arrived again after they had been received.
+    pub duplicate_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Client: initial sent, no accept yet. Server: accept sent, address unproven.
+    Handshake,
+    Established,
+    Closed,
+}
+
+/// A fragment of a message: where it lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fragment {
+    start: u64,
+    offset: u32,
+    len: u32,
+}
+
+#[derive(Debug)]
+struct SentPacket {
+    pn: u32,
+    time: Instant,
+    size: u64,
+    /// Counted in bytes in flight (carries something other than acks).
+    in_flight: bool,
+    fragments: Vec<Fragment>,
+    /// A handshake packet (initial or accept), resent until answered.
+    handshake: bool,
+}
+
+#[derive(Debug)]
+struct OutMessage {
+    start: u64,
+    data: Vec<u8>,
+    /// Bytes sent at least once, from the front.
+    sent: u32,
+    acked: RangeSet,
+}
+
+#[derive(Debug)]
+struct InMessage {
+    buf: Vec<u8>,
+    received: RangeSet,
+}
+
+/// One end of a channel to one peer.
+#[derive(Debug)]
+pub struct Connection {
+    config: Config,
+    is_client: bool,
+    state: State,
+    local_cid: u64,
+    remote_cid: u64,
+    peer: Params,
+    validated: bool,
+    bytes_received: u64,
+    bytes_sent: u64,
+    // Sending.
+    next_pn: u32,
+    sent: VecDeque<SentPacket>,
+    in_flight: u64,
+    largest_acked: Option<u32>,
+    out: VecDeque<OutMessage>,
+    out_bytes: u64,
+    next_start: u64,
+    /// Index in `out` of the first message not yet sent whole.
+    cursor: usize,
+    retransmit: VecDeque<Fragment>,
+    peer_window: u64,
+    rtt: RttEstimator,
+    backoff: u32,
+    cc: NewReno,
+    pacer: Pacer,
+    pace_until: Option<Instant>,
+    last_eliciting_sent: Option<Instant>,
+    last_sent: Instant,
+    handshake_due: bool,
+    probe_due: bool,
+    close_frame: Option<(u32, Vec<u8>)>,
+    // Receiving.
+    received_pns: RangeSet,
+    ack_due: bool,
+    eliciting_unacked: u32,
+    ack_timer: Option<Instant>,
+    incoming: BTreeMap<u64, InMessage>,
+    deliver_next: u64,
+    taken: u64,
+    /// When the peer was last heard from (the connection's start until then).
+    last_heard: Option<Instant>,
+    events: VecDeque<Event>,
+    stats: Stats,
+}
+
+/// The stream positions a message of `len` bytes takes: an empty message takes one, so
+/// that every message has a start of its own.
+fn span(len: u64) -> u64 {
+    len.max(1)
+}
+
+/// How long a receiver may hold an acknowledgement for a lone packet.
+const ACK_DELAY: Duration = Duration::from_micros(500);
+/// Packets acknowledged after a packet that reveal its loss.
+const PACKET_THRESHOLD: u32 = 3;
+/// Ranges of received packet numbers remembered for acknowledgements.
+const ACK_RANGES_KEPT: usize = 32;
+
+impl Connection {
+    /// A client's end: `local_cid` names this end, `initial_dcid` is a random id for the
+    /// server to see in the first packet (both chosen at random by the caller). Panics if
+    /// `config` fails [`Config::check`].
+    pub fn client(config: Config, local_cid: u64, initial_dcid: u64) -> Self {
+        let mut c = Self::new(config, true, local_cid);
+        c.remote_cid = initial_dcid;
+        c.handshake_due = true;
+        // The client's own address needs no proof.
+        c.validated = true;
+        c
+    }
+
+    /// A server's end, made when a client's initial arrives (feed that initial to
+    /// [`Connection::handle_datagram`] next); `local_cid` chosen at random by the caller.
+    pub fn server(config: Config, local_cid: u64) -> Self {
+        Self::new(config, false, local_cid)
+    }
+
+    fn new(config: Config, is_client: bool, local_cid: u64) -> Self {
+        if let Err(e) = config.check() {
+            panic!("channel config: {e}");
+        }
+        let datagram = u64::from(config.max_datagram);
+        Self {
+            config,
+            is_client,
+            state: State::Handshake,
+            local_cid,
+            remote_cid: 0,
+            peer: Params {
+                max_message: 0,
+                window: 0,
+                max_datagram: MIN_DATAGRAM as u16,
+            },
+            validated: false,
+            bytes_received: 0,
+            bytes_sent: 0,
+            next_pn: 0,
+            sent: VecDeque::new(),
+            in_flight: 0,
+            largest_acked: None,
+            out: VecDeque::new(),
+            out_bytes: 0,
+            next_start: 0,
+            cursor: 0,
+            retransmit: VecDeque::new(),
+            peer_window: 0,
+            rtt: RttEstimator::new(Rto::Adaptive {
+                initial: config.initial_rto,
+                min: config.min_rto,
+                max: config.max_rto,
+            }),
+            backoff: 0,
+            cc: NewReno::new(datagram, u64::from(config.initial_window)),
+            pacer: Pacer::new(datagram),
+            pace_until: None,
+            last_eliciting_sent: None,
+            last_sent: Instant::ZERO,
+            handshake_due: false,
+            probe_due: false,
+            close_frame: None,
+            received_pns: RangeSet::default(),
+            ack_due: false,
+            eliciting_unacked: 0,
+            ack_timer: None,
+            incoming: BTreeMap::new(),
+            deliver_next: 0,
+            taken: 0,
+            last_heard: None,
+            events: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// This end's connection id (what the peer puts in its packets' destination).
+    pub fn local_cid(&self) -> u64 {
+        self.local_cid
+    }
+
+    /// Whether the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Whether the handshake is done.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// Whether the peer's address is proven (always, for a client).
+    pub fn is_validated(&self) -> bool {
+        self.validated
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Message bytes queued and not yet acknowledged.
+    pub fn queued(&self) -> u64 {
+        self.out_bytes
+    }
+
+    /// Bytes held for messages being reassembled or waiting to be taken (bounded by
+    /// [`Config::window`]).
+    pub fn receive_buffered(&self) -> u64 {
+        self.incoming
+            .values()
+            .map(|m| m.buf.len() as u64)
+            .sum::<u64>()
+            + self
+                .events
+                .iter()
+                .map(|e| match e {
+                    Event::Message(m) => m.len() as u64,
+                    _ => 0,
+                })
+                .sum::<u64>()
+    }
+
+    /// The smoothed RTT, once measured.
+    pub fn rtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+
+    /// The congestion window, in bytes.
+    pub fn congestion_window(&self) -> u64 {
+        self.cc.window
+    }
+
+    /// Queues a message. Refuses one larger than either end's limit, or past
+    /// [`Config::send_buffer`] (try again after acknowledgements), or on a closed
+    /// connection. The bytes are kept until the peer acknowledges them.
+    pub fn send(&mut self, message: Vec<u8>) -> Result<(), SendError> {
+        if self.state == State::Closed || self.close_frame.is_some() {
+            return Err(SendError::Closed);
+        }
+        let max = match self.state {
+            State::Established => self.config.max_message.min(self.peer.max_message),
+            _ => self.config.max_message,
+        };
+        if message.len() as u64 > u64::from(max) {
+            return Err(SendError::TooLarge {
+                len: message.len(),
+                max,
+            });
+        }
+        if self.out_bytes + message.len() as u64 > self.config.send_buffer {
+            return Err(SendError::Full);
+        }
+        let len = message.len() as u64;
+        self.out.push_back(OutMessage {
+            start: self.next_start,
+            data: message,
+            sent: 0,
+            acked: RangeSet::default(),
+        });
+        self.next_start += span(len);
+        self.out_bytes += len;
+        Ok(())
+    }
+
+    /// Closes the connection: a close frame goes to the peer with the next datagram, then
+    /// the connection ends with [`Closed::Local`].
+    pub fn close(&mut self, code: u32, reason: &[u8]) {
+        if self.state != State::Closed && self.close_frame.is_none() {
+            let reason = reason[..reason.len().min(wire::MAX_REASON)].to_vec();
+            self.close_frame = Some((code, reason));
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        let event = self.events.pop_front()?;
+        if let Event::Message(m) = &event {
+            // The application took it: the window moves on.
+            self.taken += span(m.len() as u64);
+            self.ack_due = true;
+        }
+        Some(event)
+    }
+
+    fn fail(&mut self, why: Closed) {
+        if self.state != State::Closed {
+            self.state = State::Closed;
+            self.out.clear();
+            self.out_bytes = 0;
+            self.retransmit.clear();
+            self.sent.clear();
+            self.in_flight = 0;
+            self.incoming.clear();
+            self.events.push_back(Event::Closed(why));
+        }
+    }
+
+    /// Takes a datagram from the peer (one whose destination id is ours, or, for a
+    /// server, the client's initial).
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        if self.state == State::Closed {
+            return;
+        }
+        let Ok((header, frames)) = wire::parse(datagram) else {
+            return;
+        };
+        if !self.header_fits(&header) {
+            return;
+        }
+        // Check every frame before acting on any: a datagram is taken whole or not at all.
+        let mut eliciting = false;
+        for frame in frames.clone() {
+            match frame {
+                Ok(Frame::Ack(_) | Frame::Padding) => {}
+                Ok(_) => eliciting = true,
+                Err(_) => return,
+            }
+        }
+        self.bytes_received += datagram.len() as u64;
+        self.last_heard = Some(now);
+        if !self.is_client && header.ty == PacketType::DATA && !self.validated {
+            // Only a client that read our accept knows our id: its address is proven.
+            self.validated = true;
+            self.established();
+        }
+        let pn = u64::from(header.pn);
+        if self.received_pns.contains(pn) {
+            self.stats.duplicates += 1;
+            // Acknowledge again: our earlier ack may have been lost.
+            if eliciting {
+                self.ack_due = true;
+            }
+            return;
+        }
+        let in_order = self.received_pns.max().is_none_or(|m| pn == m + 1);
+        self.received_pns.insert(pn, pn + 1);
+        self.received_pns.keep_highest(ACK_RANGES_KEPT);
+        self.stats.received += 1;
+        if eliciting {
+            self.eliciting_unacked += 1;
+            if !in_order || self.eliciting_unacked >= 2 || header.ty != PacketType::DATA {
+                self.ack_due = true;
+            } else if self.ack_timer.is_none() {
+                self.ack_timer = Some(now + ACK_DELAY);
+            }
+        }
+        match header.ty {
+            PacketType::ACCEPT if self.is_client => {
+                if let Some(scid) = header.scid {
+                    self.remote_cid = scid;
+                }
+                if self.state == State::Handshake {
+                    self.established();
+                }
+            }
+            PacketType::INITIAL if !self.is_client => {
+                if let Some(scid) = header.scid {
+                    self.remote_cid = scid;
+                }
+                self.handshake_due = true;
+            }
+            _ => {}
+        }
+        let (_, frames) = wire::parse(datagram).expect("parsed above");
+        for frame in frames.flatten() {
+            if self.state == State::Closed {
+                return;
+            }
+            match frame {
+                Frame::Padding | Frame::Ping => {}
+                Frame::Params(p) => {
+                    self.peer = p;
+                    self.peer_window = self.peer_window.max(p.window);
+                }
+                Frame::Ack(ack) => self.on_ack(now, &ack),
+                Frame::Data {
+                    start,
+                    total,
+                    offset,
+                    data,
+                } => {
+                    if let Err(e) = self.on_data(start, total, offset, data) {
+                        self.close_frame = Some((1, b"protocol violation".to_vec()));
+                        self.fail(Closed::Protocol(e));
+                    }
+                }
+                Frame::Close { code, reason } => {
+                    self.fail(Closed::Peer {
+                        code,
+                        reason: reason.to_vec(),
+                    });
+                }
+            }
+        }
+        self.deliver();
+    }
+
+    /// Whether a packet with this header belongs here.
+    fn header_fits(&self, header: &Header) -> bool {
+        match header.ty {
+            PacketType::INITIAL => !self.is_client,
+            PacketType::ACCEPT => self.is_client && header.dcid == self.local_cid,
+            _ => header.dcid == self.local_cid,
+        }
+    }
+
+    fn established(&mut self) {
+        if self.state == State::Handshake {
+            self.state = State::Established;
+            self.events.push_back(Event::Connected);
+            // The handshake packets are answered: stop resending them.
+            for p in self.sent.iter_mut() {
+                p.handshake = false;
+            }
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: &wire::Ack<'_>) {
+        self.peer_window = self.peer_window.max(ack.window);
+        let newly_largest = self.largest_acked.is_none_or(|l| ack.largest > l);
+        let mut acked_any = false;
+        let mut sample = None;
+        for (lo, hi) in ack.ranges() {
+            // Sent packets are in packet-number order.
+            let from = self.sent.partition_point(|p| p.pn < lo);
+            let to = self.sent.partition_point(|p| p.pn <= hi);
+            for p in self.sent.drain(from..to).collect::<Vec<_>>() {
+                acked_any = true;
+                if p.pn == ack.largest && newly_largest && p.in_flight {
+                    sample = Some(now.saturating_duration_since(p.time));
+                }
+                if p.in_flight {
+                    self.in_flight -= p.size;
+                    self.cc.on_ack(p.size, p.time);
+                }
+                for f in &p.fragments {
+                    self.fragment_acked(*f);
+                }
+                if p.handshake && !self.is_client {
+                    // The client got our accept.
+                }
+            }
+        }
+        if !acked_any {
+            return;
+        }
+        if newly_largest {
+            self.largest_acked = Some(ack.largest);
+        }
+        if let Some(rtt) = sample {
+            let delay = Duration::from_micros(u64::from(ack.delay_us));
+            let adjusted = if rtt > delay + Duration::from_micros(1) {
+                Duration::from_micros(rtt.as_micros() - delay.as_micros())
+            } else {
+                rtt
+            };
+            self.rtt.sample(adjusted);
+            self.backoff = 0;
+        }
+        self.detect_losses(now);
+        self.pop_acked_messages();
+    }
+
+    fn fragment_acked(&mut self, f: Fragment) {
+        let i = self.out.partition_point(|m| m.start < f.start);
+        if let Some(m) = self.out.get_mut(i).filter(|m| m.start == f.start) {
+            // An empty message's one fragment stands for its first (absent) byte.
+            let end = u64::from(f.offset) + u64::from(f.len.max(1));
+            m.acked.insert(u64::from(f.offset), end);
+        }
+    }
+
+    /// Drops whole, acknowledged messages from the front of the queue.
+    fn pop_acked_messages(&mut self) {
+        // Only messages sent whole (before the cursor) can be whole acknowledged.
+        while self.cursor > 0 {
+            let Some(m) = self.out.front() else {
+                break;
+            };
+            let len = m.data.len() as u64;
+            if !m.acked.contains_all(0, len.max(1)) {
+                break;
+            }
+            self.out_bytes -= len;
+            self.out.pop_front();
+            self.cursor -= 1;
+        }
+    }
+
+    fn detect_losses(&mut self, now: Instant) {
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
+        let rtt = self.rtt.srtt().unwrap_or(self.rtt.rto());
+        let latest = self.rtt.latest().unwrap_or(rtt);
+        let threshold = Duration::from_micros(rtt.max(latest).as_micros() * 9 / 8);
+        let mut lost = Vec::new();
+        while let Some(p) = self.sent.front() {
+            if p.pn >= largest {
+                break;
+            }
+            let by_count = largest - p.pn >= PACKET_THRESHOLD;
+            let by_time = now.saturating_duration_since(p.time) >= threshold;
+            if !(by_count || by_time) {
+                break;
+            }
+            lost.push(self.sent.pop_front().expect("front exists"));
+        }
+        for p in lost {
+            self.packet_lost(now, p);
+        }
+    }
+
+    fn packet_lost(&mut self, now: Instant, p: SentPacket) {
+        self.stats.lost += 1;
+        if p.in_flight {
+            self.in_flight -= p.size;
+            self.cc.on_loss(p.time, now);
+        }
+        self.retransmit.extend(p.fragments);
+        if p.handshake {
+            self.handshake_due = true;
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        start: u64,
+        total: u32,
+        offset: u32,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        if total > self.config.max_message {
+            return Err(WireError::TooLarge {
+                what: "channel message",
+                len: u64::from(total),
+                max: u64::from(self.config.max_message),
+            });
+        }
+        let end = start
+            .checked_add(span(u64::from(total)))
+            .ok_or(WireError::InvalidValue {
+                what: "channel message start",
+                value: start,
+            })?;
+        if end > self.window() {
+            return Err(WireError::TooLarge {
+                what: "channel message past the receive window",
+                len: end,
+                max: self.window(),
+            });
+        }
+        if start < self.deliver_next {
+            // A message already delivered: a duplicate.
+            self.stats.duplicate_bytes += data.len() as u64;
+            return Ok(());
+        }
+        if !self.incoming.contains_key(&start) {
+            // A new message must not overlap its neighbours.
+            let before = self.incoming.range(..start).next_back();
+            if before.is_some_and(|(s, m)| s + span(m.buf.len() as u64) > start) {
+                return Err(WireError::InvalidValue {
+                    what: "channel messages overlapping",
+                    value: start,
+                });
+            }
+            let after = self.incoming.range(start + 1..).next();
+            if after.is_some_and(|(s, _)| *s < end) {
+                return Err(WireError::InvalidValue {
+                    what: "channel messages overlapping",
+                    value: start,
+                });
+            }
+            self.incoming.insert(
+                start,
+                InMessage {
+                    buf: vec![0; total as usize],
+                    received: RangeSet::default(),
+                },
+            );
+        }
+        let m = self.incoming.get_mut(&start).expect("inserted above");
+        if m.buf.len() != total as usize {
+            return Err(WireError::InvalidValue {
+                what: "channel message length changed",
+                value: u64::from(total),
+            });
+        }
+        if data.is_empty() && total > 0 {
+            // Only an empty message has an empty fragment.
+            return Ok(());
+        }
+        let (lo, hi) = (u64::from(offset), u64::from(offset) + data.len() as u64);
+        let new = m.received.insert(lo, hi.max(lo + 1));
+        if new == 0 && !data.is_empty() {
+            self.stats.duplicate_bytes += data.len() as u64;
+            return Ok(());
+        }
+        // The one copy: from the datagram into the message, where it belongs.
+        m.buf[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Hands over whole messages in order.
+    fn deliver(&mut self) {
+        while let Some(m) = self.incoming.get(&self.deliver_next) {
+            let len = m.buf.len() as u64;
+            let whole = m.received.contains_all(0, len.max(1));
+            if !whole {
+                break;
+            }
+            let m = self.incoming.remove(&self.deliver_next).expect("present");
+            self.deliver_next += span(len);
+            self.events.push_back(Event::Message(m.buf));
+        }
+    }
+
+    /// The receive window we advertise: what the application took plus our window.
+    fn window(&self) -> u64 {
+        self.taken + self.config.window
+    }
+
+    /// The next instant [`Connection::handle_timeout`] must be called, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state == State::Closed {
+            return None;
+        }
+        let mut next = self.last_heard? + self.config.idle_timeout;
+        let mut earliest = |t: Instant| {
+            if t < next {
+                next = t;
+            }
+        };
+        if let Some(t) = self.ack_timer {
+            earliest(t);
+        }
+        if let Some(t) = self.rto_deadline() {
+            earliest(t);
+        }
+        if self.state == State::Established {
+            earliest(self.last_sent + self.config.keep_alive);
+        }
+        if let Some(t) = self.pace_until {
+            earliest(t);
+        }
+        Some(next)
+    }
+
+    fn rto_deadline(&self) -> Option<Instant> {
+        let last = self.last_eliciting_sent?;
+        if self.sent.is_empty() {
+            return None;
+        }
+        let mut rto = self.rtt.rto();
+        for _ in 0..self.backoff.min(16) {
+            rto = self.rtt.backoff(rto);
+        }
+        Some(last + rto)
+    }
+
+    /// Acts on time passing: idle timeout, delayed acknowledgements, retransmission.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Closed {
+            return;
+        }
+        let heard = *self.last_heard.get_or_insert(now);
+        if now >= heard + self.config.idle_timeout {
+            self.fail(Closed::TimedOut);
+            return;
+        }
+        if self.ack_timer.is_some_and(|t| now >= t) {
+            self.ack_timer = None;
+            self.ack_due = true;
+        }
+        if self.pace_until.is_some_and(|t| now >= t) {
+            self.pace_until = None;
+        }
+        if self.rto_deadline().is_some_and(|t| now >= t) {
+            self.stats.timeouts += 1;
+            self.backoff += 1;
+            self.cc.on_timeout(now);
+            // Everything outstanding is retransmitted (RFC 6298 §5.4).
+            let lost: Vec<SentPacket> = self.sent.drain(..).collect();
+            for p in lost {
+                if p.in_flight {
+                    self.in_flight -= p.size;
+                }
+                self.retransmit.extend(p.fragments);
+                if p.handshake {
+                    self.handshake_due = true;
+                }
+            }
+            self.probe_due = true;
+        }
+    }
+
+    /// Writes the next datagram to send into `buf` and returns its length, or `None` when
+    /// there is nothing to send now (or the congestion window, the pacer or the
+    /// anti-amplification limit holds it back: see [`Connection::poll_timeout`]).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.last_heard.get_or_insert(now);
+        if buf.len() < MIN_DATAGRAM {
+            return None;
+        }
+        if let Some((code, reason)) = self.close_frame.take() {
+            // A close goes out even from a connection that has just ended over an error.
+            let ty = if self.state == State::Handshake && self.is_client {
+                PacketType::INITIAL
+            } else if self.state == State::Handshake {
+                PacketType::ACCEPT
+            } else {
+                PacketType::DATA
+            };
+            let header = Header {
+                ty,
+                dcid: self.remote_cid,
+                scid: (ty != PacketType::DATA).then_some(self.local_cid),
+                pn: self.next_pn,
+            };
+            let mut n = wire::write_header(&header, buf).ok()?;
+            n += wire::write_frame(
+                &Frame::Close {
+                    code,
+                    reason: &reason,
+                },
+                &mut buf[n..],
+            )
+            .ok()?;
+            self.next_pn += 1;
+            self.bytes_sent += n as u64;
+            self.stats.sent += 1;
+            self.fail(Closed::Local);
+            return Some(n);
+        }
+        if self.state == State::Closed {
+            return None;
+        }
+        // Anti-amplification: an unproven peer gets at most 3x what it sent.
+        let budget = if self.validated {
+            usize::MAX
+        } else {
+            (3 * self.bytes_received).saturating_sub(self.bytes_sent) as usize
+        };
+        let limit = buf
+            .len()
+            .min(usize::from(self.config.max_datagram))
+            .min(usize::from(self.peer.max_datagram.max(MIN_DATAGRAM as u16)))
+            .min(budget);
+        if limit < wire::LONG_HEADER + PARAMS_LEN + wire::ack_len(1) {
+            return None;
+        }
+        let buf = &mut buf[..limit];
+        let ty = match self.state {
+            State::Handshake if self.is_client => PacketType::INITIAL,
+            State::Handshake => PacketType::ACCEPT,
+            _ => PacketType::DATA,
+        };
+        let handshake = self.handshake_due && self.state == State::Handshake;
+        let has_data = self.has_data_to_send();
+        let keep_alive =
+            self.state == State::Established && now >= self.last_sent + self.config.keep_alive;
+        let wants_ack = self.ack_due && self.received_pns.len() > 0;
+        // Data waits for the congestion window and the pacer; acks and closes do not.
+        let mut may_send_data = has_data
+            && self.state == State::Established
+            && self.in_flight + limit as u64 <= self.cc.window.max(limit as u64);
+        if may_send_data {
+            if let Some(at) = self.pacer.delay(
+                now,
+                limit as u64,
+                self.cc.window,
+                self.rtt.srtt().unwrap_or(self.rtt.rto()),
+            ) {
+                self.pace_until = Some(at);
+                may_send_data = false;
+            }
+        }
+        let probe = self.probe_due && self.state == State::Established && !may_send_data;
+        if !(handshake || may_send_data || keep_alive || wants_ack || probe) {
+            return None;
+        }
+        let pn = self.next_pn;
+        let header = Header {
+            ty,
+            dcid: self.remote_cid,
+            scid: (ty != PacketType::DATA).then_some(self.local_cid),
+            pn,
+        };
+        let mut n = wire::write_header(&header, buf).ok()?;
+        let mut eliciting = false;
+        if ty != PacketType::DATA {
+            let params = Params {
+                max_message: self.config.max_message,
+                window: self.window(),
+                max_datagram: self.config.max_datagram,
+            };
+            n += wire::write_frame(&Frame::Params(params), &mut buf[n..]).ok()?;
+            eliciting = true;
+            self.handshake_due = false;
+        }
+        if self.received_pns.len() > 0 {
+            let ranges: Vec<(u32, u32)> = self
+                .received_pns
+                .iter()
+                .rev()
+                .map(|(lo, hi)| (lo as u32, (hi - 1) as u32))
+                .collect();
+            if let Ok(k) = wire::write_ack(&ranges, 0, self.window(), &mut buf[n..]) {
+                n += k;
+                self.ack_due = false;
+                self.eliciting_unacked = 0;
+                self.ack_timer = None;
+            }
+        }
+        let mut fragments = Vec::new();
+        if may_send_data {
+            n += self.write_fragments(&mut buf[n..], &mut fragments);
+            eliciting |= !fragments.is_empty();
+        }
+        if (probe || keep_alive) && !eliciting {
+            n += wire::write_frame(&Frame::Ping, &mut buf[n..]).ok()?;
+            eliciting = true;
+        }
+        self.probe_due = false;
+        if ty == PacketType::INITIAL {
+            // Padded, so the server may answer before our address is proven.
+            while n < MIN_DATAGRAM.min(buf.len()) {
+                buf[n] = 0;
+                n += 1;
+            }
+        }
+        self.next_pn += 1;
+        self.bytes_sent += n as u64;
+        self.last_sent = now;
+        self.stats.sent += 1;
+        if eliciting {
+            self.last_eliciting_sent = Some(now);
+            self.in_flight += n as u64;
+            if !fragments.is_empty() {
+                self.pacer.take(n as u64);
+            }
+        }
+        // Packets with only acks are not acknowledged in turn, so they are not tracked.
+        if eliciting {
+            self.sent.push_back(SentPacket {
+                pn,
+                time: now,
+                size: n as u64,
+                in_flight: true,
+                fragments,
+                handshake: ty != PacketType::DATA,
+            });
+        }
+        Some(n)
+    }
+
+    fn has_data_to_send(&self) -> bool {
+        !self.retransmit.is_empty()
+            || self
+                .out
+                .get(self.cursor)
+                .is_some_and(|m| m.start + span(m.data.len() as u64) <= self.peer_window)
+    }
+
+    /// Packs fragments (retransmissions first, then new bytes) into `buf`; returns bytes
+    /// written.
+    fn write_fragments(&mut self, buf: &mut [u8], sent: &mut Vec<Fragment>) -> usize {
+        let mut n = 0;
+        while buf.len() - n > DATA_OVERHEAD {
+            let room = (buf.len() - n - DATA_OVERHEAD).min(usize::from(u16::MAX)) as u32;
+            let Some(f) = self.next_fragment(room) else {
+                break;
+            };
+            let i = self.out.partition_point(|m| m.start < f.start);
+            let Some(m) = self.out.get(i).filter(|m| m.start == f.start) else {
+                continue;
+            };
+            let data = &m.data[f.offset as usize..(f.offset + f.len) as usize];
+            let frame = Frame::Data {
+                start: f.start,
+                total: m.data.len() as u32,
+                offset: f.offset,
+                data,
+            };
+            match wire::write_frame(&frame, &mut buf[n..]) {
+                Ok(k) => n += k,
+                Err(_) => break,
+            }
+            sent.push(f);
+        }
+        n
+    }
+
+    /// The next fragment to send, at most `room` bytes: a lost one still unacknowledged,
+    /// else new bytes below the peer's window.
+    fn next_fragment(&mut self, room: u32) -> Option<Fragment> {
+        while let Some(f) = self.retransmit.pop_front() {
+            let i = self.out.partition_point(|m| m.start < f.start);
+            let Some(m) = self.out.get(i).filter(|m| m.start == f.start) else {
+                continue;
+            };
+            let (lo, hi) = (u64::from(f.offset), u64::from(f.offset + f.len));
+            if m.acked.contains_all(lo, hi.max(lo + 1)) {
+                continue;
+            }
+            if f.len > room {
+                // Too big for what is left of this datagram: split it.
+                self.retransmit.push_front(Fragment {
+                    start: f.start,
+                    offset: f.offset + room,
+                    len: f.len - room,
+                });
+                return Some(Fragment { len: room, ..f });
+            }
+            return Some(f);
+        }
+        let m = self.out.get_mut(self.cursor)?;
+        let len = m.data.len() as u32;
+        // The receiver places a message whole (it allocates its buffer at the first
+        // fragment), so no byte of it goes before all of it fits the peer's window.
+        if m.start + span(u64::from(len)) > self.peer_window {
+            return None;
+        }
+        if len == 0 {
+            self.cursor += 1;
+            return Some(Fragment {
+                start: m.start,
+                offset: 0,
+                len: 0,
+            });
+        }
+        let take = (len - m.sent).min(room);
+        if take == 0 {
+            return None;
+        }
+        let f = Fragment {
+            start: m.start,
+            offset: m.sent,
+            len: take,
+        };
+        m.sent += take;
+        if m.sent == len {
+            self.cursor += 1;
+        }
+        Some(f)
+    }
+}

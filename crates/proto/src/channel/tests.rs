@@ -1,0 +1,527 @@
+//! Deterministic simulation: two connections, a fake clock, and a seeded link that loses,
+//! duplicates, delays and reorders datagrams. Every message is checked byte for byte and
+//! in order; memory is checked against its bounds at every step.
+
+extern crate std;
+
+use alloc::collections::BinaryHeap;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+/// How the simulated link treats datagrams.
+#[derive(Clone, Copy, Debug)]
+struct LinkSpec {
+    loss: f64,
+    duplicate: f64,
+    /// One-way delay, and the most extra delay a datagram may get (reordering).
+    delay: Duration,
+    jitter: Duration,
+}
+
+impl LinkSpec {
+    fn perfect() -> Self {
+        Self {
+            loss: 0.0,
+            duplicate: 0.0,
+            delay: Duration::from_micros(500),
+            jitter: Duration::ZERO,
+        }
+    }
+}
+
+/// A datagram in flight: when it lands, a tie-breaker, which way it goes, its bytes.
+type InFlight = Reverse<(Instant, u64, bool, Vec<u8>)>;
+
+struct Sim {
+    rng: StdRng,
+    spec: LinkSpec,
+    now: Instant,
+    queue: BinaryHeap<InFlight>,
+    seq: u64,
+    client: Connection,
+    server: Connection,
+    /// Messages each side has received, in order: (to client, to server).
+    got: (Vec<Vec<u8>>, Vec<Vec<u8>>),
+    closed: (Option<Closed>, Option<Closed>),
+    /// Whether the server takes its events (a slow receiver does not, for a while).
+    server_reads: bool,
+    /// Whether the server is there at all (a vanished peer is not).
+    server_alive: bool,
+    /// The largest bytes each end held for receiving, to check against the window.
+    peak_buffered: u64,
+    buf: Vec<u8>,
+}
+
+impl Sim {
+    fn new(seed: u64, spec: LinkSpec, config: Config) -> Self {
+        Self {
+            rng: StdRng::seed_from_u64(seed),
+            spec,
+            now: Instant::from_millis(1),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            client: Connection::client(config, 0x1111, 0x2222),
+            server: Connection::server(config, 0x3333),
+            got: (Vec::new(), Vec::new()),
+            closed: (None, None),
+            server_reads: true,
+            server_alive: true,
+            peak_buffered: 0,
+            buf: vec![0; 65536],
+        }
+    }
+
+    /// Puts a datagram on the link: maybe lost, maybe twice, delayed with jitter.
+    fn launch(&mut self, to_server: bool, datagram: Vec<u8>) {
+        if self.rng.random::<f64>() < self.spec.loss {
+            return;
+        }
+        let copies = if self.rng.random::<f64>() < self.spec.duplicate {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let jitter = if self.spec.jitter.as_micros() == 0 {
+                0
+            } else {
+                self.rng.random_range(0..self.spec.jitter.as_micros())
+            };
+            let at = self.now + self.spec.delay + Duration::from_micros(jitter);
+            self.seq += 1;
+            self.queue
+                .push(Reverse((at, self.seq, to_server, datagram.clone())));
+        }
+    }
+
+    /// Sends what both ends have to send.
+    fn transmit(&mut self) {
+        while let Some(n) = self.client.poll_transmit(self.now, &mut self.buf) {
+            let d = self.buf[..n].to_vec();
+            self.launch(true, d);
+        }
+        if self.server_alive {
+            while let Some(n) = self.server.poll_transmit(self.now, &mut self.buf) {
+                let d = self.buf[..n].to_vec();
+                self.launch(false, d);
+            }
+        }
+    }
+
+    fn collect(&mut self) {
+        while let Some(e) = self.client.poll_event() {
+            match e {
+                Event::Message(m) => self.got.0.push(m),
+                Event::Closed(why) => self.closed.0 = Some(why),
+                Event::Connected => {}
+            }
+        }
+        let buffered = self.server.receive_buffered();
+        self.peak_buffered = self.peak_buffered.max(buffered);
+        if self.server_alive && self.server_reads {
+            while let Some(e) = self.server.poll_event() {
+                match e {
+                    Event::Message(m) => self.got.1.push(m),
+                    Event::Closed(why) => self.closed.1 = Some(why),
+                    Event::Connected => {}
+                }
+            }
+        }
+    }
+
+    /// Runs until `done` holds or `limit` of simulated time passes; returns whether `done`.
+    fn run(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
+        let end = self.now + limit;
+        let mut steps = 0u64;
+        while self.now < end {
+            steps += 1;
+            assert!(steps < 5_000_000, "the simulation does not settle");
+            self.transmit();
+            self.collect();
+            if done(self) {
+                return true;
+            }
+            // The next thing to happen: a landing or a timer.
+            let mut next = end;
+            if let Some(Reverse((at, ..))) = self.queue.peek() {
+                next = next.min(*at);
+            }
+            if let Some(t) = self.client.poll_timeout() {
+                next = next.min(t);
+            }
+            if self.server_alive {
+                if let Some(t) = self.server.poll_timeout() {
+                    next = next.min(t);
+                }
+            }
+            self.now = next.max(self.now);
+            while let Some(Reverse((at, ..))) = self.queue.peek() {
+                if *at > self.now {
+                    break;
+                }
+                let Reverse((_, _, to_server, d)) = self.queue.pop().expect("peeked");
+                if to_server {
+                    if self.server_alive {
+                        self.server.handle_datagram(self.now, &d);
+                    }
+                } else {
+                    self.client.handle_datagram(self.now, &d);
+                }
+            }
+            self.client.handle_timeout(self.now);
+            if self.server_alive {
+                self.server.handle_timeout(self.now);
+            }
+            // Time moves on even when only a timer fired at `now`.
+            if self
+                .queue
+                .peek()
+                .is_none_or(|Reverse((at, ..))| *at > self.now)
+            {
+                self.now += Duration::from_micros(1);
+            }
+        }
+        done(self)
+    }
+}
+
+/// Messages of random sizes with contents that depend on their index.
+fn messages(rng: &mut StdRng, count: usize, max: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let len = if i % 7 == 3 {
+                0
+            } else {
+                rng.random_range(0..=max)
+            };
+            (0..len).map(|j| (i * 31 + j * 7 + j / 251) as u8).collect()
+        })
+        .collect()
+}
+
+/// Queues `messages` on the client as the send buffer allows, as a driver would.
+fn feed(sim: &mut Sim, pending: &mut VecDeque<Vec<u8>>) {
+    while let Some(m) = pending.pop_front() {
+        match sim.client.send(m.clone()) {
+            Ok(()) => {}
+            Err(SendError::Full) => {
+                pending.push_front(m);
+                return;
+            }
+            Err(e) => panic!("send refused: {e:?}"),
+        }
+    }
+}
+
+fn transfer(seed: u64, spec: LinkSpec, config: Config, count: usize, max: usize) -> Sim {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xabcdef);
+    let want = messages(&mut rng, count, max);
+    let mut sim = Sim::new(seed, spec, config);
+    let mut pending: VecDeque<Vec<u8>> = want.iter().cloned().collect();
+    let total: usize = want.len();
+    let mut rounds = 0;
+    while sim.got.1.len() < total {
+        rounds += 1;
+        assert!(rounds < 100_000, "no progress");
+        feed(&mut sim, &mut pending);
+        let before = sim.got.1.len();
+        let finished = sim.run(Duration::from_millis(50), |s| {
+            s.got.1.len() > before && !pending.is_empty() || s.got.1.len() == total
+        });
+        assert!(
+            sim.closed.0.is_none() && sim.closed.1.is_none(),
+            "closed: {:?} (seed {seed})",
+            sim.closed
+        );
+        assert!(
+            finished || sim.now < Instant::from_millis(60_000),
+            "stalled at {} of {total} messages (seed {seed}, {:?})",
+            sim.got.1.len(),
+            sim.client.stats()
+        );
+        assert!(sim.client.queued() <= config.send_buffer);
+        assert!(
+            sim.peak_buffered <= config.window,
+            "receiver held more than its window"
+        );
+    }
+    for (i, (got, want)) in sim.got.1.iter().zip(&want).enumerate() {
+        assert_eq!(got.len(), want.len(), "message {i} length (seed {seed})");
+        assert!(got == want, "message {i} differs (seed {seed})");
+    }
+    sim
+}
+
+fn small_config() -> Config {
+    Config {
+        max_message: 1 << 20,
+        window: 2 << 20,
+        send_buffer: 2 << 20,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn a_perfect_link_carries_everything_in_order() {
+    let sim = transfer(1, LinkSpec::perfect(), small_config(), 300, 20_000);
+    assert_eq!(sim.client.stats().lost, 0);
+    assert_eq!(sim.client.stats().timeouts, 0);
+}
+
+#[test]
+fn small_messages_share_datagrams() {
+    let config = small_config();
+    let mut sim = Sim::new(2, LinkSpec::perfect(), config);
+    sim.run(Duration::from_millis(20), |s| s.client.is_established());
+    let sent_before = sim.client.stats().sent;
+    for i in 0..100u8 {
+        sim.client.send(vec![i; 10]).unwrap();
+    }
+    sim.run(Duration::from_secs(1), |s| s.got.1.len() == 100);
+    assert_eq!(sim.got.1.len(), 100);
+    let datagrams = sim.client.stats().sent - sent_before;
+    assert!(
+        datagrams <= 5,
+        "100 ten-byte messages took {datagrams} datagrams"
+    );
+}
+
+#[test]
+fn loss_duplication_and_reordering_up_to_30_percent() {
+    for (seed, loss) in [(11, 0.05), (12, 0.15), (13, 0.30)] {
+        let spec = LinkSpec {
+            loss,
+            duplicate: 0.05,
+            delay: Duration::from_millis(2),
+            jitter: Duration::from_millis(3),
+        };
+        let sim = transfer(seed, spec, small_config(), 150, 40_000);
+        assert!(sim.client.stats().lost > 0, "loss {loss}: nothing lost?");
+    }
+}
+
+#[test]
+fn a_largest_message_crosses_a_lossy_link() {
+    let config = Config {
+        max_message: 4 << 20,
+        window: 8 << 20,
+        send_buffer: 8 << 20,
+        ..Config::default()
+    };
+    let spec = LinkSpec {
+        loss: 0.1,
+        duplicate: 0.02,
+        delay: Duration::from_millis(1),
+        jitter: Duration::from_millis(1),
+    };
+    let mut sim = Sim::new(21, spec, config);
+    let big: Vec<u8> = (0..4 << 20).map(|i: usize| (i ^ (i >> 9)) as u8).collect();
+    sim.client.send(big.clone()).unwrap();
+    sim.client.send(b"after".to_vec()).unwrap();
+    assert!(sim.run(Duration::from_secs(120), |s| s.got.1.len() == 2));
+    assert!(sim.got.1[0] == big);
+    assert_eq!(sim.got.1[1], b"after");
+    assert!(sim.client.stats().duplicate_bytes + sim.server.stats().duplicate_bytes < 8 << 20);
+}
+
+#[test]
+fn a_slow_receiver_holds_the_sender_to_its_window() {
+    let config = Config {
+        max_message: 64 << 10,
+        window: 256 << 10,
+        send_buffer: 4 << 20,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(31, LinkSpec::perfect(), config);
+    sim.server_reads = false;
+    let mut rng = StdRng::seed_from_u64(3);
+    let want = messages(&mut rng, 60, 64 << 10);
+    for m in &want {
+        sim.client.send(m.clone()).unwrap();
+    }
+    sim.run(Duration::from_secs(2), |_| false);
+    assert!(sim.peak_buffered <= config.window);
+    assert!(sim.got.1.is_empty());
+    assert!(
+        sim.client.queued() > 0,
+        "the sender is held back: {:?} window {} next {} server buffered {} closed {:?} est {} {}",
+        sim.client.stats(),
+        sim.client.peer_window,
+        sim.client.next_start,
+        sim.server.receive_buffered(),
+        sim.closed,
+        sim.client.is_established(),
+        sim.server.is_established()
+    );
+    // Reading again lets everything through.
+    sim.server_reads = true;
+    let done = sim.run(Duration::from_secs(10), |s| s.got.1.len() == want.len());
+    assert!(
+        done,
+        "{} of {} messages; closed {:?}; client {:?} queued {} window {}",
+        sim.got.1.len(),
+        want.len(),
+        sim.closed,
+        sim.client.stats(),
+        sim.client.queued(),
+        sim.client.peer_window
+    );
+    assert_eq!(sim.got.1, want);
+}
+
+#[test]
+fn a_vanished_peer_is_a_timeout_within_the_idle_limit() {
+    let config = small_config();
+    let mut sim = Sim::new(41, LinkSpec::perfect(), config);
+    sim.run(Duration::from_millis(50), |s| s.client.is_established());
+    sim.client.send(vec![7; 500_000]).unwrap();
+    sim.run(Duration::from_millis(3), |_| false);
+    sim.server_alive = false;
+    let vanished = sim.now;
+    assert!(sim.run(Duration::from_secs(60), |s| s.closed.0.is_some()));
+    assert_eq!(sim.closed.0, Some(Closed::TimedOut));
+    let took = sim.now.saturating_duration_since(vanished);
+    assert!(
+        took <= config.idle_timeout + Duration::from_millis(10),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn an_idle_connection_stays_up_on_keep_alives() {
+    let config = small_config();
+    let mut sim = Sim::new(51, LinkSpec::perfect(), config);
+    sim.run(Duration::from_millis(50), |s| s.client.is_established());
+    sim.run(Duration::from_secs(30), |_| false);
+    assert!(sim.closed.0.is_none() && sim.closed.1.is_none());
+    sim.client.send(b"still here".to_vec()).unwrap();
+    assert!(sim.run(Duration::from_secs(1), |s| s.got.1.len() == 1));
+}
+
+#[test]
+fn close_reaches_the_peer() {
+    let mut sim = Sim::new(61, LinkSpec::perfect(), small_config());
+    sim.run(Duration::from_millis(50), |s| s.client.is_established());
+    sim.client.close(42, b"done");
+    assert!(sim.run(Duration::from_secs(1), |s| s.closed.1.is_some()));
+    assert_eq!(
+        sim.closed.1,
+        Some(Closed::Peer {
+            code: 42,
+            reason: b"done".to_vec()
+        })
+    );
+    assert_eq!(sim.closed.0, Some(Closed::Local));
+    assert_eq!(sim.client.send(vec![1]), Err(SendError::Closed));
+}
+
+#[test]
+fn an_unproven_peer_gets_at_most_three_times_its_bytes() {
+    // A spoofed initial: 1200 bytes from an address that will never answer.
+    let config = small_config();
+    let mut client = Connection::client(config, 5, 6);
+    let mut buf = vec![0u8; 65536];
+    let n = client.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert!(n >= MIN_DATAGRAM, "the initial is padded");
+    let mut server = Connection::server(config, 9);
+    server.handle_datagram(Instant::ZERO, &buf[..n]);
+    // The server may resend its accept on every timeout; count what it sends in a minute.
+    let mut sent = 0;
+    let mut now = Instant::ZERO;
+    for _ in 0..10_000 {
+        while let Some(k) = server.poll_transmit(now, &mut buf) {
+            sent += k;
+        }
+        match server.poll_timeout() {
+            Some(t) if t < Instant::from_millis(60_000) => now = t,
+            _ => break,
+        }
+        server.handle_timeout(now);
+    }
+    assert!(sent > 0 && sent <= 3 * n, "sent {sent} for {n} received");
+    assert!(!server.is_validated());
+}
+
+#[test]
+fn a_message_past_the_window_is_a_protocol_error() {
+    let config = small_config();
+    let mut sim = Sim::new(71, LinkSpec::perfect(), config);
+    sim.run(Duration::from_millis(50), |s| s.client.is_established());
+    let mut d = vec![0u8; 64];
+    let header = Header {
+        ty: PacketType::DATA,
+        dcid: sim.server.local_cid(),
+        scid: None,
+        pn: 1000,
+    };
+    let mut n = wire::write_header(&header, &mut d).unwrap();
+    n += wire::write_frame(
+        &Frame::Data {
+            start: config.window,
+            total: 4,
+            offset: 0,
+            data: b"boom",
+        },
+        &mut d[n..],
+    )
+    .unwrap();
+    let now = sim.now;
+    sim.server.handle_datagram(now, &d[..n]);
+    sim.collect();
+    assert!(
+        matches!(sim.closed.1, Some(Closed::Protocol(_))),
+        "{:?}",
+        sim.closed
+    );
+    // And the client hears why.
+    assert!(sim.run(Duration::from_secs(1), |s| s.closed.0.is_some()));
+    assert!(matches!(sim.closed.0, Some(Closed::Peer { code: 1, .. })));
+}
+
+#[test]
+fn garbage_and_strangers_are_ignored() {
+    let config = small_config();
+    let mut sim = Sim::new(81, LinkSpec::perfect(), config);
+    sim.run(Duration::from_millis(50), |s| s.client.is_established());
+    let mut rng = StdRng::seed_from_u64(8);
+    for _ in 0..2000 {
+        let len = rng.random_range(0..200);
+        let mut d: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+        if len > 9 && rng.random::<bool>() {
+            // Aimed at the server's id, to get past the header check.
+            d[0] = 3;
+            d[1..9].copy_from_slice(&sim.server.local_cid().to_le_bytes());
+        }
+        let now = sim.now;
+        sim.server.handle_datagram(now, &d);
+    }
+    sim.client.send(b"fine".to_vec()).unwrap();
+    assert!(sim.run(Duration::from_secs(1), |s| s.got.1.len() == 1));
+}
+
+#[test]
+fn config_ranges_are_checked() {
+    assert!(Config::default().check().is_ok());
+    for bad in [
+        Config {
+            max_datagram: 500,
+            ..Config::default()
+        },
+        Config {
+            window: 10,
+            ..Config::default()
+        },
+        Config {
+            keep_alive: Duration::from_secs(60),
+            ..Config::default()
+        },
+    ] {
+        assert!(bad.check().is_err());
+    }
+}
