@@ -73,9 +73,12 @@ use crate::wire::channel::{
 };
 
 mod cc;
+mod endpoint;
 mod ranges;
 #[cfg(test)]
 mod tests;
+
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 
 use cc::{NewReno, Pacer};
 use ranges::RangeSet;

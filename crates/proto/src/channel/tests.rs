@@ -4,7 +4,7 @@
 
 extern crate std;
 
-use alloc::collections::BinaryHeap;
+use alloc::collections::{BTreeMap, BinaryHeap};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
@@ -524,4 +524,213 @@ fn config_ranges_are_checked() {
     ] {
         assert!(bad.check().is_err());
     }
+}
+
+/// A datagram on its way: when it lands, a tie-breaker, to, from, its bytes.
+type Landing = Reverse<(Instant, u64, u32, u32, Vec<u8>)>;
+
+/// Endpoints on a perfect link, addressed by number: runs until `done` or `limit`.
+struct Net {
+    now: Instant,
+    /// (destination, source, datagram) landing at an instant.
+    queue: BinaryHeap<Landing>,
+    seq: u64,
+    endpoints: Vec<(u32, Endpoint<u32>)>,
+    /// Bytes each address received.
+    received: BTreeMap<u32, u64>,
+    buf: Vec<u8>,
+}
+
+impl Net {
+    fn new() -> Self {
+        Self {
+            now: Instant::from_millis(1),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            endpoints: Vec::new(),
+            received: BTreeMap::new(),
+            buf: vec![0; 65536],
+        }
+    }
+
+    fn inject(&mut self, from: u32, to: u32, datagram: Vec<u8>) {
+        self.seq += 1;
+        let at = self.now + Duration::from_micros(200);
+        self.queue.push(Reverse((at, self.seq, to, from, datagram)));
+    }
+
+    fn step(&mut self) {
+        for i in 0..self.endpoints.len() {
+            let (addr, ep) = &mut self.endpoints[i];
+            let from = *addr;
+            let mut out = Vec::new();
+            while let Some((to, n)) = ep.poll_transmit(self.now, &mut self.buf) {
+                out.push((to, self.buf[..n].to_vec()));
+            }
+            for (to, d) in out {
+                self.inject(from, to, d);
+            }
+        }
+        let mut next = self.now + Duration::from_secs(1);
+        if let Some(Reverse((at, ..))) = self.queue.peek() {
+            next = next.min(*at);
+        }
+        for (_, ep) in &self.endpoints {
+            if let Some(t) = ep.poll_timeout() {
+                next = next.min(t);
+            }
+        }
+        self.now = next.max(self.now + Duration::from_micros(1));
+        while let Some(Reverse((at, ..))) = self.queue.peek() {
+            if *at > self.now {
+                break;
+            }
+            let Reverse((_, _, to, from, d)) = self.queue.pop().expect("peeked");
+            *self.received.entry(to).or_default() += d.len() as u64;
+            if let Some((_, ep)) = self.endpoints.iter_mut().find(|(a, _)| *a == to) {
+                ep.handle_datagram(self.now, from, &d);
+            }
+        }
+        for (_, ep) in &mut self.endpoints {
+            ep.handle_timeout(self.now);
+        }
+    }
+}
+
+fn server_config() -> EndpointConfig {
+    EndpointConfig {
+        connection: small_config(),
+        accept: true,
+        max_peers: 100,
+        max_half_open: 16,
+    }
+}
+
+#[test]
+fn one_server_endpoint_serves_many_clients() {
+    let mut net = Net::new();
+    net.endpoints.push((1, Endpoint::new(server_config(), 7)));
+    for c in 0..3u32 {
+        let mut ep = Endpoint::new(EndpointConfig::default(), 100 + u64::from(c));
+        let h = ep.connect(1).unwrap();
+        for i in 0..50u32 {
+            ep.send(h, (0..(i * 97 % 3000)).map(|j| (j ^ c) as u8).collect())
+                .unwrap();
+        }
+        net.endpoints.push((10 + c, ep));
+    }
+    // The server echoes every message back on the connection it came from.
+    let mut echoed = 0;
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    for _ in 0..100_000 {
+        net.step();
+        while let Some((h, e)) = net.endpoints[0].1.poll_event() {
+            if let Event::Message(m) = e {
+                net.endpoints[0].1.send(h, m).unwrap();
+                echoed += 1;
+            }
+        }
+        for (c, mine) in got.iter_mut().enumerate() {
+            while let Some((_, e)) = net.endpoints[1 + c].1.poll_event() {
+                if let Event::Message(m) = e {
+                    mine.push(m);
+                }
+            }
+        }
+        if got.iter().all(|g| g.len() == 50) {
+            break;
+        }
+    }
+    assert_eq!(echoed, 150);
+    for (c, g) in got.iter().enumerate() {
+        for (i, m) in g.iter().enumerate() {
+            let want: Vec<u8> = (0..(i as u32 * 97 % 3000))
+                .map(|j| (j ^ c as u32) as u8)
+                .collect();
+            assert_eq!(*m, want, "client {c} message {i}");
+        }
+    }
+    assert_eq!(net.endpoints[0].1.len(), 3);
+}
+
+/// A client's padded initial, as from a spoofed source.
+fn initial(seed: u64) -> Vec<u8> {
+    let mut c = Connection::client(small_config(), seed, seed ^ 0x55);
+    let mut buf = vec![0; 2048];
+    let n = c.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    buf[..n].to_vec()
+}
+
+#[test]
+fn a_flood_of_setups_is_capped_and_drains_away() {
+    let mut net = Net::new();
+    net.endpoints.push((1, Endpoint::new(server_config(), 9)));
+    // 5000 initials from 5000 addresses that never answer.
+    for a in 0..5000u32 {
+        let d = initial(u64::from(a) + 1);
+        net.inject(100_000 + a, 1, d);
+        if a % 100 == 0 {
+            net.step();
+        }
+        assert!(net.endpoints[0].1.half_open() <= 16);
+        assert!(net.endpoints[0].1.len() <= 16);
+    }
+    // An unpadded initial is not even considered.
+    let mut short = initial(77);
+    short.truncate(200);
+    net.inject(9, 1, short);
+    for _ in 0..10 {
+        net.step();
+    }
+    let stats = net.endpoints[0].1.stats();
+    assert_eq!(stats.accepted, 16);
+    assert!(stats.refused >= 4900, "{stats:?}");
+    assert!(stats.dropped >= 1);
+    // The half-open ones time out, and a real client gets in.
+    let idle = small_config().idle_timeout;
+    let until = net.now + idle + Duration::from_secs(1);
+    while net.now < until {
+        net.step();
+    }
+    assert_eq!(net.endpoints[0].1.len(), 0, "half-open connections expire");
+    let mut client = Endpoint::new(EndpointConfig::default(), 3);
+    let h = client.connect(1).unwrap();
+    client.send(h, b"let me in".to_vec()).unwrap();
+    net.endpoints.push((2, client));
+    let mut got = None;
+    for _ in 0..10_000 {
+        net.step();
+        while let Some((_, e)) = net.endpoints[0].1.poll_event() {
+            if let Event::Message(m) = e {
+                got = Some(m);
+            }
+        }
+        if got.is_some() {
+            break;
+        }
+    }
+    assert_eq!(got.as_deref(), Some(&b"let me in"[..]));
+}
+
+#[test]
+fn spoofed_initials_draw_at_most_three_times_their_bytes() {
+    let mut net = Net::new();
+    net.endpoints.push((1, Endpoint::new(server_config(), 11)));
+    // A victim at address 5 that never answers; someone sends initials in its name.
+    let mut sent_in_its_name = 0u64;
+    for k in 0..10u64 {
+        let d = initial(1000 + k);
+        sent_in_its_name += d.len() as u64;
+        net.inject(5, 1, d);
+    }
+    let until = net.now + Duration::from_secs(60);
+    while net.now < until {
+        net.step();
+    }
+    let to_victim = net.received.get(&5).copied().unwrap_or(0);
+    assert!(to_victim > 0);
+    assert!(
+        to_victim <= 3 * sent_in_its_name,
+        "{to_victim} bytes to the victim for {sent_in_its_name} in its name"
+    );
 }

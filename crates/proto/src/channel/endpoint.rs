@@ -1,0 +1,321 @@
+//! [`Endpoint`]: many channel connections on one socket, told apart by connection id, as
+//! quinn-proto's endpoint does. A server endpoint accepts new peers from their initial
+//! packets, within a cap on peers and a smaller cap on half-open ones (whose address is
+//! not yet proven), and ignores initials too short to have been padded, so a spoofed
+//! source can draw at most three times what it sent (see [`Connection`]).
+
+use alloc::collections::{BTreeMap, VecDeque};
+
+use super::{Config, Connection, Event, MIN_DATAGRAM, SendError};
+use crate::time::Instant;
+use crate::wire::channel::{self as wire, PacketType};
+
+/// Names one connection of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionHandle(pub u64);
+
+/// Settings of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// Settings of each connection.
+    pub connection: Config,
+    /// Whether to accept peers (a server); a client endpoint only connects.
+    pub accept: bool,
+    /// Most connections at once.
+    pub max_peers: usize,
+    /// Most connections whose peer has not yet proven its address.
+    pub max_half_open: usize,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            connection: Config::default(),
+            accept: false,
+            max_peers: 1024,
+            max_half_open: 64,
+        }
+    }
+}
+
+/// Why [`Endpoint::connect`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectError {
+    /// [`EndpointConfig::max_peers`] connections exist already.
+    TooManyPeers,
+}
+
+/// Counters of an endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Connections accepted from initials.
+    pub accepted: u64,
+    /// Initials refused: a cap was reached.
+    pub refused: u64,
+    /// Datagrams dropped: unknown id, too short an initial, malformed header, wrong source.
+    pub dropped: u64,
+}
+
+struct Peer<A> {
+    connection: Connection,
+    addr: A,
+    /// The id the client's initial named (a server's second key for it).
+    initial_dcid: Option<u64>,
+}
+
+/// Connections over one socket. `A` is the driver's address type.
+pub struct Endpoint<A> {
+    config: EndpointConfig,
+    rng: u64,
+    peers: BTreeMap<ConnectionHandle, Peer<A>>,
+    by_cid: BTreeMap<u64, ConnectionHandle>,
+    next_handle: u64,
+    /// Where the next [`Endpoint::poll_transmit`] starts looking, for fairness.
+    turn: u64,
+    events: VecDeque<(ConnectionHandle, Event)>,
+    stats: EndpointStats,
+}
+
+impl<A: Copy + Eq> Endpoint<A> {
+    /// An endpoint; `seed` feeds the generator of connection ids (give it real
+    /// randomness: ids are what keeps strangers from speaking for a peer). Panics if the
+    /// connection settings fail [`Config::check`].
+    pub fn new(config: EndpointConfig, seed: u64) -> Self {
+        if let Err(e) = config.connection.check() {
+            panic!("channel config: {e}");
+        }
+        Self {
+            config,
+            rng: seed,
+            peers: BTreeMap::new(),
+            by_cid: BTreeMap::new(),
+            next_handle: 0,
+            turn: 0,
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+        }
+    }
+
+    /// A fresh id, never 0 and not in use (SplitMix64).
+    fn random_cid(&mut self) -> u64 {
+        loop {
+            self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            if z != 0 && !self.by_cid.contains_key(&z) {
+                return z;
+            }
+        }
+    }
+
+    fn add(
+        &mut self,
+        connection: Connection,
+        addr: A,
+        initial_dcid: Option<u64>,
+    ) -> ConnectionHandle {
+        let handle = ConnectionHandle(self.next_handle);
+        self.next_handle += 1;
+        self.by_cid.insert(connection.local_cid(), handle);
+        if let Some(id) = initial_dcid {
+            self.by_cid.insert(id, handle);
+        }
+        self.peers.insert(
+            handle,
+            Peer {
+                connection,
+                addr,
+                initial_dcid,
+            },
+        );
+        handle
+    }
+
+    /// Opens a connection to `addr`; its first datagram comes from
+    /// [`Endpoint::poll_transmit`].
+    pub fn connect(&mut self, addr: A) -> Result<ConnectionHandle, ConnectError> {
+        if self.peers.len() >= self.config.max_peers {
+            return Err(ConnectError::TooManyPeers);
+        }
+        let local = self.random_cid();
+        let initial = self.random_cid();
+        let connection = Connection::client(self.config.connection, local, initial);
+        Ok(self.add(connection, addr, None))
+    }
+
+    /// Takes a datagram that came from `addr`.
+    pub fn handle_datagram(&mut self, now: Instant, addr: A, datagram: &[u8]) {
+        let Ok((header, _)) = wire::parse(datagram) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if let Some(&handle) = self.by_cid.get(&header.dcid) {
+            let Some(peer) = self.peers.get_mut(&handle) else {
+                return;
+            };
+            if peer.addr != addr {
+                // Another source using a peer's id: not that peer.
+                self.stats.dropped += 1;
+                return;
+            }
+            peer.connection.handle_datagram(now, datagram);
+            self.drain(handle);
+            return;
+        }
+        if header.ty != PacketType::INITIAL || !self.config.accept {
+            self.stats.dropped += 1;
+            return;
+        }
+        if datagram.len() < MIN_DATAGRAM {
+            // An unpadded initial: the answer could amplify a spoofed source.
+            self.stats.dropped += 1;
+            return;
+        }
+        let half_open = self
+            .peers
+            .values()
+            .filter(|p| !p.connection.is_validated())
+            .count();
+        if self.peers.len() >= self.config.max_peers || half_open >= self.config.max_half_open {
+            self.stats.refused += 1;
+            return;
+        }
+        let local = self.random_cid();
+        let mut connection = Connection::server(self.config.connection, local);
+        connection.handle_datagram(now, datagram);
+        let handle = self.add(connection, addr, Some(header.dcid));
+        self.stats.accepted += 1;
+        self.drain(handle);
+    }
+
+    /// Moves a connection's events to the endpoint's queue, and forgets a connection that
+    /// has ended and has nothing left to send.
+    fn drain(&mut self, handle: ConnectionHandle) {
+        let Some(peer) = self.peers.get_mut(&handle) else {
+            return;
+        };
+        while let Some(event) = peer.connection.poll_event() {
+            self.events.push_back((handle, event));
+        }
+        if peer.connection.is_closed() {
+            let peer = self.peers.remove(&handle).expect("present");
+            self.by_cid.remove(&peer.connection.local_cid());
+            if let Some(id) = peer.initial_dcid {
+                self.by_cid.remove(&id);
+            }
+        }
+    }
+
+    /// The next datagram to send: its destination and length in `buf`. Connections take
+    /// turns, so one busy peer does not starve the others.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(A, usize)> {
+        let handles: alloc::vec::Vec<ConnectionHandle> = self
+            .peers
+            .range(ConnectionHandle(self.turn)..)
+            .chain(self.peers.range(..ConnectionHandle(self.turn)))
+            .map(|(h, _)| *h)
+            .collect();
+        for handle in handles {
+            let Some(peer) = self.peers.get_mut(&handle) else {
+                continue;
+            };
+            let addr = peer.addr;
+            let sent = peer.connection.poll_transmit(now, buf);
+            // A close frame ends the connection as it goes.
+            let closed = peer.connection.is_closed();
+            if closed {
+                self.drain(handle);
+            }
+            if let Some(n) = sent {
+                self.turn = handle.0 + 1;
+                return Some((addr, n));
+            }
+        }
+        None
+    }
+
+    /// The next instant [`Endpoint::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.peers
+            .values()
+            .filter_map(|p| p.connection.poll_timeout())
+            .min()
+    }
+
+    /// Acts on time passing for every connection whose time has come.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: alloc::vec::Vec<ConnectionHandle> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.connection.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(h, _)| *h)
+            .collect();
+        for handle in due {
+            if let Some(peer) = self.peers.get_mut(&handle) {
+                peer.connection.handle_timeout(now);
+            }
+            self.drain(handle);
+        }
+    }
+
+    /// The next event of any connection.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        self.events.pop_front()
+    }
+
+    /// Queues a message on a connection (see [`Connection::send`]).
+    pub fn send(
+        &mut self,
+        handle: ConnectionHandle,
+        message: alloc::vec::Vec<u8>,
+    ) -> Result<(), SendError> {
+        let peer = self.peers.get_mut(&handle).ok_or(SendError::Closed)?;
+        peer.connection.send(message)
+    }
+
+    /// Closes a connection (see [`Connection::close`]).
+    pub fn close(&mut self, handle: ConnectionHandle, code: u32, reason: &[u8]) {
+        if let Some(peer) = self.peers.get_mut(&handle) {
+            peer.connection.close(code, reason);
+        }
+    }
+
+    /// A connection, to read its state and counters.
+    pub fn connection(&self, handle: ConnectionHandle) -> Option<&Connection> {
+        self.peers.get(&handle).map(|p| &p.connection)
+    }
+
+    /// Connections open now.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// Connections whose peer has not proven its address.
+    pub fn half_open(&self) -> usize {
+        self.peers
+            .values()
+            .filter(|p| !p.connection.is_validated())
+            .count()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+}
+
+impl<A> core::fmt::Debug for Endpoint<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("peers", &self.peers.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
