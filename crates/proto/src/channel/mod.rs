@@ -1005,6 +1005,15 @@ impl Connection {
             return None;
         }
         let pn = self.next_pn;
+        if pn == u32::MAX {
+            // Packet numbers are never reused: a connection that has used them all ends.
+            self.fail(Closed::Protocol(WireError::TooLarge {
+                what: "channel packet numbers used",
+                len: u64::from(u32::MAX),
+                max: u64::from(u32::MAX) - 1,
+            }));
+            return None;
+        }
         let header = Header {
             ty,
             dcid: self.remote_cid,

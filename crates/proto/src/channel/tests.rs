@@ -331,6 +331,25 @@ fn a_largest_message_crosses_a_lossy_link() {
 }
 
 #[test]
+fn a_16_mib_message_with_the_default_settings() {
+    let spec = LinkSpec {
+        loss: 0.01,
+        duplicate: 0.01,
+        delay: Duration::from_micros(200),
+        jitter: Duration::from_micros(200),
+    };
+    let mut sim = Sim::new(22, spec, Config::default());
+    let big: Vec<u8> = (0..16usize << 20).map(|i| (i ^ (i >> 11)) as u8).collect();
+    sim.client.send(big.clone()).unwrap();
+    assert!(matches!(
+        sim.client.send(vec![0; (16 << 20) + 1]),
+        Err(SendError::TooLarge { .. })
+    ));
+    assert!(sim.run(Duration::from_secs(120), |s| s.got.1.len() == 1));
+    assert!(sim.got.1[0] == big);
+}
+
+#[test]
 fn a_slow_receiver_holds_the_sender_to_its_window() {
     let config = Config {
         max_message: 64 << 10,
