@@ -311,6 +311,8 @@ pub struct Connection {
     last_heard: Option<Instant>,
     events: VecDeque<Event>,
     stats: Stats,
+    /// Reused for the packets one ack range covers.
+    scratch: Vec<SentPacket>,
 }
 
 /// The stream positions a message of `len` bytes takes: an empty message takes one, so
@@ -398,6 +400,7 @@ impl Connection {
             last_heard: None,
             events: VecDeque::new(),
             stats: Stats::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -653,7 +656,9 @@ impl Connection {
             // Sent packets are in packet-number order.
             let from = self.sent.partition_point(|p| p.pn < lo);
             let to = self.sent.partition_point(|p| p.pn <= hi);
-            for p in self.sent.drain(from..to).collect::<Vec<_>>() {
+            let mut acked = core::mem::take(&mut self.scratch);
+            acked.extend(self.sent.drain(from..to));
+            for p in acked.drain(..) {
                 acked_any = true;
                 if p.pn == ack.largest && newly_largest && p.in_flight {
                     sample = Some(now.saturating_duration_since(p.time));
@@ -665,10 +670,8 @@ impl Connection {
                 for f in &p.fragments {
                     self.fragment_acked(*f);
                 }
-                if p.handshake && !self.is_client {
-                    // The client got our accept.
-                }
             }
+            self.scratch = acked;
         }
         if !acked_any {
             return;
@@ -1052,13 +1055,15 @@ impl Connection {
             self.handshake_due = false;
         }
         if self.received_pns.len() > 0 {
-            let ranges: Vec<(u32, u32)> = self
-                .received_pns
-                .iter()
-                .rev()
-                .map(|(lo, hi)| (lo as u32, (hi - 1) as u32))
-                .collect();
-            if let Ok(k) = wire::write_ack(&ranges, 0, self.window(), &mut buf[n..]) {
+            // At most ACK_RANGES_KEPT ranges: on the stack, no allocation per datagram.
+            let mut ranges = [(0u32, 0u32); ACK_RANGES_KEPT];
+            let mut count = 0;
+            for (slot, (lo, hi)) in ranges.iter_mut().zip(self.received_pns.iter().rev()) {
+                *slot = (lo as u32, (hi - 1) as u32);
+                count += 1;
+            }
+            let ranges = &ranges[..count];
+            if let Ok(k) = wire::write_ack(ranges, 0, self.window(), &mut buf[n..]) {
                 n += k;
                 self.ack_due = false;
                 self.eliciting_unacked = 0;
