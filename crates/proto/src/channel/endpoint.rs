@@ -4,7 +4,7 @@
 //! not yet proven), and ignores initials too short to have been padded, so a spoofed
 //! source can draw at most three times what it sent (see [`Connection`]).
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{Config, Connection, Event, MIN_DATAGRAM, SendError};
 use crate::time::Instant;
@@ -73,6 +73,10 @@ pub struct Endpoint<A> {
     /// Where the next [`Endpoint::poll_transmit`] starts looking, for fairness.
     turn: u64,
     events: VecDeque<(ConnectionHandle, Event)>,
+    /// Connections whose next event is a message.
+    readable: BTreeSet<ConnectionHandle>,
+    /// Where the next message poll starts looking, for fairness.
+    read_turn: u64,
     stats: EndpointStats,
 }
 
@@ -92,6 +96,8 @@ impl<A: Copy + Eq> Endpoint<A> {
             next_handle: 0,
             turn: 0,
             events: VecDeque::new(),
+            readable: BTreeSet::new(),
+            read_turn: 0,
             stats: EndpointStats::default(),
         }
     }
@@ -190,15 +196,28 @@ impl<A: Copy + Eq> Endpoint<A> {
         self.drain(handle);
     }
 
-    /// Moves a connection's events to the endpoint's queue, and forgets a connection that
-    /// has ended and has nothing left to send.
+    /// Moves a connection's leading events other than messages to the endpoint's queue;
+    /// notes it as readable if a message is next (messages stay in the connection until
+    /// the application takes them, so they keep counting against its window); forgets a
+    /// connection that has ended once everything it holds has been taken.
     fn drain(&mut self, handle: ConnectionHandle) {
         let Some(peer) = self.peers.get_mut(&handle) else {
             return;
         };
-        while let Some(event) = peer.connection.poll_event() {
-            self.events.push_back((handle, event));
+        loop {
+            match peer.connection.peek_event() {
+                Some(Event::Message(_)) => {
+                    self.readable.insert(handle);
+                    return;
+                }
+                Some(_) => {
+                    let event = peer.connection.poll_event().expect("peeked");
+                    self.events.push_back((handle, event));
+                }
+                None => break,
+            }
         }
+        self.readable.remove(&handle);
         if peer.connection.is_closed() {
             let peer = self.peers.remove(&handle).expect("present");
             self.by_cid.remove(&peer.connection.local_cid());
@@ -260,9 +279,45 @@ impl<A: Copy + Eq> Endpoint<A> {
         }
     }
 
-    /// The next event of any connection.
+    /// The next event of any connection: connected and closed events first, then
+    /// messages, connections taking turns. Taking a message opens its connection's window.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        if let Some(event) = self.events.pop_front() {
+            return Some(event);
+        }
+        let handle = *self
+            .readable
+            .range(ConnectionHandle(self.read_turn)..)
+            .next()
+            .or_else(|| self.readable.iter().next())?;
+        self.read_turn = handle.0 + 1;
+        self.poll_message(handle)
+            .map(|m| (handle, Event::Message(m)))
+    }
+
+    /// The next connected or closed event, leaving messages where they are (for a driver
+    /// that takes each connection's messages with [`Endpoint::poll_message`]).
+    pub fn poll_status(&mut self) -> Option<(ConnectionHandle, Event)> {
         self.events.pop_front()
+    }
+
+    /// The next message of one connection, if one is ready (for a driver that hands each
+    /// connection's messages on only as its application takes them).
+    pub fn poll_message(&mut self, handle: ConnectionHandle) -> Option<alloc::vec::Vec<u8>> {
+        let peer = self.peers.get_mut(&handle)?;
+        let Some(Event::Message(_)) = peer.connection.peek_event() else {
+            return None;
+        };
+        let Some(Event::Message(message)) = peer.connection.poll_event() else {
+            unreachable!("peeked a message");
+        };
+        self.drain(handle);
+        Some(message)
+    }
+
+    /// Connections with a message ready.
+    pub fn readable(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        self.readable.iter().copied()
     }
 
     /// Queues a message on a connection (see [`Connection::send`]).

@@ -503,7 +503,13 @@ impl Connection {
         }
     }
 
-    /// The next event, if any.
+    /// The next event without taking it (a message left here still counts against the
+    /// window: the peer is held back until it is taken).
+    pub fn peek_event(&self) -> Option<&Event> {
+        self.events.front()
+    }
+
+    /// The next event, if any. Taking a message opens the window by its size.
     pub fn poll_event(&mut self) -> Option<Event> {
         let event = self.events.pop_front()?;
         if let Event::Message(m) = &event {

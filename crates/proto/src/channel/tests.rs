@@ -753,3 +753,77 @@ fn spoofed_initials_draw_at_most_three_times_their_bytes() {
         "{to_victim} bytes to the victim for {sent_in_its_name} in its name"
     );
 }
+
+#[test]
+fn an_endpoint_holds_messages_against_the_window_until_taken() {
+    let config = Config {
+        max_message: 64 << 10,
+        window: 256 << 10,
+        send_buffer: 4 << 20,
+        ..Config::default()
+    };
+    let mut net = Net::new();
+    net.endpoints.push((
+        1,
+        Endpoint::new(
+            EndpointConfig {
+                connection: config,
+                accept: true,
+                ..EndpointConfig::default()
+            },
+            1,
+        ),
+    ));
+    let mut client = Endpoint::new(
+        EndpointConfig {
+            connection: config,
+            ..EndpointConfig::default()
+        },
+        2,
+    );
+    let h = client.connect(1).unwrap();
+    let want: Vec<Vec<u8>> = (0..60u32)
+        .map(|i| {
+            (0..(i * 1009 % (60 << 10)))
+                .map(|j| (i + j) as u8)
+                .collect()
+        })
+        .collect();
+    for m in &want {
+        client.send(h, m.clone()).unwrap();
+    }
+    net.endpoints.push((2, client));
+    // The server's application takes nothing for a while.
+    let until = net.now + Duration::from_secs(2);
+    let mut server_handle = None;
+    while net.now < until {
+        net.step();
+        while let Some((sh, e)) = net.endpoints[0].1.poll_status() {
+            assert_eq!(e, Event::Connected);
+            server_handle = Some(sh);
+        }
+    }
+    let sh = server_handle.expect("connected");
+    let held = net.endpoints[0]
+        .1
+        .connection(sh)
+        .unwrap()
+        .receive_buffered();
+    assert!(held > 0 && held <= config.window, "held {held}");
+    assert!(
+        net.endpoints[1].1.connection(h).unwrap().queued() > 0,
+        "the sender waits"
+    );
+    // Taking them lets the rest through, in order.
+    let mut got = Vec::new();
+    for _ in 0..100_000 {
+        net.step();
+        while let Some(m) = net.endpoints[0].1.poll_message(sh) {
+            got.push(m);
+        }
+        if got.len() == want.len() {
+            break;
+        }
+    }
+    assert_eq!(got, want);
+}
