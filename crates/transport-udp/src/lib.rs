@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+pub mod channel;
 pub mod checks;
 mod client;
 pub mod datagrams;

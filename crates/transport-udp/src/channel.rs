@@ -1,0 +1,506 @@
+//! The reliable channel on a real UDP socket: one task per socket owns every peer's state
+//! machine ([`volley_proto::channel::Endpoint`], peers told apart by connection id) and
+//! moves datagrams with the batched I/O of [`datagrams`](crate::datagrams) (GSO/GRO).
+//!
+//! ```
+//! use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), volley_transport_udp::channel::ChannelError> {
+//! let server = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::server()).await?;
+//! let client = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::client()).await?;
+//! let mut ours = client.connect(server.local_addr()).await?;
+//! ours.send(b"ping", &[]).await?;
+//! let mut theirs = server.accept().await?;
+//! assert_eq!(theirs.recv().await?, b"ping");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What it does not do yet: a message is copied once into the channel on send (head and
+//! segments joined), and once out of the datagrams into its buffer on receive.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::time::Instant as StdInstant;
+
+use bytes::Bytes;
+use tokio::net::UdpSocket;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use volley_proto::channel::{Closed, ConnectionHandle, Endpoint, EndpointConfig, Event};
+use volley_proto::time::Instant;
+
+use crate::datagrams::Datagrams;
+
+/// Settings of a channel endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelConfig {
+    /// The state machines' settings.
+    pub endpoint: EndpointConfig,
+    /// Socket buffer size to ask the kernel for, both ways; what it grants is read back
+    /// and caps each connection's window.
+    pub socket_buffer: usize,
+    /// Messages each connection holds for its application before it stops taking more
+    /// (the peer then waits on the window).
+    pub queue: usize,
+    /// How long [`ChannelEndpoint::connect`] waits for the handshake.
+    pub connect_timeout: Duration,
+}
+
+impl ChannelConfig {
+    /// A client's defaults: 64 KiB datagrams (loopback), 8 MiB socket buffers.
+    pub fn client() -> Self {
+        let mut endpoint = EndpointConfig::default();
+        endpoint.connection.max_datagram = 65_000;
+        Self {
+            endpoint,
+            socket_buffer: 8 << 20,
+            queue: 256,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A server's defaults: the client's, accepting peers.
+    pub fn server() -> Self {
+        let mut config = Self::client();
+        config.endpoint.accept = true;
+        config
+    }
+}
+
+/// Why a channel call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelError {
+    /// The socket failed.
+    #[error("channel socket: {0}")]
+    Io(String),
+    /// The handshake did not finish in time.
+    #[error("no answer from {addr} within {after:?}")]
+    ConnectTimeout {
+        /// Whom.
+        addr: SocketAddr,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The connection ended.
+    #[error("the channel connection ended: {0}")]
+    Closed(String),
+    /// The message is larger than the peer takes.
+    #[error("message of {len} bytes; the peer takes at most {max}")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The largest allowed.
+        max: u32,
+    },
+    /// The settings are out of range.
+    #[error("channel settings: {0}")]
+    Config(&'static str),
+}
+
+enum Command {
+    Connect(
+        SocketAddr,
+        oneshot::Sender<Result<ChannelConnection, ChannelError>>,
+    ),
+    Send(ConnectionHandle, Vec<u8>, OwnedSemaphorePermit),
+    Close(ConnectionHandle),
+}
+
+/// A socket carrying channel connections; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ChannelEndpoint {
+    commands: mpsc::UnboundedSender<Command>,
+    accepted: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ChannelConnection>>>,
+    local_addr: SocketAddr,
+    /// What the kernel granted for the socket's receive buffer.
+    granted: usize,
+}
+
+/// One connection: send and receive whole messages.
+#[derive(Debug)]
+pub struct ChannelConnection {
+    handle: ConnectionHandle,
+    commands: mpsc::UnboundedSender<Command>,
+    messages: mpsc::Receiver<Result<Vec<u8>, ChannelError>>,
+    /// Bytes queued towards the driver and not yet taken by the state machine.
+    budget: Arc<Semaphore>,
+    max_message: u32,
+    /// Tells the driver the application took a message (room in the queue again).
+    taken: Arc<Notify>,
+}
+
+impl ChannelEndpoint {
+    /// Binds `addr` and starts the driver task.
+    pub async fn bind(addr: SocketAddr, config: ChannelConfig) -> Result<Self, ChannelError> {
+        config
+            .endpoint
+            .connection
+            .check()
+            .map_err(ChannelError::Config)?;
+        if config.queue == 0 {
+            return Err(ChannelError::Config("queue must hold at least one message"));
+        }
+        let io_err = |e: io::Error| ChannelError::Io(e.to_string());
+        let socket = std::net::UdpSocket::bind(addr).map_err(io_err)?;
+        socket.set_nonblocking(true).map_err(io_err)?;
+        let sock = socket2::SockRef::from(&socket);
+        let _ = sock.set_recv_buffer_size(config.socket_buffer);
+        let _ = sock.set_send_buffer_size(config.socket_buffer);
+        let granted = sock.recv_buffer_size().map_err(io_err)?;
+        let socket = UdpSocket::from_std(socket).map_err(io_err)?;
+        let local_addr = socket.local_addr().map_err(io_err)?;
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        let (accept_tx, accept_rx) = mpsc::unbounded_channel();
+        let mut endpoint_config = config.endpoint;
+        // A window the socket cannot hold would only be lost in the kernel.
+        endpoint_config.connection.window = endpoint_config
+            .connection
+            .window
+            .min(granted as u64)
+            .max(u64::from(endpoint_config.connection.max_message));
+        let driver = Driver {
+            socket,
+            endpoint: Endpoint::new(endpoint_config, seed()),
+            config,
+            epoch: StdInstant::now(),
+            commands: command_rx,
+            accept: accept_tx,
+            peers: BTreeMap::new(),
+            connecting: BTreeMap::new(),
+            self_commands: commands.downgrade(),
+            taken: Arc::new(Notify::new()),
+            connect_deadlines: Vec::new(),
+        };
+        tokio::spawn(async move {
+            if let Err(e) = driver.run().await {
+                tracing::error!("channel driver on {local_addr} stopped: {e}");
+            }
+        });
+        Ok(Self {
+            commands,
+            accepted: Arc::new(tokio::sync::Mutex::new(accept_rx)),
+            local_addr,
+            granted,
+        })
+    }
+
+    /// The address bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The receive buffer the kernel granted.
+    pub fn socket_buffer(&self) -> usize {
+        self.granted
+    }
+
+    /// Opens a connection to `addr` and waits for the handshake.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<ChannelConnection, ChannelError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Connect(addr, tx))
+            .map_err(|_| ChannelError::Closed("the channel driver stopped".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ChannelError::Closed("the channel driver stopped".into())))
+    }
+
+    /// The next connection a peer opened (servers only).
+    pub async fn accept(&self) -> Result<ChannelConnection, ChannelError> {
+        self.accepted
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or_else(|| ChannelError::Closed("the channel driver stopped".into()))
+    }
+}
+
+impl ChannelConnection {
+    /// Sends one message made of `head` then `segments`, waiting while this connection
+    /// has its send buffer's worth queued.
+    pub async fn send(&self, head: &[u8], segments: &[Bytes]) -> Result<(), ChannelError> {
+        let len = head.len() + segments.iter().map(Bytes::len).sum::<usize>();
+        if len as u64 > u64::from(self.max_message) {
+            return Err(ChannelError::TooLarge {
+                len,
+                max: self.max_message,
+            });
+        }
+        let cost = u32::try_from(len.max(1)).unwrap_or(u32::MAX);
+        let permit = self
+            .budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| ChannelError::Closed("the connection ended".into()))?;
+        let mut message = Vec::with_capacity(len);
+        message.extend_from_slice(head);
+        for s in segments {
+            message.extend_from_slice(s);
+        }
+        self.commands
+            .send(Command::Send(self.handle, message, permit))
+            .map_err(|_| ChannelError::Closed("the channel driver stopped".into()))
+    }
+
+    /// The next message from the peer.
+    pub async fn recv(&mut self) -> Result<Vec<u8>, ChannelError> {
+        let message = self
+            .messages
+            .recv()
+            .await
+            .unwrap_or_else(|| Err(ChannelError::Closed("the channel driver stopped".into())));
+        self.taken.notify_one();
+        message
+    }
+
+    /// The largest message the peer takes.
+    pub fn max_message(&self) -> u32 {
+        self.max_message
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        let _ = self.commands.send(Command::Close(self.handle));
+    }
+}
+
+impl Drop for ChannelConnection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Randomness for connection ids, from the OS.
+fn seed() -> u64 {
+    rand::random()
+}
+
+struct PeerState {
+    messages: mpsc::Sender<Result<Vec<u8>, ChannelError>>,
+    /// Messages waiting for room in the state machine's send buffer.
+    pending: VecDeque<(Vec<u8>, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+}
+
+struct Driver {
+    socket: UdpSocket,
+    endpoint: Endpoint<SocketAddr>,
+    config: ChannelConfig,
+    epoch: StdInstant,
+    commands: mpsc::UnboundedReceiver<Command>,
+    accept: mpsc::UnboundedSender<ChannelConnection>,
+    peers: BTreeMap<ConnectionHandle, PeerState>,
+    connecting:
+        BTreeMap<ConnectionHandle, oneshot::Sender<Result<ChannelConnection, ChannelError>>>,
+    /// For the connections the driver hands out; weak, so the driver ends once every
+    /// handle is gone.
+    self_commands: mpsc::WeakUnboundedSender<Command>,
+    taken: Arc<Notify>,
+    connect_deadlines: Vec<(ConnectionHandle, StdInstant, SocketAddr)>,
+}
+
+impl Driver {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// A connection's application half, and the driver's.
+    fn open(&mut self, handle: ConnectionHandle) -> Option<ChannelConnection> {
+        let commands = self.self_commands.upgrade()?;
+        let (tx, rx) = mpsc::channel(self.config.queue);
+        let send_buffer = self.config.endpoint.connection.send_buffer;
+        let budget = Arc::new(Semaphore::new(
+            usize::try_from(send_buffer)
+                .unwrap_or(Semaphore::MAX_PERMITS)
+                .min(Semaphore::MAX_PERMITS),
+        ));
+        self.peers.insert(
+            handle,
+            PeerState {
+                messages: tx,
+                pending: VecDeque::new(),
+                budget: budget.clone(),
+            },
+        );
+        Some(ChannelConnection {
+            handle,
+            commands,
+            messages: rx,
+            budget,
+            max_message: self.config.endpoint.connection.max_message,
+            taken: self.taken.clone(),
+        })
+    }
+
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Connect(addr, reply) => match self.endpoint.connect(addr) {
+                Ok(handle) => {
+                    self.connecting.insert(handle, reply);
+                    self.connect_deadlines.push((
+                        handle,
+                        StdInstant::now() + self.config.connect_timeout,
+                        addr,
+                    ));
+                }
+                Err(_) => {
+                    let _ = reply.send(Err(ChannelError::Closed("too many peers".into())));
+                }
+            },
+            Command::Send(handle, message, permit) => {
+                if let Some(peer) = self.peers.get_mut(&handle) {
+                    peer.pending.push_back((message, permit));
+                }
+            }
+            Command::Close(handle) => self.endpoint.close(handle, 0, b"closed"),
+        }
+    }
+
+    async fn run(mut self) -> io::Result<()> {
+        let mut io = Datagrams::new(&self.socket);
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            let now = self.now();
+            // Commands from the application.
+            while let Ok(command) = self.commands.try_recv() {
+                self.command(command);
+            }
+            // Datagrams in.
+            loop {
+                match io.rx.try_recv(&self.socket, false) {
+                    Ok(()) => {
+                        for (datagram, from) in io.rx.datagrams() {
+                            if let Some(from) = from {
+                                self.endpoint.handle_datagram(now, from, datagram);
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if crate::datagrams::refused(&e) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            self.endpoint.handle_timeout(now);
+            // Connections made and ended.
+            while let Some((handle, event)) = self.endpoint.poll_status() {
+                match event {
+                    Event::Connected => {
+                        let Some(connection) = self.open(handle) else {
+                            return Ok(());
+                        };
+                        if let Some(reply) = self.connecting.remove(&handle) {
+                            let _ = reply.send(Ok(connection));
+                        } else {
+                            let _ = self.accept.send(connection);
+                        }
+                    }
+                    Event::Closed(why) => {
+                        let error = ChannelError::Closed(describe(&why));
+                        if let Some(reply) = self.connecting.remove(&handle) {
+                            let _ = reply.send(Err(error.clone()));
+                        }
+                        if let Some(peer) = self.peers.remove(&handle) {
+                            peer.budget.close();
+                            let _ = peer.messages.try_send(Err(error));
+                        }
+                    }
+                    Event::Message(_) => {}
+                }
+            }
+            let mut deadlines = core::mem::take(&mut self.connect_deadlines);
+            deadlines.retain(|(handle, deadline, addr)| {
+                if !self.connecting.contains_key(handle) {
+                    return false;
+                }
+                if StdInstant::now() >= *deadline {
+                    if let Some(reply) = self.connecting.remove(handle) {
+                        let _ = reply.send(Err(ChannelError::ConnectTimeout {
+                            addr: *addr,
+                            after: self.config.connect_timeout,
+                        }));
+                    }
+                    self.endpoint.close(*handle, 0, b"gave up");
+                    return false;
+                }
+                true
+            });
+            self.connect_deadlines = deadlines;
+            // Messages out to the applications, as their queues have room.
+            let readable: Vec<ConnectionHandle> = self.endpoint.readable().collect();
+            for handle in readable {
+                let Some(peer) = self.peers.get(&handle) else {
+                    continue;
+                };
+                while let Ok(slot) = peer.messages.try_reserve() {
+                    let Some(message) = self.endpoint.poll_message(handle) else {
+                        break;
+                    };
+                    slot.send(Ok(message));
+                }
+            }
+            // Messages in from the applications, as the send buffers have room.
+            let send_buffer = self.config.endpoint.connection.send_buffer;
+            for (handle, peer) in self.peers.iter_mut() {
+                let queued = self.endpoint.connection(*handle).map_or(0, |c| c.queued());
+                let mut room = send_buffer.saturating_sub(queued);
+                while let Some((message, _)) = peer.pending.front() {
+                    if message.len() as u64 > room {
+                        break;
+                    }
+                    let (message, permit) = peer.pending.pop_front().expect("peeked");
+                    room -= message.len() as u64;
+                    // Refused only for a connection that has ended: its close comes next.
+                    let _ = self.endpoint.send(*handle, message);
+                    drop(permit);
+                }
+            }
+            // Datagrams out.
+            let now = self.now();
+            while let Some((to, n)) = self.endpoint.poll_transmit(now, &mut buf) {
+                io.tx.queue(&self.socket, &buf[..n], to).await?;
+            }
+            io.tx.flush(&self.socket).await?;
+            // Wait for the next thing to do.
+            let wait = self.endpoint.poll_timeout().map(|t| {
+                Duration::from_micros(t.saturating_duration_since(self.now()).as_micros())
+            });
+            let sleep = async move {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => core::future::pending().await,
+                }
+            };
+            let connecting = !self.connect_deadlines.is_empty();
+            tokio::select! {
+                ready = self.socket.readable() => ready?,
+                command = self.commands.recv() => match command {
+                    Some(command) => self.command(command),
+                    // Every handle is gone.
+                    None => return Ok(()),
+                },
+                () = sleep => {}
+                () = self.taken.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(50)), if connecting => {}
+            }
+        }
+    }
+}
+
+fn describe(why: &Closed) -> String {
+    match why {
+        Closed::Local => "closed by this end".into(),
+        Closed::Peer { code, reason } => {
+            format!(
+                "closed by the peer (code {code}: {})",
+                String::from_utf8_lossy(reason)
+            )
+        }
+        Closed::TimedOut => "the peer went silent".into(),
+        Closed::Protocol(e) => format!("the peer broke the protocol: {e}"),
+    }
+}
