@@ -10,8 +10,10 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use volley_rpc::bench::{self, BenchService, BenchState, Spec, Workload};
 use volley_rpc::link::framed::FramedLink;
+use volley_rpc::link::udp::UdpLink;
 use volley_rpc::{Config, Endpoint, serve};
 use volley_transport_tcp::Listener;
+use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
 /// The largest message either end takes (the default of the library).
 const MAX_MESSAGE: usize = 16 << 20;
@@ -21,7 +23,7 @@ const HEAD_ROOM: usize = 4096;
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve the built-in bench service (echo, put, get, send) until SIGINT or SIGTERM.
-    /// Prints `listening tcp=ADDR` once it accepts. No authentication, no encryption:
+    /// Prints `listening tcp=ADDR` (or `listening udp=ADDR`) once it accepts. No authentication, no encryption:
     /// keep it on loopback unless the network is yours.
     Serve(ServeArgs),
     /// Drive a bench server, check every reply, and end with the line
@@ -33,7 +35,7 @@ pub(crate) enum Command {
 pub(crate) enum Transport {
     /// TCP (or any stream) through the framed layer.
     Tcp,
-    /// The reliable UDP channel (not built yet).
+    /// volley's reliable UDP channel.
     Udp,
 }
 
@@ -100,17 +102,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-fn tcp_only(transport: Transport) -> anyhow::Result<()> {
-    if transport == Transport::Udp {
-        bail!(
-            "--transport udp: RPC over volley's UDP channel is not built yet; use --transport tcp"
-        );
-    }
-    Ok(())
-}
-
 async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
-    tcp_only(args.transport)?;
     let config = Config {
         credit: args.credit,
         ..Config::default()
@@ -119,17 +111,30 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
     let endpoint = Endpoint::<BenchService>::new(config)
         .context("rpc settings")?
         .serve(bench::router(state.clone()));
-    // Fits: range-checked to 65536.
-    let listener_config =
-        volley_rpc::server::listener_config(MAX_MESSAGE, args.max_connections as usize);
-    let listener = Listener::bind_tcp(args.listen, listener_config)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let server = serve(endpoint, listener);
+    let (server, name) = match args.transport {
+        Transport::Tcp => {
+            // Fits: range-checked to 65536.
+            let listener_config =
+                volley_rpc::server::listener_config(MAX_MESSAGE, args.max_connections as usize);
+            let listener = Listener::bind_tcp(args.listen, listener_config)
+                .await
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            (serve(endpoint, listener), "tcp")
+        }
+        Transport::Udp => {
+            let mut channel_config = ChannelConfig::server();
+            // Fits: range-checked to 65536.
+            channel_config.endpoint.max_peers = args.max_connections as usize;
+            let channel = ChannelEndpoint::bind(args.listen, channel_config)
+                .await
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            (volley_rpc::serve_udp(endpoint, channel), "udp")
+        }
+    };
     let addr = server
         .local_addr()
         .context("cannot read the address listened on")?;
-    println!("listening tcp={addr}");
+    println!("listening {name}={addr}");
     std::io::stdout()
         .flush()
         .context("cannot write to stdout")?;
@@ -159,20 +164,38 @@ async fn wait(server: &volley_rpc::ServerHandle) -> anyhow::Result<()> {
 }
 
 async fn drive(args: BenchArgs) -> anyhow::Result<()> {
-    tcp_only(args.transport)?;
     let payload = args.payload as usize;
-    let link = tokio::time::timeout(
-        Duration::from_secs(10),
-        FramedLink::connect_tcp(args.connect, MAX_MESSAGE),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("cannot connect to {}: no answer within 10 s", args.connect))?
-    .with_context(|| format!("cannot connect to {}", args.connect))?;
-    let peer = Endpoint::<BenchService>::new(Config::default())
-        .context("rpc settings")?
-        .connect(link)
-        .await
-        .with_context(|| format!("rpc hello with {}", args.connect))?;
+    let endpoint = Endpoint::<BenchService>::new(Config::default()).context("rpc settings")?;
+    let peer = match args.transport {
+        Transport::Tcp => {
+            let link = tokio::time::timeout(
+                Duration::from_secs(10),
+                FramedLink::connect_tcp(args.connect, MAX_MESSAGE),
+            )
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!("cannot connect to {}: no answer within 10 s", args.connect)
+            })?
+            .with_context(|| format!("cannot connect to {}", args.connect))?;
+            endpoint.connect(link).await
+        }
+        Transport::Udp => {
+            let any: SocketAddr = if args.connect.is_ipv4() {
+                "0.0.0.0:0".parse().expect("an address")
+            } else {
+                "[::]:0".parse().expect("an address")
+            };
+            let channel = ChannelEndpoint::bind(any, ChannelConfig::client())
+                .await
+                .context("cannot open a UDP socket")?;
+            let connection = channel
+                .connect(args.connect)
+                .await
+                .with_context(|| format!("cannot connect to {}", args.connect))?;
+            endpoint.connect(UdpLink::new(connection)).await
+        }
+    }
+    .with_context(|| format!("rpc hello with {}", args.connect))?;
     let limit = peer.peer_hello().max_message as usize;
     if payload + HEAD_ROOM > limit {
         bail!(

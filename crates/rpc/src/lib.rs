@@ -97,6 +97,6 @@ pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
 pub use router::{Call, Reply, Router};
-pub use server::{ServerHandle, serve};
+pub use server::{ServerHandle, serve, serve_udp};
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};

@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::error::{CallError, ConnectError, HandlerError};
 use crate::link::framed::FramedSender;
 use crate::link::local::LocalSender;
+use crate::link::udp::UdpSender;
 use crate::link::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
 use crate::pool::BufferPool;
 use crate::router::{Encoded, HandlerFuture, Reply, Router};
@@ -896,6 +897,7 @@ async fn oneway_loop<S: Service, C: Codec>(
 enum AnySender {
     Framed(FramedSender),
     Local(LocalSender),
+    Udp(UdpSender),
     Other(Arc<dyn DynSender>),
 }
 
@@ -928,6 +930,10 @@ impl AnySender {
             Ok(local) => return Self::Local(*local),
             Err(any) => any,
         };
+        let any = match any.downcast::<UdpSender>() {
+            Ok(udp) => return Self::Udp(*udp),
+            Err(any) => any,
+        };
         match any.downcast::<T>() {
             Ok(other) => Self::Other(Arc::new(*other)),
             Err(_) => unreachable!("a box holds the type it was made from"),
@@ -938,6 +944,7 @@ impl AnySender {
         match self {
             Self::Framed(s) => LinkSender::send(s, message).await,
             Self::Local(s) => LinkSender::send(s, message).await,
+            Self::Udp(s) => LinkSender::send(s, message).await,
             Self::Other(s) => s.send_boxed(message).await,
         }
     }
@@ -946,6 +953,7 @@ impl AnySender {
         match self {
             Self::Framed(s) => LinkSender::close(s),
             Self::Local(s) => LinkSender::close(s),
+            Self::Udp(s) => LinkSender::close(s),
             Self::Other(s) => s.close_link(),
         }
     }

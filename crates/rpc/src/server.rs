@@ -84,6 +84,53 @@ async fn accept_loop<S: Service, C: Codec>(
     Ok(())
 }
 
+/// Serves `endpoint` on every connection a UDP channel endpoint accepts, as [`serve`]
+/// does for a stream listener.
+pub fn serve_udp<S: Service, C: Codec>(
+    endpoint: Endpoint<S, C>,
+    channel: volley_transport_udp::channel::ChannelEndpoint,
+) -> ServerHandle {
+    let (stop, mut stopped) = watch::channel(false);
+    let local_addr = Some(channel.local_addr());
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            while connections.try_join_next().is_some() {}
+            tokio::select! {
+                _ = stopped.changed() => break,
+                accepted = channel.accept() => {
+                    let connection = accepted.map_err(io::Error::other)?;
+                    let endpoint = endpoint.clone();
+                    let mut stopped = stopped.clone();
+                    connections.spawn(async move {
+                        let link = crate::link::udp::UdpLink::new(connection);
+                        let peer = match endpoint.connect(link).await {
+                            Ok(peer) => peer,
+                            Err(e) => {
+                                tracing::warn!("rpc connection over udp refused: {e}");
+                                return;
+                            }
+                        };
+                        tokio::select! {
+                            cause = peer.closed() => {
+                                tracing::debug!("rpc connection over udp ended: {cause}");
+                            }
+                            _ = stopped.changed() => peer.shutdown().await,
+                        }
+                    });
+                }
+            }
+        }
+        while connections.join_next().await.is_some() {}
+        Ok(())
+    });
+    ServerHandle {
+        stop,
+        task,
+        local_addr,
+    }
+}
+
 impl ServerHandle {
     /// The address it listens on (TCP).
     pub fn local_addr(&self) -> Option<SocketAddr> {

@@ -349,3 +349,56 @@ async fn graceful_shutdown_finishes_running_calls() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_service_over_the_udp_channel() {
+    use volley_rpc::link::udp::UdpLink;
+    use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
+    within(60, async {
+        let seen = Arc::new(Seen::default());
+        let endpoint = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(seen.clone()));
+        let channel =
+            ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::server())
+                .await
+                .unwrap();
+        let server = volley_rpc::serve_udp(endpoint, channel);
+        let addr = server.local_addr().unwrap();
+        let ours = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::client())
+            .await
+            .unwrap();
+        let client = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(client_router())
+            .connect(UdpLink::new(ours.connect(addr).await.unwrap()))
+            .await
+            .unwrap();
+        assert_eq!(
+            client.call::<Echo>(&"over udp".into()).await.unwrap(),
+            "over udp"
+        );
+        let segments = vec![payload(1 << 20, 1), payload(3 << 20, 2), payload(10, 3)];
+        let reply = client
+            .call_with::<Bulk>(&(), segments.clone(), None)
+            .await
+            .unwrap();
+        assert_eq!(reply.segments, segments, "every byte back, in order");
+        assert_eq!(client.call::<CallBack>(&4).await.unwrap(), 9);
+        for i in 0..500u64 {
+            client.send::<Record>(&i, Vec::new()).await.unwrap();
+        }
+        client.call::<Echo>(&"sync".into()).await.unwrap();
+        while seen.recorded.lock().unwrap().len() < 500 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*seen.recorded.lock().unwrap(), (0..500).collect::<Vec<_>>());
+        assert!(matches!(
+            client.call::<Unrouted>(&()).await,
+            Err(CallError::UnknownMethod { .. })
+        ));
+        drop(client);
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}

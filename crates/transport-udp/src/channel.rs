@@ -120,17 +120,44 @@ pub struct ChannelEndpoint {
     granted: usize,
 }
 
-/// One connection: send and receive whole messages.
+/// One connection: send and receive whole messages. [`ChannelConnection::split`] gives
+/// a cloneable sending half and a receiving half.
 #[derive(Debug)]
 pub struct ChannelConnection {
+    sender: ChannelSender,
+    receiver: ChannelReceiver,
+}
+
+/// The sending half of a [`ChannelConnection`]; cheap to clone. The connection closes
+/// when the last clone is dropped.
+#[derive(Clone, Debug)]
+pub struct ChannelSender {
     handle: ConnectionHandle,
     commands: mpsc::UnboundedSender<Command>,
-    messages: mpsc::Receiver<Result<Vec<u8>, ChannelError>>,
     /// Bytes queued towards the driver and not yet taken by the state machine.
     budget: Arc<Semaphore>,
     max_message: u32,
+    _close: Arc<CloseOnDrop>,
+}
+
+/// The receiving half of a [`ChannelConnection`].
+#[derive(Debug)]
+pub struct ChannelReceiver {
+    messages: mpsc::Receiver<Result<Vec<u8>, ChannelError>>,
     /// Tells the driver the application took a message (room in the queue again).
     taken: Arc<Notify>,
+}
+
+#[derive(Debug)]
+struct CloseOnDrop {
+    handle: ConnectionHandle,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Close(self.handle));
+    }
 }
 
 impl ChannelEndpoint {
@@ -220,6 +247,33 @@ impl ChannelEndpoint {
 }
 
 impl ChannelConnection {
+    /// Sends one message made of `head` then `segments` (see [`ChannelSender::send`]).
+    pub async fn send(&self, head: &[u8], segments: &[Bytes]) -> Result<(), ChannelError> {
+        self.sender.send(head, segments).await
+    }
+
+    /// The next message from the peer.
+    pub async fn recv(&mut self) -> Result<Vec<u8>, ChannelError> {
+        self.receiver.recv().await
+    }
+
+    /// The largest message the peer takes.
+    pub fn max_message(&self) -> u32 {
+        self.sender.max_message
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.sender.close();
+    }
+
+    /// The two halves.
+    pub fn split(self) -> (ChannelSender, ChannelReceiver) {
+        (self.sender, self.receiver)
+    }
+}
+
+impl ChannelSender {
     /// Sends one message made of `head` then `segments`, waiting while this connection
     /// has its send buffer's worth queued.
     pub async fn send(&self, head: &[u8], segments: &[Bytes]) -> Result<(), ChannelError> {
@@ -247,7 +301,19 @@ impl ChannelConnection {
             .map_err(|_| ChannelError::Closed("the channel driver stopped".into()))
     }
 
-    /// The next message from the peer.
+    /// The largest message the peer takes.
+    pub fn max_message(&self) -> u32 {
+        self.max_message
+    }
+
+    /// Closes the connection: queued messages go first, then a close.
+    pub fn close(&self) {
+        let _ = self.commands.send(Command::Close(self.handle));
+    }
+}
+
+impl ChannelReceiver {
+    /// The next message from the peer; an error once the connection has ended.
     pub async fn recv(&mut self) -> Result<Vec<u8>, ChannelError> {
         let message = self
             .messages
@@ -256,22 +322,6 @@ impl ChannelConnection {
             .unwrap_or_else(|| Err(ChannelError::Closed("the channel driver stopped".into())));
         self.taken.notify_one();
         message
-    }
-
-    /// The largest message the peer takes.
-    pub fn max_message(&self) -> u32 {
-        self.max_message
-    }
-
-    /// Closes the connection.
-    pub fn close(&self) {
-        let _ = self.commands.send(Command::Close(self.handle));
-    }
-}
-
-impl Drop for ChannelConnection {
-    fn drop(&mut self) {
-        self.close();
     }
 }
 
@@ -328,12 +378,17 @@ impl Driver {
             },
         );
         Some(ChannelConnection {
-            handle,
-            commands,
-            messages: rx,
-            budget,
-            max_message: self.config.endpoint.connection.max_message,
-            taken: self.taken.clone(),
+            sender: ChannelSender {
+                handle,
+                commands: commands.clone(),
+                budget,
+                max_message: self.config.endpoint.connection.max_message,
+                _close: Arc::new(CloseOnDrop { handle, commands }),
+            },
+            receiver: ChannelReceiver {
+                messages: rx,
+                taken: self.taken.clone(),
+            },
         })
     }
 

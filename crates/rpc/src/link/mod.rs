@@ -3,14 +3,15 @@
 //! backpressure on send; it knows nothing of calls. RPC owns the call bookkeeping.
 //!
 //! Links provided: [`framed`] over transport-tcp's framed layer (TCP and Unix sockets,
-//! any byte stream), and [`local`] between two tasks in one process (messages pass by
-//! value: nothing encoded, nothing copied).
+//! any byte stream), [`udp`] over volley's reliable UDP channel, and [`local`] between
+//! two tasks in one process (messages pass by value: nothing encoded, nothing copied).
 
 use bytes::Bytes;
 use volley_proto::wire::rpc::{Head, Kind};
 
 pub mod framed;
 pub mod local;
+pub mod udp;
 
 /// One RPC message as links move it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +63,9 @@ pub enum LinkError {
     /// The peer sent a frame that is not RPC.
     #[error("the peer sent a frame of type {0:#04x}, not an rpc message")]
     NotRpc(u8),
+    /// The UDP channel ended or failed.
+    #[error("the channel connection ended: {0}")]
+    Channel(String),
     /// The peer kept calling past the credit this end gave it without reading the
     /// answers, so the connection was dropped.
     #[error(

@@ -1,0 +1,93 @@
+//! The link over volley's reliable UDP channel ([`volley_transport_udp::channel`]): each
+//! RPC message is one channel message (the head, then arguments and segments, joined
+//! once by the channel), received whole and sliced without a further copy.
+
+use bytes::Bytes;
+use volley_proto::wire::rpc;
+use volley_transport_udp::channel::{
+    ChannelConnection, ChannelError, ChannelReceiver, ChannelSender,
+};
+
+use super::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
+
+/// An RPC link over a channel connection.
+#[derive(Debug)]
+pub struct UdpLink {
+    connection: ChannelConnection,
+}
+
+/// The sending half of a [`UdpLink`].
+#[derive(Clone, Debug)]
+pub struct UdpSender {
+    sender: ChannelSender,
+}
+
+/// The receiving half of a [`UdpLink`].
+#[derive(Debug)]
+pub struct UdpReceiver {
+    receiver: ChannelReceiver,
+}
+
+impl UdpLink {
+    /// A link over a connection from [`ChannelEndpoint::connect`] or
+    /// [`ChannelEndpoint::accept`](volley_transport_udp::channel::ChannelEndpoint::accept).
+    ///
+    /// [`ChannelEndpoint::connect`]: volley_transport_udp::channel::ChannelEndpoint::connect
+    pub fn new(connection: ChannelConnection) -> Self {
+        Self { connection }
+    }
+}
+
+impl MessageLink for UdpLink {
+    type Sender = UdpSender;
+    type Receiver = UdpReceiver;
+
+    fn split(self) -> (UdpSender, UdpReceiver) {
+        let (sender, receiver) = self.connection.split();
+        (UdpSender { sender }, UdpReceiver { receiver })
+    }
+}
+
+/// The largest head: fixed part, deadline, a full segment table.
+const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
+
+fn lost(e: ChannelError) -> LinkError {
+    match e {
+        ChannelError::Closed(why) => LinkError::Channel(why),
+        other => LinkError::Channel(other.to_string()),
+    }
+}
+
+impl LinkSender for UdpSender {
+    async fn send(&self, message: Message) -> Result<(), LinkError> {
+        let mut head = [0u8; MAX_HEAD];
+        let n = message.head.encode(
+            message.args.len(),
+            message.segments.iter().map(|s| s.len()),
+            &mut head,
+        )?;
+        let mut pieces = message.segments;
+        pieces.insert(0, message.args);
+        self.sender.send(&head[..n], &pieces).await.map_err(lost)
+    }
+
+    fn max_message(&self) -> usize {
+        self.sender.max_message() as usize
+    }
+
+    fn close(&self) {
+        self.sender.close();
+    }
+}
+
+impl LinkReceiver for UdpReceiver {
+    async fn recv(&mut self) -> Result<Message, LinkError> {
+        let bytes = Bytes::from(self.receiver.recv().await.map_err(lost)?);
+        let parsed = rpc::Message::parse(&bytes)?;
+        Ok(Message {
+            head: parsed.head,
+            args: bytes.slice(parsed.args_range()),
+            segments: parsed.segments().map(|r| bytes.slice(r)).collect(),
+        })
+    }
+}
