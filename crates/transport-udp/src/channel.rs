@@ -48,6 +48,10 @@ pub struct ChannelConfig {
     pub queue: usize,
     /// How long [`ChannelEndpoint::connect`] waits for the handshake.
     pub connect_timeout: Duration,
+    /// After traffic, keep polling the socket this long before sleeping (on a
+    /// current-thread runtime only), as the TCP reader does: a reply read without a
+    /// thread wake-up saves most of a loopback round trip. `None` sleeps at once.
+    pub spin: Option<Duration>,
 }
 
 impl ChannelConfig {
@@ -60,6 +64,7 @@ impl ChannelConfig {
             socket_buffer: 8 << 20,
             queue: 256,
             connect_timeout: Duration::from_secs(10),
+            spin: Some(Duration::from_micros(250)),
         }
     }
 
@@ -419,6 +424,11 @@ impl Driver {
     async fn run(mut self) -> io::Result<()> {
         let mut io = Datagrams::new(&self.socket);
         let mut buf = vec![0u8; 65_536];
+        let current_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        let spin = self.config.spin.filter(|_| current_thread);
+        let mut last_traffic = StdInstant::now();
+        let mut spinning = false;
         loop {
             let now = self.now();
             // Commands from the application.
@@ -427,8 +437,9 @@ impl Driver {
             }
             // Datagrams in.
             loop {
-                match io.rx.try_recv(&self.socket, false) {
+                match io.rx.try_recv(&self.socket, spinning) {
                     Ok(()) => {
+                        last_traffic = StdInstant::now();
                         for (datagram, from) in io.rx.datagrams() {
                             if let Some(from) = from {
                                 self.endpoint.handle_datagram(now, from, datagram);
@@ -516,11 +527,23 @@ impl Driver {
             }
             // Datagrams out.
             let now = self.now();
+            let mut sent_any = false;
             while let Some((to, n)) = self.endpoint.poll_transmit(now, &mut buf) {
                 io.tx.queue(&self.socket, &buf[..n], to).await?;
+                sent_any = true;
             }
             io.tx.flush(&self.socket).await?;
             // Wait for the next thing to do.
+            if sent_any {
+                last_traffic = StdInstant::now();
+            }
+            // Spin a while after traffic: poll the socket again instead of sleeping.
+            spinning = spin.is_some_and(|spin| last_traffic.elapsed() < spin);
+            if spinning {
+                std::thread::yield_now();
+                tokio::task::yield_now().await;
+                continue;
+            }
             let wait = self.endpoint.poll_timeout().map(|t| {
                 Duration::from_micros(t.saturating_duration_since(self.now()).as_micros())
             });
