@@ -26,6 +26,7 @@ pub(crate) fn write(suite: &str, results: &[Value], dir: &Path) -> Result<Vec<Pa
         "sftp" => sftp(results, &path),
         "wake" => wake(results, &path),
         "rpc" => rpc(results, &path),
+        "matrix" => matrix(results, &path),
         _ => return Ok(Vec::new()),
     };
     drawn.map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
@@ -133,6 +134,96 @@ fn scp(results: &[Value], path: &Path) -> Drawn {
         log_panel(&area, link, "window", "Mbit/s", &series)?;
     }
     root.present()?;
+    Ok(())
+}
+
+/// A heat map per link and transport: calls/s for each N (rows) and batch (columns),
+/// darker for faster, red for a cell that failed.
+fn matrix(results: &[Value], path: &Path) -> Drawn {
+    let rows: Vec<&Value> = results.iter().filter(|r| r["batch"].is_string()).collect();
+    let mut panels: Vec<(String, String)> = Vec::new();
+    for r in &rows {
+        let key = (text(r, "link"), text(r, "transport"));
+        if !panels.contains(&key) {
+            panels.push(key);
+        }
+    }
+    let batches = ["1", "2", "5", "10", "15", "50", "inf"];
+    let ns = [50.0, 500.0, 2000.0, 10000.0];
+    let (lo, hi) = rows
+        .iter()
+        .filter_map(|r| number(r, "calls_per_sec"))
+        .fold((f64::MAX, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let count = panels.len().max(1) as u32;
+    let root = SVGBackend::new(path, (2 * 430, 260 * count.div_ceil(2))).into_drawing_area();
+    root.fill(&WHITE)?;
+    let areas = root.split_evenly((count.div_ceil(2) as usize, 2));
+    for ((link, transport), area) in panels.iter().zip(areas) {
+        let mut chart = ChartBuilder::on(&area)
+            .caption(format!("{transport}, {link}: calls/s"), ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(48)
+            .build_cartesian_2d(-0.5..6.5, -0.5..3.5)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(15)
+            .y_labels(9)
+            .x_label_formatter(&|x: &f64| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && (0.0..7.0).contains(&i) {
+                    batches[i as usize].to_string()
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y: &f64| {
+                let i = y.round();
+                if (y - i).abs() < 0.01 && (0.0..4.0).contains(&i) {
+                    format!("{}", ns[i as usize])
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("batch")
+            .y_desc("N")
+            .draw()?;
+        for r in rows
+            .iter()
+            .filter(|r| text(r, "link") == *link && text(r, "transport") == *transport)
+        {
+            let Some(x) = batches.iter().position(|b| *b == text(r, "batch")) else {
+                continue;
+            };
+            let Some(y) = number(r, "n").and_then(|n| ns.iter().position(|v| *v == n)) else {
+                continue;
+            };
+            let rate = number(r, "calls_per_sec").unwrap_or(0.0);
+            let colour = if r["ok"].as_bool() == Some(true) {
+                let t = ((rate.max(1.0).ln() - lo.max(1.0).ln())
+                    / (hi.ln() - lo.max(1.0).ln()).max(1e-9))
+                .clamp(0.0, 1.0);
+                RGBColor(
+                    (230.0 - 200.0 * t) as u8,
+                    (240.0 - 150.0 * t) as u8,
+                    (255.0 - 75.0 * t) as u8,
+                )
+            } else {
+                RGBColor(214, 39, 40)
+            };
+            let (x, y) = (x as f64, y as f64);
+            chart.draw_series([Rectangle::new(
+                [(x - 0.46, y - 0.46), (x + 0.46, y + 0.46)],
+                colour.filled(),
+            )])?;
+            chart.draw_series([Text::new(
+                format!("{:.0}k", rate / 1000.0),
+                (x - 0.3, y + 0.1),
+                ("sans-serif", 12),
+            )])?;
+        }
+    }
     Ok(())
 }
 
@@ -352,6 +443,10 @@ mod tests {
             json!({"workload": "1 MiB put", "system": "raw tokio", "calls_per_sec": 1800.0}),
             json!({"artiq": "bytes", "size": "1 MB", "h2d_mean": 1.0}),
         ];
+        let matrix = vec![
+            json!({"link": "loopback", "transport": "udp", "n": 500, "batch": "inf", "ok": true, "calls_per_sec": 12000.0}),
+            json!({"link": "loopback", "transport": "udp", "n": 50, "batch": "1", "ok": false, "calls_per_sec": 900.0}),
+        ];
         for (suite, data, labels) in [
             ("scp", scp, &["volley write", "rig read", "RTT 1 ms"][..]),
             (
@@ -361,6 +456,7 @@ mod tests {
             ),
             ("wake", wake, &["batched", "per frame", "p99 latency"][..]),
             ("rpc", rpc, &["8 B sequential", "tarpc", "volley tcp"][..]),
+            ("matrix", matrix, &["udp, loopback", "inf", "12k"][..]),
         ] {
             let paths = write(suite, &data, &dir).unwrap();
             let svg = std::fs::read_to_string(&paths[0]).unwrap();

@@ -61,6 +61,7 @@ fn run() -> Result<(), String> {
     let mut markdown = None;
     let mut svg_dir = None;
     let mut python = env::var("VOLLEY_PYTHON").ok();
+    let mut transports = suites::matrix::Transports::Both;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => mode = Mode::Quick,
@@ -70,6 +71,11 @@ fn run() -> Result<(), String> {
                 markdown = Some(PathBuf::from(args.next().ok_or("--markdown needs a path")?));
             }
             "--python" => python = Some(args.next().ok_or("--python needs a path")?),
+            "--transport" => {
+                transports = suites::matrix::Transports::parse(
+                    &args.next().ok_or("--transport needs udp, tcp or both")?,
+                )?;
+            }
             "--svg" => svg_dir = Some(PathBuf::from(args.next().ok_or("--svg needs a directory")?)),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
@@ -82,6 +88,7 @@ fn run() -> Result<(), String> {
         "scp" => suites::scp::run(mode, python.as_deref()),
         "sftp" => suites::sftp::run(mode),
         "rpc" => suites::rpc::run(mode),
+        "matrix" => suites::matrix::run(mode, transports),
         "wake" => suites::wake::run(mode),
         other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
     };
@@ -108,6 +115,6 @@ fn run() -> Result<(), String> {
 }
 
 const USAGE: &str =
-    "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH]
+    "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH] [--transport udp|tcp|both]
        volley-bench compare BASELINE.json RESULTS.json
-suites: codec, scp, sftp, wake, rpc (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";
+suites: codec, scp, sftp, wake, rpc, matrix (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

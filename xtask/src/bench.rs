@@ -10,13 +10,14 @@ use crate::peers::{self, Peer};
 use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
-const SUITES: &[&str] = &["codec", "scp", "sftp", "wake", "rpc"];
+const SUITES: &[&str] = &["codec", "scp", "sftp", "wake", "rpc", "matrix"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();
     let mut mode = "--quick";
     let mut baseline: Option<PathBuf> = None;
     let mut save_charts = false;
+    let mut transport: Option<String> = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -32,6 +33,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             }
             "--quick" | "--full" => mode = if arg == "--full" { "--full" } else { "--quick" },
             "--save-charts" => save_charts = true,
+            "--transport" => {
+                let t = args.next().ok_or("--transport needs udp, tcp or both")?;
+                if !["udp", "tcp", "both"].contains(&t.as_str()) {
+                    return Err(format!("--transport {t}: udp, tcp or both"));
+                }
+                transport = Some(t.clone());
+            }
             "--baseline" => {
                 let path = PathBuf::from(args.next().ok_or("--baseline needs a results.json")?);
                 if !path.is_file() {
@@ -77,7 +85,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .arg("--markdown")
                 .arg(&md)
                 .arg("--svg")
-                .arg(&out_dir),
+                .arg(&out_dir)
+                .args(transport.iter().flat_map(|t| ["--transport", t.as_str()])),
         )?;
         json_parts.push(format!("\"{suite}\": {}", read(&json)?.trim()));
         report.push_str(&read(&md)?);

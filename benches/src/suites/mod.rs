@@ -1,6 +1,7 @@
 //! The benchmark suites, one module each.
 
 pub(crate) mod codec;
+pub(crate) mod matrix;
 pub(crate) mod rpc;
 pub(crate) mod scp;
 pub(crate) mod sftp;
