@@ -129,6 +129,8 @@ pub(crate) struct Report {
     pub(crate) data: Vec<Value>,
     /// Further tables after the main one.
     pub(crate) tables: Vec<Table>,
+    /// Checks that failed (a lost reply, a wrong byte): the run exits non-zero.
+    pub(crate) failures: usize,
 }
 
 /// A titled table of its own inside a report.
@@ -196,6 +198,7 @@ impl Report {
             notes: Vec::new(),
             data: Vec::new(),
             tables: Vec::new(),
+            failures: 0,
         }
     }
 

@@ -111,6 +111,12 @@ fn run() -> Result<(), String> {
         fs::write(&path, markdown_text)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    if report.failures > 0 {
+        return Err(format!(
+            "{}: {} checks failed (see the table)",
+            report.suite, report.failures
+        ));
+    }
     Ok(())
 }
 

@@ -291,6 +291,7 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
         }));
     }
     let failed = cells.values().filter(|c| !c.ok).count();
+    report.failures = failed;
     report.notes.push(format!(
         "{} cells, {failed} failed; every reply checked; peak RSS is the whole process's (client and servers), reset before each cell",
         cells.len()
