@@ -313,6 +313,8 @@ pub struct Connection {
     stats: Stats,
     /// Reused for the packets one ack range covers.
     scratch: Vec<SentPacket>,
+    /// The window last sent to the peer.
+    advertised: u64,
 }
 
 /// The stream positions a message of `len` bytes takes: an empty message takes one, so
@@ -401,6 +403,7 @@ impl Connection {
             events: VecDeque::new(),
             stats: Stats::default(),
             scratch: Vec::new(),
+            advertised: config.window,
         }
     }
 
@@ -513,9 +516,14 @@ impl Connection {
     pub fn poll_event(&mut self) -> Option<Event> {
         let event = self.events.pop_front()?;
         if let Event::Message(m) = &event {
-            // The application took it: the window moves on.
+            // The application took it: the window moves on. Tell the peer at once only
+            // once it has moved by a quarter since last said (as QUIC's MAX_DATA): every
+            // ack carries it anyway, and a datagram per message taken would double the
+            // traffic of small calls.
             self.taken += span(m.len() as u64);
-            self.ack_due = true;
+            if self.window() - self.advertised >= self.config.window / 4 {
+                self.ack_due = true;
+            }
         }
         Some(event)
     }
@@ -1070,6 +1078,7 @@ impl Connection {
             }
             let ranges = &ranges[..count];
             if let Ok(k) = wire::write_ack(ranges, 0, self.window(), &mut buf[n..]) {
+                self.advertised = self.window();
                 n += k;
                 self.ack_due = false;
                 self.eliciting_unacked = 0;
