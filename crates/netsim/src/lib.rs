@@ -1,6 +1,8 @@
 //! [`LinkSim`]: a user-space link simulator. A UDP relay between clients and one upstream
 //! address that delays, jitters, drops, duplicates, reorders and rate-limits datagrams in
 //! each direction, from a seed, because `tc netem` is not available on our machines.
+//! [`tcp::TcpLinkSim`] relays TCP connections with delay, jitter and a rate cap, so TCP
+//! can run at the same RTT.
 //!
 //! It runs on its own thread with plain non-blocking sockets and one `epoll` set: it
 //! spins (with `yield_now`) while traffic is in flight, so sub-millisecond delays hold to
@@ -39,6 +41,8 @@
 //! # Ok(())
 //! # }
 //! ```
+
+pub mod tcp;
 
 use core::net::SocketAddr;
 use core::num::NonZeroU64;
