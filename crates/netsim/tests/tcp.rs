@@ -1,10 +1,11 @@
 //! The TCP relay: bytes arrive intact and in order, no sooner than the delay allows, no
 //! faster than the rate cap allows, and a close passes through.
 
+use core::num::NonZeroU64;
+use core::time::Duration;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::num::NonZeroU64;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 
