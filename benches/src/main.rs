@@ -89,6 +89,7 @@ fn run() -> Result<(), String> {
         "sftp" => suites::sftp::run(mode),
         "rpc" => suites::rpc::run(mode),
         "matrix" => suites::matrix::run(mode, transports),
+        "channel" => suites::channel::run(mode),
         "wake" => suites::wake::run(mode),
         other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
     };
@@ -123,4 +124,4 @@ fn run() -> Result<(), String> {
 const USAGE: &str =
     "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH] [--transport udp|tcp|both]
        volley-bench compare BASELINE.json RESULTS.json
-suites: codec, scp, sftp, wake, rpc, matrix (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";
+suites: codec, scp, sftp, wake, rpc, matrix, channel (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

@@ -10,7 +10,7 @@ use crate::peers::{self, Peer};
 use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
-const SUITES: &[&str] = &["codec", "scp", "sftp", "wake", "rpc", "matrix"];
+const SUITES: &[&str] = &["codec", "scp", "sftp", "wake", "rpc", "matrix", "channel"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();

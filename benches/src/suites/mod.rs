@@ -1,5 +1,6 @@
 //! The benchmark suites, one module each.
 
+pub(crate) mod channel;
 pub(crate) mod codec;
 pub(crate) mod matrix;
 pub(crate) mod rpc;
