@@ -429,6 +429,7 @@ impl Driver {
         let spin = self.config.spin.filter(|_| current_thread);
         let mut last_traffic = StdInstant::now();
         let mut spinning = false;
+        let mut readable: Vec<ConnectionHandle> = Vec::new();
         loop {
             let now = self.now();
             // Commands from the application.
@@ -497,8 +498,9 @@ impl Driver {
             });
             self.connect_deadlines = deadlines;
             // Messages out to the applications, as their queues have room.
-            let readable: Vec<ConnectionHandle> = self.endpoint.readable().collect();
-            for handle in readable {
+            readable.clear();
+            readable.extend(self.endpoint.readable());
+            for &handle in &readable {
                 let Some(peer) = self.peers.get(&handle) else {
                     continue;
                 };

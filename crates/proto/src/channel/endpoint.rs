@@ -230,21 +230,34 @@ impl<A: Copy + Eq> Endpoint<A> {
     /// The next datagram to send: its destination and length in `buf`. Connections take
     /// turns, so one busy peer does not starve the others.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(A, usize)> {
-        let handles: alloc::vec::Vec<ConnectionHandle> = self
+        // From the one after the last to send, round to the one before it; no allocation.
+        let start = self.turn;
+        let mut next = self
             .peers
-            .range(ConnectionHandle(self.turn)..)
-            .chain(self.peers.range(..ConnectionHandle(self.turn)))
-            .map(|(h, _)| *h)
-            .collect();
-        for handle in handles {
+            .range(ConnectionHandle(start)..)
+            .next()
+            .or_else(|| self.peers.iter().next())
+            .map(|(h, _)| *h);
+        let mut visited = 0;
+        let total = self.peers.len();
+        while let Some(handle) = next {
+            if visited == total {
+                break;
+            }
+            visited += 1;
+            next = self
+                .peers
+                .range(ConnectionHandle(handle.0 + 1)..)
+                .next()
+                .or_else(|| self.peers.iter().next())
+                .map(|(h, _)| *h);
             let Some(peer) = self.peers.get_mut(&handle) else {
                 continue;
             };
             let addr = peer.addr;
             let sent = peer.connection.poll_transmit(now, buf);
             // A close frame ends the connection as it goes.
-            let closed = peer.connection.is_closed();
-            if closed {
+            if peer.connection.is_closed() {
                 self.drain(handle);
             }
             if let Some(n) = sent {
@@ -265,13 +278,14 @@ impl<A: Copy + Eq> Endpoint<A> {
 
     /// Acts on time passing for every connection whose time has come.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: alloc::vec::Vec<ConnectionHandle> = self
+        let mut from = 0;
+        while let Some(handle) = self
             .peers
-            .iter()
-            .filter(|(_, p)| p.connection.poll_timeout().is_some_and(|t| t <= now))
+            .range(ConnectionHandle(from)..)
+            .find(|(_, p)| p.connection.poll_timeout().is_some_and(|t| t <= now))
             .map(|(h, _)| *h)
-            .collect();
-        for handle in due {
+        {
+            from = handle.0 + 1;
             if let Some(peer) = self.peers.get_mut(&handle) {
                 peer.connection.handle_timeout(now);
             }
