@@ -360,6 +360,11 @@ struct Driver {
 }
 
 impl Driver {
+    /// The machines' time for a clock reading.
+    fn at(&self, t: StdInstant) -> Instant {
+        Instant::from_micros(t.saturating_duration_since(self.epoch).as_micros() as u64)
+    }
+
     fn now(&self) -> Instant {
         Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
     }
@@ -431,7 +436,9 @@ impl Driver {
         let mut spinning = false;
         let mut readable: Vec<ConnectionHandle> = Vec::new();
         loop {
-            let now = self.now();
+            // One clock reading per turn.
+            let clock = StdInstant::now();
+            let now = self.at(clock);
             // Commands from the application.
             while let Ok(command) = self.commands.try_recv() {
                 self.command(command);
@@ -440,7 +447,7 @@ impl Driver {
             loop {
                 match io.rx.try_recv(&self.socket, spinning) {
                     Ok(()) => {
-                        last_traffic = StdInstant::now();
+                        last_traffic = clock;
                         for (datagram, from) in io.rx.datagrams() {
                             if let Some(from) = from {
                                 self.endpoint.handle_datagram(now, from, datagram);
@@ -484,7 +491,7 @@ impl Driver {
                 if !self.connecting.contains_key(handle) {
                     return false;
                 }
-                if StdInstant::now() >= *deadline {
+                if clock >= *deadline {
                     if let Some(reply) = self.connecting.remove(handle) {
                         let _ = reply.send(Err(ChannelError::ConnectTimeout {
                             addr: *addr,
@@ -528,7 +535,6 @@ impl Driver {
                 }
             }
             // Datagrams out.
-            let now = self.now();
             let mut sent_any = false;
             while let Some((to, n)) = self.endpoint.poll_transmit(now, &mut buf) {
                 io.tx.queue(&self.socket, &buf[..n], to).await?;
@@ -537,10 +543,11 @@ impl Driver {
             io.tx.flush(&self.socket).await?;
             // Wait for the next thing to do.
             if sent_any {
-                last_traffic = StdInstant::now();
+                last_traffic = clock;
             }
             // Spin a while after traffic: poll the socket again instead of sleeping.
-            spinning = spin.is_some_and(|spin| last_traffic.elapsed() < spin);
+            spinning =
+                spin.is_some_and(|spin| clock.saturating_duration_since(last_traffic) < spin);
             if spinning {
                 std::thread::yield_now();
                 tokio::task::yield_now().await;
