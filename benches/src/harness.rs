@@ -295,6 +295,30 @@ pub(crate) fn wrap_server(mut args: impl Iterator<Item = String>) -> Result<i32,
     Ok(status.code().unwrap_or(1))
 }
 
+/// Runs servers on a thread of their own with a current-thread runtime: `make` starts
+/// them and gives back what the suite needs (`T`, sent back here) and what must stay
+/// alive for them to keep serving (`K`, held on that thread until the process ends).
+pub(crate) fn serve_on_thread<T, K, F, Fut>(make: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (T, K)>,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        runtime.block_on(async move {
+            let (ready, _keep) = make().await;
+            let _ = tx.send(ready);
+            futures::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("the servers started")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

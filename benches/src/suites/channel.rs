@@ -10,7 +10,6 @@
 use core::net::SocketAddr;
 use core::time::Duration;
 use std::sync::Arc;
-use std::thread;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -86,105 +85,99 @@ fn quinn_transport() -> quinn::TransportConfig {
 }
 
 fn start_servers() -> Servers {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async move {
-            let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
-            // volley's channel.
-            let channel = ChannelEndpoint::bind(any, ChannelConfig::server())
-                .await
-                .expect("bind");
-            let channel_addr = channel.local_addr();
-            tokio::spawn(async move {
-                while let Ok(conn) = channel.accept().await {
-                    tokio::spawn(async move {
-                        let (tx, mut rx) = conn.split();
-                        let mut tally = Tally::default();
-                        while let Ok(m) = rx.recv().await {
-                            if let Some(reply) = tally.take(&m) {
-                                if tx.send(&reply, &[]).await.is_err() {
-                                    return;
-                                }
+    crate::harness::serve_on_thread(move || async move {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        // volley's channel.
+        let channel = ChannelEndpoint::bind(any, ChannelConfig::server())
+            .await
+            .expect("bind");
+        let channel_addr = channel.local_addr();
+        tokio::spawn(async move {
+            while let Ok(conn) = channel.accept().await {
+                tokio::spawn(async move {
+                    let (tx, mut rx) = conn.split();
+                    let mut tally = Tally::default();
+                    while let Ok(m) = rx.recv().await {
+                        if let Some(reply) = tally.take(&m) {
+                            if tx.send(&reply, &[]).await.is_err() {
+                                return;
                             }
                         }
-                    });
-                }
-            });
-            // TCP, framed.
-            let tcp = tokio::net::TcpListener::bind(any).await.expect("bind");
-            let tcp_addr = tcp.local_addr().expect("address");
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = tcp.accept().await {
-                    let Ok((framed, mut incoming)) =
-                        Framed::from_tcp(stream, tcp_config(Role::Acceptor))
-                    else {
-                        continue;
+                    }
+                });
+            }
+        });
+        // TCP, framed.
+        let tcp = tokio::net::TcpListener::bind(any).await.expect("bind");
+        let tcp_addr = tcp.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = tcp.accept().await {
+                let Ok((framed, mut incoming)) =
+                    Framed::from_tcp(stream, tcp_config(Role::Acceptor))
+                else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let mut tally = Tally::default();
+                    while let Ok(frame) = incoming.recv().await {
+                        if let Some(reply) = tally.take(&frame.body) {
+                            if framed.send(1, 0, &[], reply.into()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        // quinn.
+        let cert =
+            rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("a certificate");
+        let cert_der = rustls_pki_types::CertificateDer::from(cert.cert.der().to_vec());
+        let key = rustls_pki_types::PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der());
+        let mut server_config =
+            quinn::ServerConfig::with_single_cert(vec![cert_der.clone()], key.into())
+                .expect("a TLS config");
+        server_config.transport_config(Arc::new(quinn_transport()));
+        let quinn = quinn::Endpoint::server(server_config, any).expect("bind");
+        let quinn_addr = quinn.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Some(incoming) = quinn.accept().await {
+                tokio::spawn(async move {
+                    let Ok(conn) = incoming.await else { return };
+                    let Ok((mut send, mut recv)) = conn.accept_bi().await else {
+                        return;
                     };
-                    tokio::spawn(async move {
-                        let mut tally = Tally::default();
-                        while let Ok(frame) = incoming.recv().await {
-                            if let Some(reply) = tally.take(&frame.body) {
-                                if framed.send(1, 0, &[], reply.into()).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    });
-                }
-            });
-            // quinn.
-            let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()])
-                .expect("a certificate");
-            let cert_der = rustls_pki_types::CertificateDer::from(cert.cert.der().to_vec());
-            let key = rustls_pki_types::PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der());
-            let mut server_config =
-                quinn::ServerConfig::with_single_cert(vec![cert_der.clone()], key.into())
-                    .expect("a TLS config");
-            server_config.transport_config(Arc::new(quinn_transport()));
-            let quinn = quinn::Endpoint::server(server_config, any).expect("bind");
-            let quinn_addr = quinn.local_addr().expect("address");
-            tokio::spawn(async move {
-                while let Some(incoming) = quinn.accept().await {
-                    tokio::spawn(async move {
-                        let Ok(conn) = incoming.await else { return };
-                        let Ok((mut send, mut recv)) = conn.accept_bi().await else {
+                    let mut tally = Tally::default();
+                    loop {
+                        let mut len = [0u8; 4];
+                        if recv.read_exact(&mut len).await.is_err() {
                             return;
-                        };
-                        let mut tally = Tally::default();
-                        loop {
-                            let mut len = [0u8; 4];
-                            if recv.read_exact(&mut len).await.is_err() {
+                        }
+                        let mut m = vec![0u8; u32::from_le_bytes(len) as usize];
+                        if recv.read_exact(&mut m).await.is_err() {
+                            return;
+                        }
+                        if let Some(reply) = tally.take(&m) {
+                            let mut out = (reply.len() as u32).to_le_bytes().to_vec();
+                            out.extend_from_slice(&reply);
+                            if send.write_all(&out).await.is_err() {
                                 return;
-                            }
-                            let mut m = vec![0u8; u32::from_le_bytes(len) as usize];
-                            if recv.read_exact(&mut m).await.is_err() {
-                                return;
-                            }
-                            if let Some(reply) = tally.take(&m) {
-                                let mut out = (reply.len() as u32).to_le_bytes().to_vec();
-                                out.extend_from_slice(&reply);
-                                if send.write_all(&out).await.is_err() {
-                                    return;
-                                }
                             }
                         }
-                    });
-                }
-            });
-            let _ = tx.send(Servers {
+                    }
+                });
+            }
+        });
+        (
+            Servers {
                 channel: channel_addr,
                 tcp: tcp_addr,
                 quinn: quinn_addr,
                 cert: cert_der,
-            });
-            futures::future::pending::<()>().await;
-        });
-    });
-    rx.recv().expect("the servers started")
+            },
+            (),
+        )
+    })
 }
 
 /// A client of one system: send a message, receive one. The endpoints and the QUIC

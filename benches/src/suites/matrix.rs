@@ -10,7 +10,6 @@ use core::net::SocketAddr;
 use core::time::Duration;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::thread;
 
 use serde_json::json;
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
@@ -62,40 +61,33 @@ struct Servers {
 }
 
 fn start_servers() -> Servers {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async move {
-            let state = Arc::new(BenchState::default());
-            let endpoint = Endpoint::<BenchService>::new(Config::default())
-                .expect("settings")
-                .serve(service::router(state));
-            let listener = Listener::bind_tcp(
-                "127.0.0.1:0".parse().expect("an address"),
-                volley_rpc::server::listener_config(16 << 20, 64),
-            )
-            .await
-            .expect("bind");
-            let tcp = volley_rpc::serve(endpoint.clone(), listener);
-            let channel = ChannelEndpoint::bind(
-                "127.0.0.1:0".parse().expect("an address"),
-                ChannelConfig::server(),
-            )
-            .await
-            .expect("bind");
-            let udp = volley_rpc::serve_udp(endpoint, channel);
-            let _ = tx.send(Servers {
+    crate::harness::serve_on_thread(move || async move {
+        let state = Arc::new(BenchState::default());
+        let endpoint = Endpoint::<BenchService>::new(Config::default())
+            .expect("settings")
+            .serve(service::router(state));
+        let listener = Listener::bind_tcp(
+            "127.0.0.1:0".parse().expect("an address"),
+            volley_rpc::server::listener_config(16 << 20, 64),
+        )
+        .await
+        .expect("bind");
+        let tcp = volley_rpc::serve(endpoint.clone(), listener);
+        let channel = ChannelEndpoint::bind(
+            "127.0.0.1:0".parse().expect("an address"),
+            ChannelConfig::server(),
+        )
+        .await
+        .expect("bind");
+        let udp = volley_rpc::serve_udp(endpoint, channel);
+        (
+            Servers {
                 tcp: tcp.local_addr().expect("address"),
                 udp: udp.local_addr().expect("address"),
-            });
-            let _keep = (tcp, udp);
-            futures::future::pending::<()>().await;
-        });
-    });
-    rx.recv().expect("the servers started")
+            },
+            (tcp, udp),
+        )
+    })
 }
 
 /// Resets the process's peak RSS, so each cell's is its own.

@@ -17,7 +17,6 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -214,121 +213,110 @@ struct Servers {
 }
 
 fn start_servers(dir: PathBuf) -> Servers {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async move {
-            let state = Arc::new(BenchState::default());
-            let listener = |addr: &str| {
-                let addr: SocketAddr = addr.parse().expect("an address");
-                Listener::bind_tcp(addr, volley_rpc::server::listener_config(16 * MIB, 64))
-            };
-            let bincode = Endpoint::<BenchService, Bincode>::new(Config::default())
-                .expect("settings")
-                .serve(service::router(state.clone()));
-            let postcard = Endpoint::<BenchService, Postcard>::new(Config::default())
-                .expect("settings")
-                .serve(service::router(state.clone()));
-            let v = serve(
-                bincode.clone(),
-                listener("127.0.0.1:0").await.expect("bind"),
-            );
-            let p = serve(postcard, listener("127.0.0.1:0").await.expect("bind"));
-            let path = dir.join("rpc.sock");
-            let _ = std::fs::remove_file(&path);
-            let unix = Listener::from_unix(
-                tokio::net::UnixListener::bind(&path).expect("bind a unix socket"),
-                volley_rpc::server::listener_config(16 * MIB, 64),
-            );
-            let u = serve(bincode.clone(), unix);
+    crate::harness::serve_on_thread(move || async move {
+        let state = Arc::new(BenchState::default());
+        let listener = |addr: &str| {
+            let addr: SocketAddr = addr.parse().expect("an address");
+            Listener::bind_tcp(addr, volley_rpc::server::listener_config(16 * MIB, 64))
+        };
+        let bincode = Endpoint::<BenchService, Bincode>::new(Config::default())
+            .expect("settings")
+            .serve(service::router(state.clone()));
+        let postcard = Endpoint::<BenchService, Postcard>::new(Config::default())
+            .expect("settings")
+            .serve(service::router(state.clone()));
+        let v = serve(
+            bincode.clone(),
+            listener("127.0.0.1:0").await.expect("bind"),
+        );
+        let p = serve(postcard, listener("127.0.0.1:0").await.expect("bind"));
+        let path = dir.join("rpc.sock");
+        let _ = std::fs::remove_file(&path);
+        let unix = Listener::from_unix(
+            tokio::net::UnixListener::bind(&path).expect("bind a unix socket"),
+            volley_rpc::server::listener_config(16 * MIB, 64),
+        );
+        let u = serve(bincode.clone(), unix);
 
-            let epoch = Instant::now();
-            let zeros = Bytes::from(vec![0u8; MIB]);
-            let array = LeArray::from_slice(&vec![123i32; MIB / 4]).into_bytes();
-            let artiq = Endpoint::<Artiq>::new(Config::default())
-                .expect("settings")
-                .serve(artiq_router(
-                    zeros,
-                    array,
-                    Arc::new(Arrivals::default()),
-                    epoch,
-                ));
-            let a = serve(artiq, listener("127.0.0.1:0").await.expect("bind"));
+        let epoch = Instant::now();
+        let zeros = Bytes::from(vec![0u8; MIB]);
+        let array = LeArray::from_slice(&vec![123i32; MIB / 4]).into_bytes();
+        let artiq = Endpoint::<Artiq>::new(Config::default())
+            .expect("settings")
+            .serve(artiq_router(
+                zeros,
+                array,
+                Arc::new(Arrivals::default()),
+                epoch,
+            ));
+        let a = serve(artiq, listener("127.0.0.1:0").await.expect("bind"));
 
-            let pattern = service::pattern(PATTERN);
-            let tarpc_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let tarpc_addr = tarpc_listener.local_addr().expect("address");
-            let tarpc_pattern = pattern.clone();
-            tokio::spawn(async move {
-                use tarpc::server::Channel;
-                while let Ok((stream, _)) = tarpc_listener.accept().await {
-                    let _ = stream.set_nodelay(true);
-                    let framed = LengthDelimitedCodec::builder()
-                        .max_frame_length(64 * MIB)
-                        .new_framed(stream);
-                    let transport = tarpc::serde_transport::new(
-                        framed,
-                        tarpc::tokio_serde::formats::Bincode::default(),
-                    );
-                    let server = TarpcServer {
-                        pattern: tarpc_pattern.clone(),
-                    };
-                    tokio::spawn(
-                        tarpc::server::BaseChannel::with_defaults(transport)
-                            .execute(server.serve())
-                            .for_each(|response| async move {
-                                tokio::spawn(response);
-                            }),
-                    );
-                }
-            });
-
-            let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let raw_addr = raw_listener.local_addr().expect("address");
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = raw_listener.accept().await {
-                    let _ = stream.set_nodelay(true);
-                    tokio::spawn(raw_server(stream, pattern.clone()));
-                }
-            });
-
-            let (local_tx, mut local_rx) =
-                tokio::sync::mpsc::unbounded_channel::<(LocalLink, PoolConfig)>();
-            let state2 = state.clone();
-            tokio::spawn(async move {
-                while let Some((link, pool)) = local_rx.recv().await {
-                    let endpoint = Endpoint::<BenchService>::new(Config {
-                        pool,
-                        ..Config::default()
-                    })
-                    .expect("settings")
-                    .serve(service::router(state2.clone()));
-                    tokio::spawn(async move {
-                        if let Ok(peer) = endpoint.connect(link).await {
-                            peer.closed().await;
-                        }
-                    });
-                }
-            });
-            let servers = Servers {
-                volley: v.local_addr().expect("address"),
-                postcard: p.local_addr().expect("address"),
-                unix: path,
-                tarpc: tarpc_addr,
-                raw: raw_addr,
-                artiq: a.local_addr().expect("address"),
-                local: local_tx,
-            };
-            let _ = tx.send(servers);
-            // Serve until the process ends.
-            let _keep = (v, p, u, a);
-            futures::future::pending::<()>().await;
+        let pattern = service::pattern(PATTERN);
+        let tarpc_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let tarpc_addr = tarpc_listener.local_addr().expect("address");
+        let tarpc_pattern = pattern.clone();
+        tokio::spawn(async move {
+            use tarpc::server::Channel;
+            while let Ok((stream, _)) = tarpc_listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let framed = LengthDelimitedCodec::builder()
+                    .max_frame_length(64 * MIB)
+                    .new_framed(stream);
+                let transport = tarpc::serde_transport::new(
+                    framed,
+                    tarpc::tokio_serde::formats::Bincode::default(),
+                );
+                let server = TarpcServer {
+                    pattern: tarpc_pattern.clone(),
+                };
+                tokio::spawn(
+                    tarpc::server::BaseChannel::with_defaults(transport)
+                        .execute(server.serve())
+                        .for_each(|response| async move {
+                            tokio::spawn(response);
+                        }),
+                );
+            }
         });
-    });
-    rx.recv().expect("the servers started")
+
+        let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let raw_addr = raw_listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = raw_listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(raw_server(stream, pattern.clone()));
+            }
+        });
+
+        let (local_tx, mut local_rx) =
+            tokio::sync::mpsc::unbounded_channel::<(LocalLink, PoolConfig)>();
+        let state2 = state.clone();
+        tokio::spawn(async move {
+            while let Some((link, pool)) = local_rx.recv().await {
+                let endpoint = Endpoint::<BenchService>::new(Config {
+                    pool,
+                    ..Config::default()
+                })
+                .expect("settings")
+                .serve(service::router(state2.clone()));
+                tokio::spawn(async move {
+                    if let Ok(peer) = endpoint.connect(link).await {
+                        peer.closed().await;
+                    }
+                });
+            }
+        });
+        let servers = Servers {
+            volley: v.local_addr().expect("address"),
+            postcard: p.local_addr().expect("address"),
+            unix: path,
+            tarpc: tarpc_addr,
+            raw: raw_addr,
+            artiq: a.local_addr().expect("address"),
+            local: local_tx,
+        };
+        (servers, (v, p, u, a))
+    })
 }
 
 /// The raw baseline's server: one task per connection, frames answered in order.

@@ -8,10 +8,10 @@ use core::time::Duration;
 use std::io;
 use std::path::Path;
 
-use volley_proto::wire::{frame, rpc};
+use volley_proto::wire::frame;
 use volley_transport_tcp::{Config, Framed, Incoming, Role};
 
-use super::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
+use super::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
 
 /// The frame type RPC messages travel in (`'R'`).
 pub const FRAME_TYPE: u8 = 0x52;
@@ -114,19 +114,10 @@ impl FramedSender {
     }
 }
 
-/// The largest head: fixed part, deadline, a full segment table.
-const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
-
 impl LinkSender for FramedSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
         let mut head = [0u8; MAX_HEAD];
-        let n = message.head.encode(
-            message.args.len(),
-            message.segments.iter().map(|s| s.len()),
-            &mut head,
-        )?;
-        let mut pieces = message.segments;
-        pieces.insert(0, message.args);
+        let (n, pieces) = message.into_wire(&mut head)?;
         self.framed
             .send_segments(FRAME_TYPE, 0, &head[..n], pieces)
             .await?;
@@ -152,11 +143,6 @@ impl LinkReceiver for FramedReceiver {
         if frame.ty != FRAME_TYPE {
             return Err(LinkError::NotRpc(frame.ty));
         }
-        let parsed = rpc::Message::parse(&frame.body)?;
-        Ok(Message {
-            head: parsed.head,
-            args: frame.body.slice(parsed.args_range()),
-            segments: parsed.segments().map(|r| frame.body.slice(r)).collect(),
-        })
+        Message::from_wire(&frame.body)
     }
 }

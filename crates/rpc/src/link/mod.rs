@@ -7,7 +7,7 @@
 //! two tasks in one process (messages pass by value: nothing encoded, nothing copied).
 
 use bytes::Bytes;
-use volley_proto::wire::rpc::{Head, Kind};
+use volley_proto::wire::rpc::{self, Head, Kind};
 
 pub mod framed;
 pub mod local;
@@ -44,6 +44,36 @@ impl Message {
         self.head.encoded_len(self.segments.len())
             + self.args.len()
             + self.segments.iter().map(Bytes::len).sum::<usize>()
+    }
+}
+
+/// The largest encoded head: fixed part, deadline, a full segment table.
+pub(crate) const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
+
+impl Message {
+    /// Encodes the head into `head` (returning its length) and gives the pieces that
+    /// follow it on the wire: the arguments, then the segments. For links that carry a
+    /// message as bytes.
+    pub(crate) fn into_wire(
+        self,
+        head: &mut [u8; MAX_HEAD],
+    ) -> Result<(usize, Vec<Bytes>), LinkError> {
+        let n = self
+            .head
+            .encode(self.args.len(), self.segments.iter().map(Bytes::len), head)?;
+        let mut pieces = self.segments;
+        pieces.insert(0, self.args);
+        Ok((n, pieces))
+    }
+
+    /// Parses a whole message from `bytes`, arguments and segments as slices of them.
+    pub(crate) fn from_wire(bytes: &Bytes) -> Result<Self, LinkError> {
+        let parsed = rpc::Message::parse(bytes)?;
+        Ok(Self {
+            head: parsed.head,
+            args: bytes.slice(parsed.args_range()),
+            segments: parsed.segments().map(|r| bytes.slice(r)).collect(),
+        })
     }
 }
 

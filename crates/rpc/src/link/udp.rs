@@ -3,12 +3,11 @@
 //! once by the channel), received whole and sliced without a further copy.
 
 use bytes::Bytes;
-use volley_proto::wire::rpc;
 use volley_transport_udp::channel::{
     ChannelConnection, ChannelError, ChannelReceiver, ChannelSender,
 };
 
-use super::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
+use super::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
 
 /// An RPC link over a channel connection.
 #[derive(Debug)]
@@ -48,9 +47,6 @@ impl MessageLink for UdpLink {
     }
 }
 
-/// The largest head: fixed part, deadline, a full segment table.
-const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
-
 fn lost(e: ChannelError) -> LinkError {
     match e {
         ChannelError::Closed(why) => LinkError::Channel(why),
@@ -61,13 +57,7 @@ fn lost(e: ChannelError) -> LinkError {
 impl LinkSender for UdpSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
         let mut head = [0u8; MAX_HEAD];
-        let n = message.head.encode(
-            message.args.len(),
-            message.segments.iter().map(|s| s.len()),
-            &mut head,
-        )?;
-        let mut pieces = message.segments;
-        pieces.insert(0, message.args);
+        let (n, pieces) = message.into_wire(&mut head)?;
         self.sender.send(&head[..n], &pieces).await.map_err(lost)
     }
 
@@ -82,12 +72,6 @@ impl LinkSender for UdpSender {
 
 impl LinkReceiver for UdpReceiver {
     async fn recv(&mut self) -> Result<Message, LinkError> {
-        let bytes = Bytes::from(self.receiver.recv().await.map_err(lost)?);
-        let parsed = rpc::Message::parse(&bytes)?;
-        Ok(Message {
-            head: parsed.head,
-            args: bytes.slice(parsed.args_range()),
-            segments: parsed.segments().map(|r| bytes.slice(r)).collect(),
-        })
+        Message::from_wire(&Bytes::from(self.receiver.recv().await.map_err(lost)?))
     }
 }
