@@ -1,127 +1,29 @@
 //! `volley-bench`, the binary behind `cargo xtask bench`: runs one suite, prints its table,
 //! writes its results as JSON and Markdown. Release builds only; ratios over absolute
 //! figures (the machines are shared and noisy); several rounds, medians.
+//!
+//! Every allocation is counted here, so suites can report allocations per operation.
+//! The counters are shared atomics, which cost most where threads allocate most: the
+//! suites that compare transports by speed alone run under `volley-bench-plain`, the same
+//! code with the system allocator as it is.
 
-use std::env;
-use std::fs;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod charts;
+mod cli;
 mod compare;
 mod harness;
 mod suites;
 
-/// Every allocation is counted, so suites can report allocations per operation.
 #[global_allocator]
 static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
-use harness::Mode;
+/// Allocations and bytes allocated so far, process-wide.
+pub(crate) fn alloc_counts() -> Option<(u64, u64)> {
+    let stats = GLOBAL.stats();
+    Some((stats.allocations as u64, stats.bytes_allocated as u64))
+}
 
 fn main() -> ExitCode {
-    let mut args = env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) == Some("compare") {
-        args.next();
-        let (Some(base), Some(new)) = (args.next(), args.next()) else {
-            eprintln!("volley-bench: usage: volley-bench compare BASELINE.json RESULTS.json");
-            return ExitCode::FAILURE;
-        };
-        return match compare::run(&PathBuf::from(base), &PathBuf::from(new)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("volley-bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if args.peek().map(String::as_str) == Some("wrap-server") {
-        args.next();
-        return match harness::wrap_server(args) {
-            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-            Err(e) => {
-                eprintln!("volley-bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("volley-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::main()
 }
-
-fn run() -> Result<(), String> {
-    let mut args = env::args().skip(1);
-    let suite = args.next().ok_or(USAGE)?;
-    let mut mode = Mode::Quick;
-    let mut json = None;
-    let mut markdown = None;
-    let mut svg_dir = None;
-    let mut python = env::var("VOLLEY_PYTHON").ok();
-    let mut transports = suites::matrix::Transports::Both;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--quick" => mode = Mode::Quick,
-            "--full" => mode = Mode::Full,
-            "--json" => json = Some(PathBuf::from(args.next().ok_or("--json needs a path")?)),
-            "--markdown" => {
-                markdown = Some(PathBuf::from(args.next().ok_or("--markdown needs a path")?));
-            }
-            "--python" => python = Some(args.next().ok_or("--python needs a path")?),
-            "--transport" => {
-                transports = suites::matrix::Transports::parse(
-                    &args.next().ok_or("--transport needs udp, tcp or both")?,
-                )?;
-            }
-            "--svg" => svg_dir = Some(PathBuf::from(args.next().ok_or("--svg needs a directory")?)),
-            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
-        }
-    }
-    if cfg!(debug_assertions) {
-        eprintln!("volley-bench: WARNING: a debug build; figures are meaningless");
-    }
-    let report = match suite.as_str() {
-        "codec" => suites::codec::run(mode),
-        "scp" => suites::scp::run(mode, python.as_deref()),
-        "sftp" => suites::sftp::run(mode),
-        "rpc" => suites::rpc::run(mode),
-        "matrix" => suites::matrix::run(mode, transports),
-        "channel" => suites::channel::run(mode),
-        "wake" => suites::wake::run(mode),
-        other => return Err(format!("unknown suite `{other}`\n{USAGE}")),
-    };
-    print!("{}", report.text());
-    if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&report.json())
-            .map_err(|e| format!("cannot encode results: {e}"))?;
-        fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    let mut markdown_text = report.markdown();
-    if let Some(dir) = svg_dir {
-        for chart in charts::write(report.suite, &report.data, &dir)? {
-            let name = chart.file_name().map(|n| n.to_string_lossy().into_owned());
-            let name = name.unwrap_or_default();
-            markdown_text.push_str(&format!("\n![{} chart]({name})\n", report.suite));
-            eprintln!("volley-bench: wrote {}", chart.display());
-        }
-    }
-    if let Some(path) = markdown {
-        fs::write(&path, markdown_text)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    if report.failures > 0 {
-        return Err(format!(
-            "{}: {} checks failed (see the table)",
-            report.suite, report.failures
-        ));
-    }
-    Ok(())
-}
-
-const USAGE: &str =
-    "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH] [--transport udp|tcp|both]
-       volley-bench compare BASELINE.json RESULTS.json
-suites: codec, scp, sftp, wake, rpc, matrix, channel (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

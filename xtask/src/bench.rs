@@ -70,14 +70,25 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let binary = root().join("target").join("release").join("volley-bench");
+    let plain = root()
+        .join("target")
+        .join("release")
+        .join("volley-bench-plain");
 
     let mut json_parts = Vec::new();
     let mut report = String::from("# volley benchmark report\n\n");
     for suite in &suites {
         let json = out_dir.join(format!("{suite}.json"));
         let md = out_dir.join(format!("{suite}.md"));
+        // Suites that compare by speed alone run without the counting allocator, whose
+        // shared counters would tax the transport that allocates more.
+        let runner = if ["matrix", "channel"].contains(&suite.as_str()) {
+            &plain
+        } else {
+            &binary
+        };
         exec(
-            Command::new(&binary)
+            Command::new(runner)
                 .current_dir(root())
                 .env("VOLLEY_PYTHON", peers::venv_python())
                 .args([suite.as_str(), mode, "--json"])

@@ -976,11 +976,14 @@ async fn allocations(servers: &Servers, pattern: &Bytes, report: &mut Report) ->
                 measure(&client, Workload { calls: 20, ..w }, pattern)
                     .await
                     .expect("warm-up");
-                let region = stats_alloc::Region::new(crate::GLOBAL);
+                let before = crate::alloc_counts();
                 measure(&client, w, pattern).await.expect("measured run");
-                let change = region.change();
-                let allocs = change.allocations as f64 / w.calls as f64;
-                let bytes = change.bytes_allocated as f64 / w.calls as f64;
+                let counts = before.zip(crate::alloc_counts());
+                let per_call = |f: fn((u64, u64)) -> u64| {
+                    counts.map(|(a, b)| (f(b) - f(a)) as f64 / w.calls as f64)
+                };
+                let allocs = per_call(|c| c.0).unwrap_or(f64::NAN);
+                let bytes = per_call(|c| c.1).unwrap_or(f64::NAN);
                 let call = if work == Work::Put { "put" } else { "get" };
                 table.rows.push(vec![
                     system.into(),

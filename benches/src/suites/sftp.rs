@@ -478,17 +478,15 @@ async fn put_in_process(source: &Path, target: &Path, chunk: usize) -> (f64, u64
         ..volley_sftp::TransferOptions::default()
     };
     let remote = target.as_os_str().as_encoded_bytes().to_vec();
-    let region = stats_alloc::Region::new(crate::GLOBAL);
+    let before = crate::alloc_counts();
     let start = Instant::now();
     sftp.put(source, &remote, &opts, |_| {})
         .await
         .expect("volley put");
     let secs = start.elapsed().as_secs_f64();
-    let change = region.change();
+    let (allocations, bytes) = before
+        .zip(crate::alloc_counts())
+        .map_or((0, 0), |(a, b)| (b.0 - a.0, b.1 - a.1));
     sftp.shutdown().await.expect("sftp-server exits");
-    (
-        secs,
-        change.allocations as u64,
-        change.bytes_allocated as u64,
-    )
+    (secs, allocations, bytes)
 }

@@ -1,0 +1,26 @@
+//! `volley-bench-plain`: `volley-bench` without the counting allocator, for the suites
+//! that compare transports by speed alone (`matrix`, `channel`): the counters are shared
+//! atomics, and a path that allocates more pays more for them than it would in use.
+//! Suites that report allocations print none here.
+
+use std::process::ExitCode;
+
+#[path = "../charts.rs"]
+mod charts;
+#[path = "../cli.rs"]
+mod cli;
+#[path = "../compare.rs"]
+mod compare;
+#[path = "../harness.rs"]
+mod harness;
+#[path = "../suites/mod.rs"]
+mod suites;
+
+/// No counting allocator here: no counts.
+pub(crate) fn alloc_counts() -> Option<(u64, u64)> {
+    None
+}
+
+fn main() -> ExitCode {
+    cli::main()
+}
