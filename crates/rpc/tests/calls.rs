@@ -146,164 +146,176 @@ async fn in_process_segments_are_the_same_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn borrowed_decode_reads_in_place() {
-    within(30, async {
-        let (_server, client, _seen) = local_pair(Config::default(), Config::default()).await;
-        let text = "y".repeat(5000);
-        assert_eq!(client.call::<Borrow>(&text).await.unwrap(), 5000);
-    })
-    .await;
+    for link in Link::ALL {
+        within(30, async {
+            let (_server, client, _seen) = pair(link, Config::default(), Config::default()).await;
+            let text = "y".repeat(5000);
+            assert_eq!(client.call::<Borrow>(&text).await.unwrap(), 5000);
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_way_calls_run_in_order_and_credit_comes_back() {
-    within(30, async {
-        // A credit of 4 against 2000 one-way calls: the caller must get credit back
-        // hundreds of times, or it stalls.
-        let config = Config {
-            credit: 4,
-            ..Config::default()
-        };
-        let (server, client, seen) = local_pair(config, config).await;
-        for i in 0..2000u64 {
-            client.send::<Record>(&i, Vec::new()).await.unwrap();
-        }
-        // A failing one-way call is logged and counted, and the rest go on.
-        client.send::<Record>(&u64::MAX, Vec::new()).await.unwrap();
-        client.send::<Record>(&2000, Vec::new()).await.unwrap();
-        // A sync call after them: credit for it exists only once the one-ways returned it.
-        for _ in 0..4 {
-            client.call::<Echo>(&"sync".into()).await.unwrap();
-        }
-        loop {
-            if seen.recorded.lock().unwrap().len() == 2001 {
-                break;
+    for link in Link::ALL {
+        within(30, async {
+            // A credit of 4 against 2000 one-way calls: the caller must get credit back
+            // hundreds of times, or it stalls.
+            let config = Config {
+                credit: 4,
+                ..Config::default()
+            };
+            let (server, client, seen) = pair(link, config, config).await;
+            for i in 0..2000u64 {
+                client.send::<Record>(&i, Vec::new()).await.unwrap();
             }
-            tokio::task::yield_now().await;
-        }
-        let recorded = seen.recorded.lock().unwrap().clone();
-        assert_eq!(recorded, (0..=2000).collect::<Vec<_>>());
-        assert_eq!(server.stats().oneway_failed, 1);
-        assert_eq!(server.stats().oneway_dropped, 0);
-    })
-    .await;
+            // A failing one-way call is logged and counted, and the rest go on.
+            client.send::<Record>(&u64::MAX, Vec::new()).await.unwrap();
+            client.send::<Record>(&2000, Vec::new()).await.unwrap();
+            // A sync call after them: credit for it exists only once the one-ways returned it.
+            for _ in 0..4 {
+                client.call::<Echo>(&"sync".into()).await.unwrap();
+            }
+            loop {
+                if seen.recorded.lock().unwrap().len() == 2001 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            let recorded = seen.recorded.lock().unwrap().clone();
+            assert_eq!(recorded, (0..=2000).collect::<Vec<_>>());
+            assert_eq!(server.stats().oneway_failed, 1);
+            assert_eq!(server.stats().oneway_dropped, 0);
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_calls_back_into_its_client() {
-    within(30, async {
-        let (server, client, _seen) = local_pair(Config::default(), Config::default()).await;
-        assert_eq!(client.call::<CallBack>(&20).await.unwrap(), 41);
-        // And the server may call the client directly.
-        assert_eq!(server.call::<Double>(&5).await.unwrap(), 10);
-        // The client does not serve Echo.
-        assert!(matches!(
-            server.call::<Echo>(&"x".into()).await,
-            Err(CallError::UnknownMethod { id: 1, .. })
-        ));
-    })
-    .await;
+    for link in Link::ALL {
+        within(30, async {
+            let (server, client, _seen) = pair(link, Config::default(), Config::default()).await;
+            assert_eq!(client.call::<CallBack>(&20).await.unwrap(), 41);
+            // And the server may call the client directly.
+            assert_eq!(server.call::<Double>(&5).await.unwrap(), 10);
+            // The client does not serve Echo.
+            assert!(matches!(
+                server.call::<Echo>(&"x".into()).await,
+                Err(CallError::UnknownMethod { id: 1, .. })
+            ));
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_wait_for_credit_and_never_exceed_it() {
-    within(30, async {
-        let server_config = Config {
-            credit: 3,
-            ..Config::default()
-        };
-        let (server, client, seen) = local_pair(server_config, Config::default()).await;
-        let mut calls = Vec::new();
-        for _ in 0..10 {
-            let client = client.clone();
-            calls.push(tokio::spawn(
-                async move { client.call::<Blocked>(&()).await },
-            ));
-        }
-        // Release them a few at a time until all are done.
-        while calls.iter().any(|c| !c.is_finished()) {
-            while seen.blocked_now.load(Ordering::SeqCst) < 3
-                && calls.iter().filter(|c| !c.is_finished()).count() > 3
-            {
+    for link in Link::ALL {
+        within(30, async {
+            let server_config = Config {
+                credit: 3,
+                ..Config::default()
+            };
+            let (server, client, seen) = pair(link, server_config, Config::default()).await;
+            let mut calls = Vec::new();
+            for _ in 0..10 {
+                let client = client.clone();
+                calls.push(tokio::spawn(
+                    async move { client.call::<Blocked>(&()).await },
+                ));
+            }
+            // Release them a few at a time until all are done.
+            while calls.iter().any(|c| !c.is_finished()) {
+                while seen.blocked_now.load(Ordering::SeqCst) < 3
+                    && calls.iter().filter(|c| !c.is_finished()).count() > 3
+                {
+                    tokio::task::yield_now().await;
+                }
+                seen.release.notify_waiters();
                 tokio::task::yield_now().await;
             }
-            seen.release.notify_waiters();
-            tokio::task::yield_now().await;
-        }
-        for call in calls {
-            call.await.unwrap().unwrap();
-        }
-        assert_eq!(seen.blocked_max.load(Ordering::SeqCst), 3);
-        assert_eq!(
-            server.stats().busy,
-            0,
-            "a waiting caller is never answered busy"
-        );
-    })
-    .await;
+            for call in calls {
+                call.await.unwrap().unwrap();
+            }
+            assert_eq!(seen.blocked_max.load(Ordering::SeqCst), 3);
+            assert_eq!(
+                server.stats().busy,
+                0,
+                "a waiting caller is never answered busy"
+            );
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_travel_and_expire() {
-    within(30, async {
-        let (_server, client, seen) = local_pair(Config::default(), Config::default()).await;
-        let seen_us = client
-            .call_with::<SeeDeadline>(&(), Vec::new(), Some(Duration::from_secs(7)))
-            .await
-            .unwrap()
-            .value;
-        assert_eq!(seen_us, 7_000_000);
-        // The default deadline applies when none is given.
-        assert_eq!(client.call::<SeeDeadline>(&()).await.unwrap(), 60_000_000);
+    for link in Link::ALL {
+        within(30, async {
+            let (_server, client, seen) = pair(link, Config::default(), Config::default()).await;
+            let seen_us = client
+                .call_with::<SeeDeadline>(&(), Vec::new(), Some(Duration::from_secs(7)))
+                .await
+                .unwrap()
+                .value;
+            assert_eq!(seen_us, 7_000_000);
+            // The default deadline applies when none is given.
+            assert_eq!(client.call::<SeeDeadline>(&()).await.unwrap(), 60_000_000);
 
-        let err = client
-            .call_with::<Sleep>(&10_000, Vec::new(), Some(Duration::from_millis(50)))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                CallError::DeadlineExceeded {
-                    method: "Sleep",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert!(err.to_string().contains("Sleep"), "{err}");
-        // The server stopped the handler too (it was cancelled or timed out there).
-        while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
+            let err = client
+                .call_with::<Sleep>(&10_000, Vec::new(), Some(Duration::from_millis(50)))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    CallError::DeadlineExceeded {
+                        method: "Sleep",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().contains("Sleep"), "{err}");
+            // The server stopped the handler too (it was cancelled or timed out there).
+            while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_call_cancels_it_at_the_server() {
-    within(30, async {
-        let config = Config {
-            default_deadline: None,
-            ..Config::default()
-        };
-        let (server, client, seen) = local_pair(config, config).await;
-        let call = tokio::spawn({
-            let client = client.clone();
-            async move { client.call::<Sleep>(&60_000).await }
-        });
-        while seen.sleeps_started.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-        call.abort();
-        while server.stats().cancelled == 0 {
-            tokio::task::yield_now().await;
-        }
-        while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-        // The slot is free again: calls go on.
-        assert_eq!(client.call::<Echo>(&"after".into()).await.unwrap(), "after");
-    })
-    .await;
+    for link in Link::ALL {
+        within(30, async {
+            let config = Config {
+                default_deadline: None,
+                ..Config::default()
+            };
+            let (server, client, seen) = pair(link, config, config).await;
+            let call = tokio::spawn({
+                let client = client.clone();
+                async move { client.call::<Sleep>(&60_000).await }
+            });
+            while seen.sleeps_started.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            call.abort();
+            while server.stats().cancelled == 0 {
+                tokio::task::yield_now().await;
+            }
+            while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            // The slot is free again: calls go on.
+            assert_eq!(client.call::<Echo>(&"after".into()).await.unwrap(), "after");
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -153,6 +153,61 @@ pub async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
 }
 
+/// Which link a test's pair runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Two tasks in one process.
+    Local,
+    /// volley's UDP channel over loopback.
+    Udp,
+}
+
+impl Link {
+    /// Every link the shared tests run over.
+    pub const ALL: [Self; 2] = [Self::Local, Self::Udp];
+}
+
+/// A server and a client joined by `link`.
+pub async fn pair(
+    link: Link,
+    server: Config,
+    client: Config,
+) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
+    match link {
+        Link::Local => local_pair(server, client).await,
+        Link::Udp => udp_pair(server, client).await,
+    }
+}
+
+/// A server and a client joined by the UDP channel over loopback.
+pub async fn udp_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
+    use volley_rpc::link::udp::UdpLink;
+    use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
+    let seen = Arc::new(Seen::default());
+    let server_end = Endpoint::<Test>::new(server)
+        .unwrap()
+        .serve(server_router(seen.clone()));
+    let client_end = Endpoint::<Test>::new(client)
+        .unwrap()
+        .serve(client_router());
+    within(10, async {
+        let theirs = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::server())
+            .await
+            .unwrap();
+        let ours = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::client())
+            .await
+            .unwrap();
+        let (a, b) = tokio::join!(ours.connect(theirs.local_addr()), theirs.accept());
+        let (c, s) = tokio::try_join!(
+            client_end.connect(UdpLink::new(a.unwrap())),
+            server_end.connect(UdpLink::new(b.unwrap()))
+        )
+        .unwrap();
+        (s, c, seen)
+    })
+    .await
+}
+
 /// A server and a client joined by an in-process link.
 pub async fn local_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
