@@ -4,6 +4,7 @@ use core::net::SocketAddr;
 use std::io::Write;
 
 use anyhow::{Context, bail};
+use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 use volley_netsim::{LinkConfig, LinkSim};
 
 use crate::{fraction, millis, shutdown_signal};
@@ -45,6 +46,11 @@ pub(crate) struct Args {
     /// Flows open at once (each a socket); past it the least recently used is closed.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_flows: u32,
+    /// Relay TCP connections instead of UDP datagrams: delay, jitter and rate apply;
+    /// loss, duplication and reordering do not (bytes relayed in user space cannot be
+    /// lost as packets are), and are refused.
+    #[arg(long)]
+    tcp: bool,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
@@ -56,6 +62,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         Some(r) => bail!("--rate-mbit {r} must be a positive number"),
         None => None,
     };
+    if args.tcp {
+        return run_tcp(&args, rate_bps).await;
+    }
     let config = LinkConfig {
         delay: args.delay_ms,
         jitter: args.jitter_ms,
@@ -85,6 +94,41 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         s.reordered,
         s.expired,
         s.evicted
+    );
+    link.stop();
+    Ok(())
+}
+
+/// `volley netsim --tcp`: the TCP relay.
+async fn run_tcp(args: &Args, rate_bps: Option<core::num::NonZeroU64>) -> anyhow::Result<()> {
+    for (name, value) in [
+        ("--loss", args.loss),
+        ("--dup", args.dup),
+        ("--reorder", args.reorder),
+    ] {
+        if value != 0.0 {
+            bail!(
+                "{name} does not apply with --tcp: bytes relayed in user space cannot be lost, duplicated or reordered as packets are"
+            );
+        }
+    }
+    let config = TcpLinkConfig {
+        delay: args.delay_ms,
+        jitter: args.jitter_ms,
+        rate_bps,
+        seed: args.seed,
+        // Each connection is four threads: keep the default cap modest.
+        max_connections: (args.max_flows as usize).min(1024),
+    };
+    let link = TcpLinkSim::start(args.listen, args.upstream, config)
+        .context("cannot start the TCP relay")?;
+    println!("listening tcp={}", link.local_addr());
+    let _ = std::io::stdout().flush();
+    shutdown_signal().await?;
+    let s = link.stats();
+    eprintln!(
+        "netsim stopped: {} connections, {} bytes up, {} bytes down",
+        s.connections, s.bytes_up, s.bytes_down
     );
     link.stop();
     Ok(())

@@ -225,3 +225,45 @@ async fn bad_input_is_refused_with_a_reason() {
     let (ok, _, stderr) = bench(&["--connect", &closed]).await;
     assert!(!ok && stderr.contains("cannot connect"), "{stderr}");
 }
+
+#[tokio::test]
+async fn rpc_over_tcp_through_the_tcp_relay() {
+    let (_server, line) = spawn(&["rpc", "serve"]).await;
+    let upstream = line.strip_prefix("listening tcp=").unwrap().to_owned();
+    let (_relay, line) = spawn(&[
+        "netsim",
+        "--tcp",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &upstream,
+        "--delay-ms",
+        "0.5",
+    ])
+    .await;
+    let relay = line
+        .strip_prefix("listening tcp=")
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    let (ok, last, stderr) = bench(&["--connect", &relay, "--calls", "200", "--batch", "10"]).await;
+    assert!(ok, "{stderr}");
+    let fields = fields(&last);
+    assert_eq!(fields[1].1, 200.0, "{last}");
+    // 20 round trips of at least 1 ms.
+    assert!(fields[3].1 >= 0.02, "{last}");
+    let (ok, stderr) = run(&[
+        "netsim",
+        "--tcp",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &upstream,
+        "--loss",
+        "0.1",
+    ])
+    .await;
+    assert!(
+        !ok && stderr.contains("does not apply with --tcp"),
+        "{stderr}"
+    );
+}
