@@ -151,13 +151,35 @@ pub struct LinkStats {
     pub flows: u64,
 }
 
+/// A thread that runs until its stop flag is set; stopped and joined when dropped.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Sets the flag and waits for the thread.
+    pub(crate) fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
 /// A running link simulator.
 #[derive(Debug)]
 pub struct LinkSim {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
-    thread: Option<JoinHandle<()>>,
+    worker: Worker,
     /// Closed when the relay thread ends, by returning or by a panic.
     ended: Option<tokio::sync::oneshot::Receiver<()>>,
 }
@@ -250,9 +272,11 @@ impl LinkSim {
             })?;
         Ok(Self {
             addr,
-            stop,
             counters,
-            thread: Some(thread),
+            worker: Worker {
+                stop,
+                thread: Some(thread),
+            },
             ended: Some(ended),
         })
     }
@@ -285,7 +309,7 @@ impl LinkSim {
         if let Some(ended) = self.ended.take() {
             let _ = ended.await;
         }
-        match self.thread.take().map(JoinHandle::join) {
+        match self.worker.thread.take().map(JoinHandle::join) {
             Some(Err(payload)) => io::Error::other(format!(
                 "the relay thread panicked: {}",
                 panic_message(payload.as_ref())
@@ -296,20 +320,7 @@ impl LinkSim {
 
     /// Stops relaying and waits for the thread.
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for LinkSim {
-    fn drop(&mut self) {
-        self.halt();
+        self.worker.halt();
     }
 }
 

@@ -47,12 +47,14 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use volley_transport_udp::checks::check_delay;
+
+use crate::Worker;
 
 /// Settings of the TCP relay, applied to each direction separately.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,9 +122,8 @@ struct Counters {
 #[derive(Debug)]
 pub struct TcpLinkSim {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
-    thread: Option<JoinHandle<()>>,
+    worker: Worker,
 }
 
 impl core::fmt::Debug for Counters {
@@ -158,9 +159,11 @@ impl TcpLinkSim {
             .spawn(move || accept_loop(&listener, upstream, &config, &flag, &shared))?;
         Ok(Self {
             addr,
-            stop,
             counters,
-            thread: Some(thread),
+            worker: Worker {
+                stop,
+                thread: Some(thread),
+            },
         })
     }
 
@@ -181,20 +184,7 @@ impl TcpLinkSim {
 
     /// Stops accepting (connections already relayed go on until either end closes).
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for TcpLinkSim {
-    fn drop(&mut self) {
-        self.halt();
+        self.worker.halt();
     }
 }
 
