@@ -179,10 +179,9 @@ pub async fn pair(
     }
 }
 
-/// A server and a client joined by the UDP channel over loopback.
-pub async fn udp_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
-    use volley_rpc::link::udp::UdpLink;
-    use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
+/// The two ends of the test service: the server with its handlers, the client serving
+/// the callbacks, and what the server's handlers saw.
+fn ends(server: Config, client: Config) -> (Endpoint<Test>, Endpoint<Test>, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let server_end = Endpoint::<Test>::new(server)
         .unwrap()
@@ -190,6 +189,14 @@ pub async fn udp_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>
     let client_end = Endpoint::<Test>::new(client)
         .unwrap()
         .serve(client_router());
+    (server_end, client_end, seen)
+}
+
+/// A server and a client joined by the UDP channel over loopback.
+pub async fn udp_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
+    use volley_rpc::link::udp::UdpLink;
+    use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
+    let (server_end, client_end, seen) = ends(server, client);
     within(10, async {
         let theirs = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::server())
             .await
@@ -210,13 +217,7 @@ pub async fn udp_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>
 
 /// A server and a client joined by an in-process link.
 pub async fn local_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
-    let seen = Arc::new(Seen::default());
-    let server_end = Endpoint::<Test>::new(server)
-        .unwrap()
-        .serve(server_router(seen.clone()));
-    let client_end = Endpoint::<Test>::new(client)
-        .unwrap()
-        .serve(client_router());
+    let (server_end, client_end, seen) = ends(server, client);
     let (a, b) = local::pair(64, 16 << 20);
     let (s, c) = within(10, async {
         tokio::try_join!(server_end.connect(a), client_end.connect(b)).unwrap()
