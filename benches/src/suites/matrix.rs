@@ -5,6 +5,8 @@
 //! process's peak RSS. On plain loopback, and at 1 ms RTT through the link simulator
 //! (its UDP relay, and its TCP relay; UDP also with 1% loss). Printed in the study's form (`YIPPEE!` / `OH NO!`) and as a
 //! table with the speed-up of batch inf over batch 1 and the UDP/TCP ratio per cell.
+//! Both transports are connected at once and each cell's rounds alternate between them,
+//! so a ratio compares rounds taken side by side, not minutes apart.
 
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -134,6 +136,12 @@ async fn connect(transport: &str, addr: SocketAddr) -> Peer<BenchService> {
     }
 }
 
+/// A link simulator in front of one transport's server.
+enum Sim {
+    Udp(LinkSim),
+    Tcp(TcpLinkSim),
+}
+
 /// One cell's result.
 #[derive(Clone, Copy, Debug)]
 struct Cell {
@@ -155,7 +163,6 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
         (Mode::Full, false) => 5,
         (Mode::Full, true) => 3,
     };
-    let rounds = rounds_for(0.0);
     // Links: (name, RTT in ms, UDP loss, transports it runs).
     let links: [(&str, f64, f64, &[&str]); 3] = [
         ("loopback", 0.0, 0.0, &["udp", "tcp"]),
@@ -167,7 +174,7 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
         "UDP vs TCP: N small calls in batches of B (the SuperCollider grid)",
         mode,
     );
-    report.rounds = rounds;
+    report.rounds = rounds_for(0.0);
     report.notes.push(format!(
         "medians of {} rounds per loopback cell and {} per 1 ms cell",
         rounds_for(0.0),
@@ -189,6 +196,10 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
     let mut cells: BTreeMap<(usize, &str, u64, usize), Cell> = BTreeMap::new();
     let mut seed_form = Vec::new();
     for (l, &(link, rtt_ms, loss, on)) in links.iter().enumerate() {
+        // Every transport of a link is connected at once, and a cell's rounds alternate
+        // between them, so drift on a shared host falls on both sides of a ratio alike.
+        let mut sims = Vec::new();
+        let mut peers = Vec::new();
         for &transport in on.iter().filter(|t| transports.has(t)) {
             let upstream = if transport == "tcp" {
                 servers.tcp
@@ -197,37 +208,41 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
             };
             // The link simulator: its UDP relay, or its TCP relay (delay only: bytes
             // relayed in user space cannot be lost as packets are).
-            let udp_sim = (rtt_ms > 0.0 && transport == "udp").then(|| {
-                LinkSim::start(
-                    "127.0.0.1:0".parse().expect("an address"),
-                    upstream,
-                    LinkConfig {
-                        delay: Duration::from_micros((rtt_ms * 500.0) as u64),
-                        loss,
-                        seed: 17,
-                        ..LinkConfig::default()
-                    },
-                )
-                .expect("the link simulator starts")
-            });
-            let tcp_sim = (rtt_ms > 0.0 && transport == "tcp").then(|| {
-                TcpLinkSim::start(
-                    "127.0.0.1:0".parse().expect("an address"),
-                    upstream,
-                    TcpLinkConfig {
-                        delay: Duration::from_micros((rtt_ms * 500.0) as u64),
-                        ..TcpLinkConfig::default()
-                    },
-                )
-                .expect("the TCP relay starts")
-            });
-            let target = udp_sim
-                .as_ref()
-                .map(LinkSim::local_addr)
-                .or_else(|| tcp_sim.as_ref().map(TcpLinkSim::local_addr))
-                .unwrap_or(upstream);
+            let delay = Duration::from_micros((rtt_ms * 500.0) as u64);
+            let target = match (rtt_ms > 0.0, transport) {
+                (false, _) => upstream,
+                (true, "tcp") => {
+                    let sim = TcpLinkSim::start(
+                        "127.0.0.1:0".parse().expect("an address"),
+                        upstream,
+                        TcpLinkConfig {
+                            delay,
+                            ..TcpLinkConfig::default()
+                        },
+                    )
+                    .expect("the TCP relay starts");
+                    let addr = sim.local_addr();
+                    sims.push(Sim::Tcp(sim));
+                    addr
+                }
+                (true, _) => {
+                    let sim = LinkSim::start(
+                        "127.0.0.1:0".parse().expect("an address"),
+                        upstream,
+                        LinkConfig {
+                            delay,
+                            loss,
+                            seed: 17,
+                            ..LinkConfig::default()
+                        },
+                    )
+                    .expect("the link simulator starts");
+                    let addr = sim.local_addr();
+                    sims.push(Sim::Udp(sim));
+                    addr
+                }
+            };
             let peer = runtime.block_on(connect(transport, target));
-            let rounds = rounds_for(rtt_ms);
             // Warm up the connection (windows open, buffers allocated) before measuring.
             let warm = Spec {
                 workload: Workload::Echo,
@@ -238,31 +253,37 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
                 deadline: Duration::from_secs(30),
             };
             runtime.block_on(service::run(&peer, warm));
-            for n in NS {
-                for (b, batch) in BATCHES.into_iter().enumerate() {
-                    // Quick mode leaves out cells that would take long at 1 ms RTT.
-                    let rtts = if batch == 0 { 1 } else { n.div_ceil(batch) };
-                    if mode == Mode::Quick && rtt_ms * rtts as f64 > 2500.0 {
-                        continue;
-                    }
-                    let spec = Spec {
-                        workload: Workload::Echo,
-                        calls: n,
-                        concurrency: 1,
-                        payload: 8,
-                        batch,
-                        deadline: Duration::from_secs(30),
-                    };
-                    let mut runs = Vec::new();
-                    for _ in 0..rounds {
+            peers.push((transport, peer));
+        }
+        let rounds = rounds_for(rtt_ms);
+        for n in NS {
+            for (b, batch) in BATCHES.into_iter().enumerate() {
+                // Quick mode leaves out cells that would take long at 1 ms RTT.
+                let rtts = if batch == 0 { 1 } else { n.div_ceil(batch) };
+                if mode == Mode::Quick && rtt_ms * rtts as f64 > 2500.0 {
+                    continue;
+                }
+                let spec = Spec {
+                    workload: Workload::Echo,
+                    calls: n,
+                    concurrency: 1,
+                    payload: 8,
+                    batch,
+                    deadline: Duration::from_secs(30),
+                };
+                let mut runs: Vec<Vec<Cell>> = vec![Vec::new(); peers.len()];
+                for _ in 0..rounds {
+                    for ((_, peer), runs) in peers.iter().zip(&mut runs) {
                         reset_peak();
-                        let outcome = runtime.block_on(service::run(&peer, spec));
+                        let outcome = runtime.block_on(service::run(peer, spec));
                         runs.push(Cell {
                             ok: outcome.failed == 0,
                             secs: outcome.secs,
                             peak_mib: peak_mib(),
                         });
                     }
+                }
+                for (&(transport, _), runs) in peers.iter().zip(&runs) {
                     let cell = Cell {
                         ok: runs.iter().all(|c| c.ok),
                         secs: median(&runs.iter().map(|c| c.secs).collect::<Vec<_>>()),
@@ -277,11 +298,13 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
                     cells.insert((l, transport, n, b), cell);
                 }
             }
-            drop(peer);
-            if let Some(sim) = udp_sim {
-                sim.stop();
+        }
+        drop(peers);
+        for sim in sims {
+            match sim {
+                Sim::Udp(sim) => sim.stop(),
+                Sim::Tcp(sim) => drop(sim),
             }
-            drop(tcp_sim);
         }
     }
     println!("\nIn the study's form:");
