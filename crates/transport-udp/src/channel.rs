@@ -17,8 +17,10 @@
 //! # }
 //! ```
 //!
-//! What it does not do yet: a message is copied once into the channel on send (head and
-//! segments joined), and once out of the datagrams into its buffer on receive.
+//! Copies: on send, a message's segments are read straight into its datagrams (only a
+//! message under 4 KiB is first joined into one buffer, which costs less than keeping its
+//! pieces); on receive, what it does not do yet: each message is copied once out of the
+//! datagrams into its own buffer.
 
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -30,7 +32,9 @@ use std::time::Instant as StdInstant;
 use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use volley_proto::channel::{Closed, ConnectionHandle, Endpoint, EndpointConfig, Event};
+use volley_proto::channel::{
+    Closed, ConnectionHandle, Endpoint, EndpointConfig, Event, Payload, Pieces,
+};
 use volley_proto::time::Instant;
 
 use crate::datagrams::Datagrams;
@@ -111,7 +115,7 @@ enum Command {
         SocketAddr,
         oneshot::Sender<Result<ChannelConnection, ChannelError>>,
     ),
-    Send(ConnectionHandle, Vec<u8>, OwnedSemaphorePermit),
+    Send(ConnectionHandle, Payload, OwnedSemaphorePermit),
     Close(ConnectionHandle),
 }
 
@@ -280,7 +284,10 @@ impl ChannelConnection {
 
 impl ChannelSender {
     /// Sends one message made of `head` then `segments`, waiting while this connection
-    /// has its send buffer's worth queued.
+    /// has its send buffer's worth queued. The head is copied; the segments are shared
+    /// (not copied) until the peer has acknowledged them, and read from straight into
+    /// datagrams, unless the whole message is under 4 KiB (then it is joined into one
+    /// buffer: cheaper than keeping its pieces).
     pub async fn send(&self, head: &[u8], segments: &[Bytes]) -> Result<(), ChannelError> {
         let len = head.len() + segments.iter().map(Bytes::len).sum::<usize>();
         if len as u64 > u64::from(self.max_message) {
@@ -296,11 +303,20 @@ impl ChannelSender {
             .acquire_many_owned(cost)
             .await
             .map_err(|_| ChannelError::Closed("the connection ended".into()))?;
-        let mut message = Vec::with_capacity(len);
-        message.extend_from_slice(head);
-        for s in segments {
-            message.extend_from_slice(s);
-        }
+        let message = if len < JOIN_BELOW || segments.is_empty() {
+            let mut joined = Vec::with_capacity(len);
+            joined.extend_from_slice(head);
+            for s in segments {
+                joined.extend_from_slice(s);
+            }
+            Payload::Buffer(joined)
+        } else {
+            Payload::pieces(Segments {
+                head: head.to_vec(),
+                segments: segments.to_vec(),
+                len,
+            })
+        };
         self.commands
             .send(Command::Send(self.handle, message, permit))
             .map_err(|_| ChannelError::Closed("the channel driver stopped".into()))
@@ -330,6 +346,35 @@ impl ChannelReceiver {
     }
 }
 
+/// Messages shorter than this are joined into one buffer on send.
+const JOIN_BELOW: usize = 4096;
+
+/// A message's head (copied) and segments (shared), read by the state machine piece by
+/// piece.
+struct Segments {
+    head: Vec<u8>,
+    segments: Vec<Bytes>,
+    len: usize,
+}
+
+impl Pieces for Segments {
+    fn total_len(&self) -> usize {
+        self.len
+    }
+
+    fn chunk(&self, offset: usize) -> &[u8] {
+        let mut offset = offset;
+        let pieces = core::iter::once(&self.head[..]).chain(self.segments.iter().map(|s| &s[..]));
+        for piece in pieces {
+            if offset < piece.len() {
+                return &piece[offset..];
+            }
+            offset -= piece.len();
+        }
+        &[]
+    }
+}
+
 /// Randomness for connection ids, from the OS.
 fn seed() -> u64 {
     rand::random()
@@ -338,7 +383,7 @@ fn seed() -> u64 {
 struct PeerState {
     messages: mpsc::Sender<Result<Vec<u8>, ChannelError>>,
     /// Messages waiting for room in the state machine's send buffer.
-    pending: VecDeque<(Vec<u8>, OwnedSemaphorePermit)>,
+    pending: VecDeque<(Payload, OwnedSemaphorePermit)>,
     budget: Arc<Semaphore>,
 }
 

@@ -6,7 +6,7 @@
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::{Config, Connection, Event, MIN_DATAGRAM, SendError};
+use super::{Config, Connection, Event, MIN_DATAGRAM, Payload, SendError};
 use crate::time::Instant;
 use crate::wire::channel::{self as wire, PacketType};
 
@@ -338,7 +338,7 @@ impl<A: Copy + Eq> Endpoint<A> {
     pub fn send(
         &mut self,
         handle: ConnectionHandle,
-        message: alloc::vec::Vec<u8>,
+        message: impl Into<Payload>,
     ) -> Result<(), SendError> {
         let peer = self.peers.get_mut(&handle).ok_or(SendError::Closed)?;
         peer.connection.send(message)

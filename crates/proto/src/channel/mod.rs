@@ -74,11 +74,13 @@ use crate::wire::channel::{
 
 mod cc;
 mod endpoint;
+mod payload;
 mod ranges;
 #[cfg(test)]
 mod tests;
 
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
+pub use payload::{Payload, Pieces};
 
 use cc::{NewReno, Pacer};
 use ranges::RangeSet;
@@ -200,6 +202,11 @@ pub enum SendError {
     Full,
     /// The connection has ended.
     Closed,
+    /// [`Pieces`] that leave a gap: an empty chunk below the message's length.
+    Gap {
+        /// Where.
+        offset: usize,
+    },
 }
 
 /// Counters, for tests and tuning.
@@ -250,7 +257,7 @@ struct SentPacket {
 #[derive(Debug)]
 struct OutMessage {
     start: u64,
-    data: Vec<u8>,
+    data: Payload,
     /// Bytes sent at least once, from the front.
     sent: u32,
     acked: RangeSet,
@@ -466,8 +473,10 @@ impl Connection {
 
     /// Queues a message. Refuses one larger than either end's limit, or past
     /// [`Config::send_buffer`] (try again after acknowledgements), or on a closed
-    /// connection. The bytes are kept until the peer acknowledges them.
-    pub fn send(&mut self, message: Vec<u8>) -> Result<(), SendError> {
+    /// connection. The bytes are kept until the peer acknowledges them. A `Vec<u8>` is
+    /// one buffer; [`Payload::Pieces`] are sent as they are, never joined.
+    pub fn send(&mut self, message: impl Into<Payload>) -> Result<(), SendError> {
+        let message = message.into();
         if self.state == State::Closed || self.close_frame.is_some() {
             return Err(SendError::Closed);
         }
@@ -483,6 +492,9 @@ impl Connection {
         }
         if self.out_bytes + message.len() as u64 > self.config.send_buffer {
             return Err(SendError::Full);
+        }
+        if let Some(offset) = message.gap() {
+            return Err(SendError::Gap { offset });
         }
         let len = message.len() as u64;
         self.out.push_back(OutMessage {
@@ -1148,7 +1160,10 @@ impl Connection {
             let Some(m) = self.out.get(i).filter(|m| m.start == f.start) else {
                 continue;
             };
-            let data = &m.data[f.offset as usize..(f.offset + f.len) as usize];
+            // `next_fragment` keeps every fragment inside one piece.
+            let Some(data) = m.data.chunk(f.offset as usize).get(..f.len as usize) else {
+                continue;
+            };
             let frame = Frame::Data {
                 start: f.start,
                 total: m.data.len() as u32,
@@ -1176,14 +1191,17 @@ impl Connection {
             if m.whole || m.acked.contains_all(lo, hi.max(lo + 1)) {
                 continue;
             }
-            if f.len > room {
-                // Too big for what is left of this datagram: split it.
+            // Too big for what is left of this datagram, or running past its piece:
+            // split it.
+            let piece = u32::try_from(m.data.chunk(f.offset as usize).len()).unwrap_or(u32::MAX);
+            let fits = room.min(piece.max(1));
+            if f.len > fits {
                 self.retransmit.push_front(Fragment {
                     start: f.start,
-                    offset: f.offset + room,
-                    len: f.len - room,
+                    offset: f.offset + fits,
+                    len: f.len - fits,
                 });
-                return Some(Fragment { len: room, ..f });
+                return Some(Fragment { len: fits, ..f });
             }
             return Some(f);
         }
@@ -1202,7 +1220,9 @@ impl Connection {
                 len: 0,
             });
         }
-        let take = (len - m.sent).min(room);
+        // One piece per fragment: a fragment is copied from one contiguous chunk.
+        let piece = u32::try_from(m.data.chunk(m.sent as usize).len()).unwrap_or(u32::MAX);
+        let take = (len - m.sent).min(room).min(piece);
         if take == 0 {
             return None;
         }

@@ -205,10 +205,54 @@ fn messages(rng: &mut StdRng, count: usize, max: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Queues `messages` on the client as the send buffer allows, as a driver would.
-fn feed(sim: &mut Sim, pending: &mut VecDeque<Vec<u8>>) {
+/// A message cut into pieces of 0, 1, 13, 0, 1500, 4000 and 65 536 bytes, over and over
+/// (empty pieces, and boundaries inside datagrams and fragments).
+struct Cut(Vec<Vec<u8>>);
+
+impl Cut {
+    fn new(message: &[u8]) -> Self {
+        let sizes = [0, 1, 13, 0, 1500, 4000, 65_536];
+        let mut pieces = Vec::new();
+        let mut rest = message;
+        for size in sizes.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (piece, tail) = rest.split_at((*size).min(rest.len()));
+            pieces.push(piece.to_vec());
+            rest = tail;
+        }
+        Self(pieces)
+    }
+}
+
+impl Pieces for Cut {
+    fn total_len(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
+    }
+
+    fn chunk(&self, offset: usize) -> &[u8] {
+        let mut offset = offset;
+        for piece in &self.0 {
+            if offset < piece.len() {
+                return &piece[offset..];
+            }
+            offset -= piece.len();
+        }
+        &[]
+    }
+}
+
+/// Queues `messages` on the client as the send buffer allows, as a driver would; as
+/// [`Cut`] pieces if `pieces`.
+fn feed(sim: &mut Sim, pending: &mut VecDeque<Vec<u8>>, pieces: bool) {
     while let Some(m) = pending.pop_front() {
-        match sim.client.send(m.clone()) {
+        let payload = if pieces {
+            Payload::pieces(Cut::new(&m))
+        } else {
+            Payload::from(m.clone())
+        };
+        match sim.client.send(payload) {
             Ok(()) => {}
             Err(SendError::Full) => {
                 pending.push_front(m);
@@ -220,6 +264,17 @@ fn feed(sim: &mut Sim, pending: &mut VecDeque<Vec<u8>>) {
 }
 
 fn transfer(seed: u64, spec: LinkSpec, config: Config, count: usize, max: usize) -> Sim {
+    transfer_as(seed, spec, config, count, max, false)
+}
+
+fn transfer_as(
+    seed: u64,
+    spec: LinkSpec,
+    config: Config,
+    count: usize,
+    max: usize,
+    pieces: bool,
+) -> Sim {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xabcdef);
     let want = messages(&mut rng, count, max);
     let mut sim = Sim::new(seed, spec, config);
@@ -229,7 +284,7 @@ fn transfer(seed: u64, spec: LinkSpec, config: Config, count: usize, max: usize)
     while sim.got.1.len() < total {
         rounds += 1;
         assert!(rounds < 100_000, "no progress");
-        feed(&mut sim, &mut pending);
+        feed(&mut sim, &mut pending, pieces);
         let before = sim.got.1.len();
         let finished = sim.run(Duration::from_millis(50), |s| {
             s.got.1.len() > before && !pending.is_empty() || s.got.1.len() == total
@@ -304,6 +359,45 @@ fn loss_duplication_and_reordering_up_to_30_percent() {
         let sim = transfer(seed, spec, small_config(), 150, 40_000);
         assert!(sim.client.stats().lost > 0, "loss {loss}: nothing lost?");
     }
+}
+
+#[test]
+fn pieces_cross_a_lossy_link_as_they_are() {
+    let spec = LinkSpec {
+        loss: 0.15,
+        duplicate: 0.05,
+        delay: Duration::from_millis(2),
+        jitter: Duration::from_millis(3),
+    };
+    let sim = transfer_as(14, spec, small_config(), 60, 150_000, true);
+    assert!(sim.client.stats().lost > 0, "nothing lost?");
+}
+
+#[test]
+fn pieces_with_a_gap_are_refused() {
+    /// Says it is 10 bytes long but holds none.
+    struct Hollow;
+    impl Pieces for Hollow {
+        fn total_len(&self) -> usize {
+            10
+        }
+        fn chunk(&self, _: usize) -> &[u8] {
+            &[]
+        }
+    }
+    let mut sim = Sim::new(15, LinkSpec::perfect(), small_config());
+    sim.run(Duration::from_millis(20), |s| s.client.is_established());
+    assert_eq!(
+        sim.client.send(Payload::pieces(Hollow)),
+        Err(SendError::Gap { offset: 0 })
+    );
+    let cut = Cut(vec![b"ab".to_vec(), Vec::new(), b"cd".to_vec()]);
+    sim.client.send(Payload::pieces(cut)).unwrap();
+    assert!(sim.run(Duration::from_secs(1), |s| s.got.1.len() == 1));
+    assert_eq!(
+        sim.got.1[0], b"abcd",
+        "the refused message left nothing behind"
+    );
 }
 
 #[test]
@@ -633,8 +727,13 @@ fn one_server_endpoint_serves_many_clients() {
         let mut ep = Endpoint::new(EndpointConfig::default(), 100 + u64::from(c));
         let h = ep.connect(1).unwrap();
         for i in 0..50u32 {
-            ep.send(h, (0..(i * 97 % 3000)).map(|j| (j ^ c) as u8).collect())
-                .unwrap();
+            ep.send(
+                h,
+                (0..(i * 97 % 3000))
+                    .map(|j| (j ^ c) as u8)
+                    .collect::<Vec<u8>>(),
+            )
+            .unwrap();
         }
         net.endpoints.push((10 + c, ep));
     }
