@@ -6,7 +6,9 @@
 //! every datagram from the peer and [`Connection::handle_timeout`] once
 //! [`Connection::poll_timeout`] has passed, and drains [`Connection::poll_transmit`]
 //! (datagrams to send) and [`Connection::poll_event`] (connected, a message, closed).
-//! [`Connection::send`] queues a message. The wire format is [`wire::channel`](crate::wire::channel).
+//! [`Connection::send`] queues a message: one buffer, or [`Pieces`] the caller owns,
+//! which are never joined (each fragment is read from one piece straight into its
+//! datagram). The wire format is [`wire::channel`](crate::wire::channel).
 //!
 //! - **Setup**: the client's initial packet (padded to 1200 bytes, as QUIC pads, so the
 //!   server may answer it before the client's address is proven) carries its limits; the

@@ -1,6 +1,8 @@
 //! The link over volley's reliable UDP channel ([`volley_transport_udp::channel`]): each
-//! RPC message is one channel message (the head, then arguments and segments, joined
-//! once by the channel), received whole and sliced without a further copy.
+//! RPC message is one channel message (the head, then arguments and segments; the
+//! segments are read straight into datagrams, not joined, once the message reaches
+//! 4 KiB), received whole (copied once out of the datagrams) and sliced without a
+//! further copy.
 
 use bytes::Bytes;
 use volley_transport_udp::channel::{
