@@ -26,6 +26,16 @@ pub(crate) fn main() -> ExitCode {
             }
         };
     }
+    if args.peek().map(String::as_str) == Some(suites::matrix::LOSSY_CHILD) {
+        let rest: Vec<String> = args.skip(1).collect();
+        return match suites::matrix::lossy_link_child(&rest) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("volley-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.peek().map(String::as_str) == Some("wrap-server") {
         args.next();
         return match harness::wrap_server(args) {

@@ -65,6 +65,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if suites.iter().any(|s| s == "sftp") {
         peers::ensure(&[Peer::OpenSsh])?;
     }
+    if suites.iter().any(|s| s == "matrix") && !peers::ensure(&[Peer::Nftables])?.is_empty() {
+        eprintln!(
+            "xtask: WARNING: nftables could not be installed; the matrix's lossy TCP rows \
+             will be absent (install it with `apt-get install nftables`)"
+        );
+    }
     build_release()?;
     let out_dir = root().join("target").join("bench");
     fs::create_dir_all(&out_dir)

@@ -1,6 +1,7 @@
 //! The external things volley's tests and benchmarks need, checked for and installed when
 //! missing, so both README commands work on a fresh machine with nothing installed by hand.
-//! rig 2.4.1 in a venv, OpenSSH's sftp-server and client from Debian, a Rust target.
+//! rig 2.4.1 in a venv, OpenSSH's sftp-server and client from Debian, a Rust target,
+//! nftables (the matrix's lossy TCP rows).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -20,6 +21,9 @@ pub(crate) enum Peer {
     CargoFuzz,
     /// A Rust toolchain of this version (the minimum the workspace declares).
     Toolchain(String),
+    /// Debian's nftables (`nft`), with which the matrix suite drops TCP's packets in a
+    /// network namespace of its own.
+    Nftables,
 }
 
 /// Where Debian puts OpenSSH's sftp-server.
@@ -32,8 +36,8 @@ const RIG_VERSION: &str = "2.4.1";
 pub(crate) const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 
 /// Makes every peer available. A peer that cannot be installed is an error saying how
-/// to install it by hand, except `ThumbTarget`, which is best effort: it is returned as
-/// missing and the caller falls back.
+/// to install it by hand, except `ThumbTarget` and `Nftables`, which are best effort:
+/// they are returned as missing and the caller falls back.
 pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
     let mut missing = Vec::new();
     for peer in peers {
@@ -47,6 +51,11 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
             Peer::OpenSsh => ensure_openssh()?,
             Peer::CargoFuzz => ensure_cargo_fuzz()?,
             Peer::Toolchain(version) => ensure_toolchain(version)?,
+            Peer::Nftables => {
+                if !ensure_nftables() {
+                    missing.push(peer.clone());
+                }
+            }
         }
     }
     Ok(missing)
@@ -129,6 +138,28 @@ fn ensure_openssh() -> Result<(), String> {
     } else {
         Err(format!("{SFTP_SERVER} is still missing; {how}"))
     }
+}
+
+/// Installs nftables with apt-get if `nft` is missing; whether it is there now.
+fn ensure_nftables() -> bool {
+    let have = || {
+        ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+            .iter()
+            .any(|p| std::path::Path::new(p).exists())
+    };
+    if have() {
+        return true;
+    }
+    eprintln!("xtask: installing nftables with apt-get (the matrix's lossy TCP rows)");
+    let _ = exec(apt_get().arg("update").arg("-qq"));
+    let _ = exec(apt_get().args([
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        "nftables",
+    ]));
+    have()
 }
 
 fn ensure_rust_target(target: &str) -> bool {
