@@ -222,6 +222,8 @@ pub struct Stats {
     pub lost: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Tail-loss probes sent (a probe timeout before the retransmission timeout).
+    pub probes: u64,
     /// Duplicate packets dropped.
     pub duplicates: u64,
     /// Bytes of message fragments that arrived again after they had been received.
@@ -307,6 +309,8 @@ pub struct Connection {
     last_sent: Instant,
     handshake_due: bool,
     probe_due: bool,
+    /// A tail-loss probe went out since the last new acknowledgement.
+    probed: bool,
     close_frame: Option<(u32, Vec<u8>)>,
     // Receiving.
     received_pns: RangeSet,
@@ -400,6 +404,7 @@ impl Connection {
             last_sent: Instant::ZERO,
             handshake_due: false,
             probe_due: false,
+            probed: false,
             close_frame: None,
             received_pns: RangeSet::default(),
             ack_due: false,
@@ -704,6 +709,7 @@ impl Connection {
         if !acked_any {
             return;
         }
+        self.probed = false;
         if newly_largest {
             self.largest_acked = Some(ack.largest);
         }
@@ -755,9 +761,7 @@ impl Connection {
         let Some(largest) = self.largest_acked else {
             return;
         };
-        let rtt = self.rtt.srtt().unwrap_or(self.rtt.rto());
-        let latest = self.rtt.latest().unwrap_or(rtt);
-        let threshold = Duration::from_micros(rtt.max(latest).as_micros() * 9 / 8);
+        let threshold = self.loss_threshold();
         let mut lost = Vec::new();
         while let Some(p) = self.sent.front() {
             if p.pn >= largest {
@@ -773,6 +777,43 @@ impl Connection {
         for p in lost {
             self.packet_lost(now, p);
         }
+    }
+
+    /// How long after a later packet was acknowledged an earlier one counts as lost:
+    /// 9/8 of the larger of the smoothed and the latest RTT (RFC 9002 §6.1.2).
+    fn loss_threshold(&self) -> Duration {
+        let rtt = self.rtt.srtt().unwrap_or(self.rtt.rto());
+        let latest = self.rtt.latest().unwrap_or(rtt);
+        Duration::from_micros(rtt.max(latest).as_micros() * 9 / 8)
+    }
+
+    /// When the oldest packet still unacknowledged, with a later one acknowledged, counts
+    /// as lost by time: the loss timer, so it is not left to the next acknowledgement.
+    fn loss_deadline(&self) -> Option<Instant> {
+        let largest = self.largest_acked?;
+        let p = self.sent.front().filter(|p| p.pn < largest)?;
+        Some(p.time + self.loss_threshold())
+    }
+
+    /// When to send a tail-loss probe: RFC 9002's probe timeout (SRTT + max(4 RTTVAR,
+    /// 1 ms) + the peer's ack delay) after the last packet that asks for an ack, once per
+    /// flight, and only if it comes before the retransmission timeout. A lost last
+    /// packet has no later one to reveal it; the probe does, without the timeout's
+    /// collapse of the congestion window.
+    fn probe_deadline(&self) -> Option<Instant> {
+        if self.probed || self.backoff > 0 || self.sent.is_empty() {
+            return None;
+        }
+        let srtt = self.rtt.srtt()?;
+        let pto = srtt
+            + self
+                .rtt
+                .rttvar()
+                .saturating_mul(4)
+                .max(Duration::from_millis(1))
+            + ACK_DELAY;
+        let at = self.last_eliciting_sent? + pto;
+        self.rto_deadline().filter(|rto| at < *rto).map(|_| at)
     }
 
     fn packet_lost(&mut self, now: Instant, p: SentPacket) {
@@ -912,6 +953,12 @@ impl Connection {
         if let Some(t) = self.rto_deadline() {
             earliest(t);
         }
+        if let Some(t) = self.loss_deadline() {
+            earliest(t);
+        }
+        if let Some(t) = self.probe_deadline() {
+            earliest(t);
+        }
         if self.state == State::Established {
             earliest(self.last_sent + self.config.keep_alive);
         }
@@ -949,6 +996,21 @@ impl Connection {
         }
         if self.pace_until.is_some_and(|t| now >= t) {
             self.pace_until = None;
+        }
+        if self.loss_deadline().is_some_and(|t| now >= t) {
+            self.detect_losses(now);
+        }
+        if self.probe_deadline().is_some_and(|t| now >= t) {
+            // The newest packet's fragments go again, ahead of the window (the packet
+            // stays outstanding: whichever copy is acknowledged first counts).
+            self.probed = true;
+            self.stats.probes += 1;
+            if let Some(p) = self.sent.iter().rev().find(|p| !p.fragments.is_empty()) {
+                for f in p.fragments.iter().rev() {
+                    self.retransmit.push_front(*f);
+                }
+            }
+            self.probe_due = true;
         }
         if self.rto_deadline().is_some_and(|t| now >= t) {
             self.stats.timeouts += 1;
@@ -1036,10 +1098,11 @@ impl Connection {
             self.state == State::Established && now >= self.last_sent + self.config.keep_alive;
         let wants_ack = self.ack_due && self.received_pns.len() > 0;
         // Data waits for the congestion window and the pacer; acks and closes do not.
+        let probing = self.probe_due && has_data && self.state == State::Established;
         let mut may_send_data = has_data
             && self.state == State::Established
             && self.in_flight + limit as u64 <= self.cc.window.max(limit as u64);
-        if may_send_data {
+        if may_send_data && !probing {
             if let Some(at) = self.pacer.delay(
                 now,
                 limit as u64,
@@ -1050,6 +1113,8 @@ impl Connection {
                 may_send_data = false;
             }
         }
+        // A probe goes past the congestion window and the pacer (RFC 9002 §7.5).
+        may_send_data |= probing;
         let probe = self.probe_due && self.state == State::Established && !may_send_data;
         if !(handshake || may_send_data || keep_alive || wants_ack || probe) {
             return None;

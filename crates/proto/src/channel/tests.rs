@@ -56,6 +56,8 @@ struct Sim {
     /// The largest bytes each end held for receiving, to check against the window.
     peak_buffered: u64,
     buf: Vec<u8>,
+    /// The next this many datagrams to the server are lost, whatever the link's odds.
+    drop_to_server: u32,
 }
 
 impl Sim {
@@ -74,11 +76,16 @@ impl Sim {
             server_alive: true,
             peak_buffered: 0,
             buf: vec![0; 65536],
+            drop_to_server: 0,
         }
     }
 
     /// Puts a datagram on the link: maybe lost, maybe twice, delayed with jitter.
     fn launch(&mut self, to_server: bool, datagram: Vec<u8>) {
+        if to_server && self.drop_to_server > 0 {
+            self.drop_to_server -= 1;
+            return;
+        }
         if self.rng.random::<f64>() < self.spec.loss {
             return;
         }
@@ -327,6 +334,7 @@ fn a_perfect_link_carries_everything_in_order() {
     let sim = transfer(1, LinkSpec::perfect(), small_config(), 300, 20_000);
     assert_eq!(sim.client.stats().lost, 0);
     assert_eq!(sim.client.stats().timeouts, 0);
+    assert_eq!(sim.client.stats().probes, 0, "a probe on a perfect link");
 }
 
 #[test]
@@ -344,6 +352,39 @@ fn small_messages_share_datagrams() {
     assert!(
         datagrams <= 5,
         "100 ten-byte messages took {datagrams} datagrams"
+    );
+}
+
+#[test]
+fn a_lost_last_datagram_is_probed_for_before_the_timeout() {
+    let config = small_config();
+    let mut sim = Sim::new(3, LinkSpec::perfect(), config);
+    // Warm up: RTT samples on a 1 ms round trip.
+    for i in 0..20u8 {
+        sim.client.send(vec![i; 100]).unwrap();
+        assert!(sim.run(Duration::from_secs(1), |s| s.got.1.len()
+            == usize::from(i) + 1));
+    }
+    assert!(sim.run(Duration::from_secs(1), |s| s.client.queued() == 0));
+    let window = sim.client.congestion_window();
+    // The next datagram, carrying the only message in flight, is lost.
+    sim.drop_to_server = 1;
+    let sent_at = sim.now;
+    sim.client.send(b"last".to_vec()).unwrap();
+    assert!(sim.run(Duration::from_secs(1), |s| s.got.1.len() == 21));
+    let took = sim.now.saturating_duration_since(sent_at);
+    assert_eq!(sim.got.1[20], b"last");
+    let stats = sim.client.stats();
+    assert_eq!((stats.probes, stats.timeouts), (1, 0), "{stats:?}");
+    // The timeout is at least `min_rto` (5 ms): the probe came well before it.
+    assert!(
+        took < config.min_rto,
+        "the lost message took {took:?}, not less than the {:?} timeout floor",
+        config.min_rto
+    );
+    assert!(
+        sim.client.congestion_window() >= window / 2,
+        "the probe collapsed the window"
     );
 }
 
