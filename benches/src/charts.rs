@@ -218,7 +218,11 @@ fn matrix(results: &[Value], path: &Path) -> Drawn {
                 colour.filled(),
             )])?;
             chart.draw_series([Text::new(
-                format!("{:.0}k", rate / 1000.0),
+                if rate < 1000.0 {
+                    format!("{rate:.0}")
+                } else {
+                    format!("{:.0}k", rate / 1000.0)
+                },
                 (x - 0.3, y + 0.1),
                 ("sans-serif", 12),
             )])?;

@@ -26,6 +26,20 @@ pub(crate) fn main() -> ExitCode {
             }
         };
     }
+    if args.peek().map(String::as_str) == Some("chart") {
+        args.next();
+        let (Some(results), Some(dir)) = (args.next(), args.next()) else {
+            eprintln!("volley-bench: usage: volley-bench chart SUITE.json DIR");
+            return ExitCode::FAILURE;
+        };
+        return match redraw(&PathBuf::from(results), &PathBuf::from(dir)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("volley-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.peek().map(String::as_str) == Some(suites::matrix::LOSSY_CHILD) {
         let rest: Vec<String> = args.skip(1).collect();
         return match suites::matrix::lossy_link_child(&rest) {
@@ -53,6 +67,25 @@ pub(crate) fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Draws a suite's charts again from the JSON one of its runs wrote (`--json`), so a
+/// chart's look can change without measuring again.
+fn redraw(results: &std::path::Path, dir: &std::path::Path) -> Result<(), String> {
+    let text = fs::read_to_string(results)
+        .map_err(|e| format!("cannot read {}: {e}", results.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not JSON: {e}", results.display()))?;
+    let suite = json["suite"]
+        .as_str()
+        .ok_or_else(|| format!("{} names no suite", results.display()))?;
+    let data = json["results"]
+        .as_array()
+        .ok_or_else(|| format!("{} has no results", results.display()))?;
+    for chart in charts::write(suite, data, dir)? {
+        eprintln!("volley-bench: wrote {}", chart.display());
+    }
+    Ok(())
 }
 
 fn run() -> Result<(), String> {
@@ -126,4 +159,5 @@ fn run() -> Result<(), String> {
 const USAGE: &str =
     "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH] [--transport udp|tcp|both]
        volley-bench compare BASELINE.json RESULTS.json
+       volley-bench chart SUITE.json DIR   (draws a saved run's charts again)
 suites: codec, scp, sftp, wake, rpc, matrix, channel (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1)";

@@ -26,9 +26,12 @@
 //!   fragments in a new packet), so every RTT sample is unambiguous, which is what Karn's
 //!   rule asks for; acknowledgements are QUIC-style ranges; a packet is lost once one sent
 //!   three later is acknowledged (fast retransmit) or a packet sent later was acknowledged
-//!   and 9/8 of an RTT has passed; otherwise the RFC 6298 timeout (doubling while no
-//!   acknowledgement comes) retransmits everything outstanding. Duplicates (packets and
-//!   fragments) are recognised and dropped.
+//!   and 9/8 of an RTT has passed (a timer of its own, not the next acknowledgement, says
+//!   when); a lost last packet, which nothing later reveals, draws a tail-loss probe after
+//!   RFC 9002's probe timeout (the newest packet sent again, past the window, without
+//!   shrinking it); otherwise the RFC 6298 timeout (doubling while no acknowledgement
+//!   comes) retransmits everything outstanding and collapses the window. Duplicates
+//!   (packets and fragments) are recognised and dropped.
 //! - **Congestion and flow**: NewReno (see `cc`), a pacer that releases at most ten
 //!   datagrams at once, and the receiver's window: the sender may send message bytes only
 //!   below the position the receiver advertises, which is what the application has taken
