@@ -526,7 +526,7 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
         Ok(run) => {
             if on.contains(&"tcp") {
                 report.notes.push(format!(
-                    "1% loss: UDP's datagrams are dropped by the link simulator; TCP runs in a network namespace of its own, where nftables dropped {} of the {} TCP packets between the relay and the server ({:.2}%)",
+                    "1% loss: UDP's datagrams are dropped by the link simulator; TCP runs in a network namespace of its own, where nftables dropped {} of the {} TCP packets between the relay and the server ({:.2}%); TCP recovers those over that leg's loopback round trip, not the 1 ms one (the relay ends its connections), which favours it when many packets are in flight",
                     run.tcp_dropped,
                     run.tcp_packets,
                     100.0 * run.tcp_dropped as f64 / run.tcp_packets.max(1) as f64
