@@ -12,61 +12,41 @@ use crate::{charts, compare, harness, suites};
 /// Runs `volley-bench` (or `volley-bench-plain`) with the process's arguments.
 pub(crate) fn main() -> ExitCode {
     let mut args = env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) == Some("compare") {
-        args.next();
-        let (Some(base), Some(new)) = (args.next(), args.next()) else {
-            eprintln!("volley-bench: usage: volley-bench compare BASELINE.json RESULTS.json");
-            return ExitCode::FAILURE;
-        };
-        return match compare::run(&PathBuf::from(base), &PathBuf::from(new)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("volley-bench: {e}");
-                ExitCode::FAILURE
+    let result = match args.peek().map(String::as_str) {
+        Some("compare") => {
+            args.next();
+            match (args.next(), args.next()) {
+                (Some(base), Some(new)) => compare::run(&PathBuf::from(base), &PathBuf::from(new)),
+                _ => Err("usage: volley-bench compare BASELINE.json RESULTS.json".into()),
             }
-        };
-    }
-    if args.peek().map(String::as_str) == Some("chart") {
-        args.next();
-        let (Some(results), Some(dir)) = (args.next(), args.next()) else {
-            eprintln!("volley-bench: usage: volley-bench chart SUITE.json DIR");
-            return ExitCode::FAILURE;
-        };
-        return match redraw(&PathBuf::from(results), &PathBuf::from(dir)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("volley-bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if args.peek().map(String::as_str) == Some(suites::matrix::LOSSY_CHILD) {
-        let rest: Vec<String> = args.skip(1).collect();
-        return match suites::matrix::lossy_link_child(&rest) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("volley-bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if args.peek().map(String::as_str) == Some("wrap-server") {
-        args.next();
-        return match harness::wrap_server(args) {
-            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-            Err(e) => {
-                eprintln!("volley-bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("volley-bench: {e}");
-            ExitCode::FAILURE
         }
-    }
+        Some("chart") => {
+            args.next();
+            match (args.next(), args.next()) {
+                (Some(results), Some(dir)) => redraw(&PathBuf::from(results), &PathBuf::from(dir)),
+                _ => Err("usage: volley-bench chart SUITE.json DIR".into()),
+            }
+        }
+        Some(suites::matrix::LOSSY_CHILD) => {
+            let rest: Vec<String> = args.skip(1).collect();
+            suites::matrix::lossy_link_child(&rest)
+        }
+        Some("wrap-server") => {
+            args.next();
+            return match harness::wrap_server(args) {
+                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+                Err(e) => fail(&e),
+            };
+        }
+        _ => run(),
+    };
+    result.map_or_else(|e| fail(&e), |()| ExitCode::SUCCESS)
+}
+
+/// Says what went wrong, and fails.
+fn fail(e: &str) -> ExitCode {
+    eprintln!("volley-bench: {e}");
+    ExitCode::FAILURE
 }
 
 /// Draws a suite's charts again from the JSON one of its runs wrote (`--json`), so a

@@ -94,28 +94,22 @@ fn a_round_trip_takes_twice_the_delay() {
 
 #[test]
 fn settings_out_of_range_are_refused() {
-    let bad = TcpLinkConfig {
-        max_connections: 0,
-        ..TcpLinkConfig::default()
-    };
-    assert!(
-        TcpLinkSim::start(
+    let bad = [
+        TcpLinkConfig {
+            max_connections: 0,
+            ..TcpLinkConfig::default()
+        },
+        TcpLinkConfig {
+            delay: Duration::from_secs(7200),
+            ..TcpLinkConfig::default()
+        },
+    ];
+    for config in bad {
+        let started = TcpLinkSim::start(
             "127.0.0.1:0".parse().unwrap(),
             "127.0.0.1:9".parse().unwrap(),
-            bad
-        )
-        .is_err()
-    );
-    let bad = TcpLinkConfig {
-        delay: Duration::from_secs(7200),
-        ..TcpLinkConfig::default()
-    };
-    assert!(
-        TcpLinkSim::start(
-            "127.0.0.1:0".parse().unwrap(),
-            "127.0.0.1:9".parse().unwrap(),
-            bad
-        )
-        .is_err()
-    );
+            config.clone(),
+        );
+        assert!(started.is_err(), "{config:?} was taken");
+    }
 }

@@ -33,7 +33,7 @@ use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use volley_proto::channel::{
-    Closed, ConnectionHandle, Endpoint, EndpointConfig, Event, Payload, Pieces,
+    Closed, ConnectionHandle, Endpoint, EndpointConfig, Event, Payload, Pieces, chunk_in,
 };
 use volley_proto::time::Instant;
 
@@ -363,15 +363,8 @@ impl Pieces for Segments {
     }
 
     fn chunk(&self, offset: usize) -> &[u8] {
-        let mut offset = offset;
-        let pieces = core::iter::once(&self.head[..]).chain(self.segments.iter().map(|s| &s[..]));
-        for piece in pieces {
-            if offset < piece.len() {
-                return &piece[offset..];
-            }
-            offset -= piece.len();
-        }
-        &[]
+        let segments = self.segments.iter().map(|s| &s[..]);
+        chunk_in(core::iter::once(&self.head[..]).chain(segments), offset)
     }
 }
 

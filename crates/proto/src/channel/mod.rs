@@ -85,7 +85,7 @@ mod ranges;
 mod tests;
 
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
-pub use payload::{Payload, Pieces};
+pub use payload::{Payload, Pieces, chunk_in};
 
 use cc::{NewReno, Pacer};
 use ranges::RangeSet;

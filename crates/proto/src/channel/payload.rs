@@ -20,10 +20,7 @@ use core::fmt;
 ///         self.0.len() + self.1.len()
 ///     }
 ///     fn chunk(&self, offset: usize) -> &[u8] {
-///         match offset.checked_sub(self.0.len()) {
-///             None => &self.0[offset..],
-///             Some(rest) => self.1.get(rest..).unwrap_or(&[]),
-///         }
+///         volley_proto::channel::chunk_in([&self.0[..], &self.1[..]], offset)
 ///     }
 /// }
 ///
@@ -39,6 +36,24 @@ pub trait Pieces: Send {
     /// be empty (an empty piece is skipped), and it must give the same bytes each time:
     /// a lost fragment is read again to be resent.
     fn chunk(&self, offset: usize) -> &[u8];
+}
+
+/// The bytes from `offset` to the end of the piece holding it, in `pieces` taken in
+/// order (empty ones skipped); empty past the end. What most [`Pieces::chunk`]
+/// implementations need.
+///
+/// ```
+/// assert_eq!(volley_proto::channel::chunk_in([&b"ab"[..], b"", b"cde"], 3), b"de");
+/// ```
+pub fn chunk_in<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, offset: usize) -> &'a [u8] {
+    let mut offset = offset;
+    for piece in pieces {
+        if offset < piece.len() {
+            return &piece[offset..];
+        }
+        offset -= piece.len();
+    }
+    &[]
 }
 
 /// What [`Connection::send`](super::Connection::send) queues: one buffer (a `Vec<u8>`

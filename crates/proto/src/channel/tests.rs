@@ -239,14 +239,7 @@ impl Pieces for Cut {
     }
 
     fn chunk(&self, offset: usize) -> &[u8] {
-        let mut offset = offset;
-        for piece in &self.0 {
-            if offset < piece.len() {
-                return &piece[offset..];
-            }
-            offset -= piece.len();
-        }
-        &[]
+        chunk_in(self.0.iter().map(Vec::as_slice), offset)
     }
 }
 
