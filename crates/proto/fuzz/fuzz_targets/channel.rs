@@ -60,5 +60,6 @@ fuzz_target!(|data: &[u8]| {
         while server.poll_event().is_some() {}
         while endpoint.poll_event().is_some() {}
         assert!(server.receive_buffered() <= config().window);
+        assert!(server.receive_memory() <= config().receive_memory);
     }
 });

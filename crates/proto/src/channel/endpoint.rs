@@ -25,6 +25,11 @@ pub struct EndpointConfig {
     pub max_peers: usize,
     /// Most connections whose peer has not yet proven its address.
     pub max_half_open: usize,
+    /// Bytes of memory all peers' messages may hold together (each connection's
+    /// [`Connection::receive_memory`], summed); a connection that grows the sum past it
+    /// is closed with the reason, so that many peers each within their own budget cannot
+    /// exhaust the server together.
+    pub max_receive_memory: u64,
 }
 
 impl Default for EndpointConfig {
@@ -34,6 +39,7 @@ impl Default for EndpointConfig {
             accept: false,
             max_peers: 1024,
             max_half_open: 64,
+            max_receive_memory: 256 << 20,
         }
     }
 }
@@ -54,6 +60,9 @@ pub struct EndpointStats {
     pub refused: u64,
     /// Datagrams dropped: unknown id, too short an initial, malformed header, wrong source.
     pub dropped: u64,
+    /// Connections closed because all peers' messages together held
+    /// [`EndpointConfig::max_receive_memory`].
+    pub memory_closed: u64,
 }
 
 struct Peer<A> {
@@ -61,6 +70,8 @@ struct Peer<A> {
     addr: A,
     /// The id the client's initial named (a server's second key for it).
     initial_dcid: Option<u64>,
+    /// Its receive memory as last added to the endpoint's sum.
+    counted: u64,
 }
 
 /// Connections over one socket. `A` is the driver's address type.
@@ -77,6 +88,8 @@ pub struct Endpoint<A> {
     readable: BTreeSet<ConnectionHandle>,
     /// Where the next message poll starts looking, for fairness.
     read_turn: u64,
+    /// Every connection's receive memory, summed.
+    held: u64,
     stats: EndpointStats,
 }
 
@@ -98,6 +111,7 @@ impl<A: Copy + Eq> Endpoint<A> {
             events: VecDeque::new(),
             readable: BTreeSet::new(),
             read_turn: 0,
+            held: 0,
             stats: EndpointStats::default(),
         }
     }
@@ -134,6 +148,7 @@ impl<A: Copy + Eq> Endpoint<A> {
                 connection,
                 addr,
                 initial_dcid,
+                counted: 0,
             },
         );
         handle
@@ -204,6 +219,17 @@ impl<A: Copy + Eq> Endpoint<A> {
         let Some(peer) = self.peers.get_mut(&handle) else {
             return;
         };
+        let now_held = peer.connection.receive_memory();
+        let grew = now_held > peer.counted;
+        self.held = self.held - peer.counted + now_held;
+        peer.counted = now_held;
+        if grew && self.held > self.config.max_receive_memory {
+            peer.connection.close(
+                super::CLOSE_PROTOCOL,
+                b"the server's receive memory is exhausted",
+            );
+            self.stats.memory_closed += 1;
+        }
         loop {
             match peer.connection.peek_event() {
                 Some(Event::Message(_)) => {
@@ -220,6 +246,7 @@ impl<A: Copy + Eq> Endpoint<A> {
         self.readable.remove(&handle);
         if peer.connection.is_closed() {
             let peer = self.peers.remove(&handle).expect("present");
+            self.held -= peer.counted;
             self.by_cid.remove(&peer.connection.local_cid());
             if let Some(id) = peer.initial_dcid {
                 self.by_cid.remove(&id);
@@ -327,6 +354,12 @@ impl<A: Copy + Eq> Endpoint<A> {
         };
         self.drain(handle);
         Some(message)
+    }
+
+    /// Bytes of memory every connection's messages hold, summed (see
+    /// [`EndpointConfig::max_receive_memory`]).
+    pub fn receive_memory(&self) -> u64 {
+        self.held
     }
 
     /// Connections with a message ready.

@@ -67,7 +67,6 @@
 //! ```
 
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::time::{Duration, Instant};
@@ -79,16 +78,25 @@ use crate::wire::channel::{
 
 mod cc;
 mod endpoint;
+#[cfg(test)]
+mod hostile_tests;
 mod payload;
 mod ranges;
+mod receive;
 #[cfg(test)]
 mod tests;
 
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use payload::{Payload, Pieces, chunk_in};
+use receive::InMessage;
+pub use receive::{MESSAGE_COST, RANGE_COST};
 
 use cc::{NewReno, Pacer};
 use ranges::RangeSet;
+
+/// The close code of a connection ended because the peer broke the protocol (or went
+/// past a limit); the reason says how.
+pub const CLOSE_PROTOCOL: u32 = 1;
 
 /// The smallest datagram a peer must take, and what the client's initial is padded to.
 pub const MIN_DATAGRAM: usize = 1200;
@@ -120,6 +128,11 @@ pub struct Config {
     pub keep_alive: Duration,
     /// The congestion window at the start, in datagrams.
     pub initial_window: u32,
+    /// Bytes of memory the peer's messages may hold here, being reassembled or waiting
+    /// for the application, each counted at its length plus [`MESSAGE_COST`] (see
+    /// [`Connection::receive_memory`]); a peer that goes past it is closed with a
+    /// protocol error. At least `window` plus an eighth.
+    pub receive_memory: u64,
 }
 
 impl Default for Config {
@@ -135,6 +148,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(2),
             initial_window: 10,
+            receive_memory: 48 << 20,
         }
     }
 }
@@ -159,6 +173,9 @@ impl Config {
         }
         if self.initial_window == 0 {
             return Err("initial_window must be at least one datagram");
+        }
+        if self.receive_memory < self.window + self.window / 8 {
+            return Err("receive_memory must be at least window plus an eighth");
         }
         Ok(())
     }
@@ -273,12 +290,6 @@ struct OutMessage {
     whole: bool,
 }
 
-#[derive(Debug)]
-struct InMessage {
-    buf: Vec<u8>,
-    received: RangeSet,
-}
-
 /// One end of a channel to one peer.
 #[derive(Debug)]
 pub struct Connection {
@@ -321,6 +332,8 @@ pub struct Connection {
     eliciting_unacked: u32,
     ack_timer: Option<Instant>,
     incoming: BTreeMap<u64, InMessage>,
+    /// Memory held for receiving (see [`Connection::receive_memory`]).
+    held: u64,
     deliver_next: u64,
     taken: u64,
     /// When the peer was last heard from (the connection's start until then).
@@ -414,6 +427,7 @@ impl Connection {
             eliciting_unacked: 0,
             ack_timer: None,
             incoming: BTreeMap::new(),
+            held: 0,
             deliver_next: 0,
             taken: 0,
             last_heard: None,
@@ -538,6 +552,7 @@ impl Connection {
     pub fn poll_event(&mut self) -> Option<Event> {
         let event = self.events.pop_front()?;
         if let Event::Message(m) = &event {
+            self.message_taken(m.len());
             // The application took it: the window moves on. Tell the peer at once only
             // once it has moved by a quarter since last said (as QUIC's MAX_DATA): every
             // ack carries it anyway, and a datagram per message taken would double the
@@ -558,7 +573,7 @@ impl Connection {
             self.retransmit.clear();
             self.sent.clear();
             self.in_flight = 0;
-            self.incoming.clear();
+            self.drop_incoming();
             self.events.push_back(Event::Closed(why));
         }
     }
@@ -580,6 +595,10 @@ impl Connection {
         for frame in frames.clone() {
             match frame {
                 Ok(Frame::Ack(_) | Frame::Padding) => {}
+                // Messages travel only in data packets, which need the id only our
+                // accept told: a handshake packet carrying one is forged or broken, and
+                // an unproven address gets no state for it.
+                Ok(Frame::Data { .. }) if header.ty != PacketType::DATA => return,
                 Ok(_) => eliciting = true,
                 Err(_) => return,
             }
@@ -648,7 +667,10 @@ impl Connection {
                     data,
                 } => {
                     if let Err(e) = self.on_data(start, total, offset, data) {
-                        self.close_frame = Some((1, b"protocol violation".to_vec()));
+                        // The peer is told why, as far as a close frame's reason holds.
+                        let mut reason = alloc::format!("protocol violation: {e}").into_bytes();
+                        reason.truncate(wire::MAX_REASON);
+                        self.close_frame = Some((CLOSE_PROTOCOL, reason));
                         self.fail(Closed::Protocol(e));
                     }
                 }
@@ -828,109 +850,6 @@ impl Connection {
         self.retransmit.extend(p.fragments);
         if p.handshake {
             self.handshake_due = true;
-        }
-    }
-
-    fn on_data(
-        &mut self,
-        start: u64,
-        total: u32,
-        offset: u32,
-        data: &[u8],
-    ) -> Result<(), WireError> {
-        if total > self.config.max_message {
-            return Err(WireError::TooLarge {
-                what: "channel message",
-                len: u64::from(total),
-                max: u64::from(self.config.max_message),
-            });
-        }
-        let end = start
-            .checked_add(span(u64::from(total)))
-            .ok_or(WireError::InvalidValue {
-                what: "channel message start",
-                value: start,
-            })?;
-        if end > self.window() {
-            return Err(WireError::TooLarge {
-                what: "channel message past the receive window",
-                len: end,
-                max: self.window(),
-            });
-        }
-        if start < self.deliver_next {
-            // A message already delivered: a duplicate.
-            self.stats.duplicate_bytes += data.len() as u64;
-            return Ok(());
-        }
-        if start == self.deliver_next
-            && offset == 0
-            && data.len() == total as usize
-            && !self.incoming.contains_key(&start)
-        {
-            // The next message, whole in one fragment: straight to the application (the
-            // common case for small messages, with no reassembly to do).
-            self.deliver_next += span(u64::from(total));
-            self.events.push_back(Event::Message(data.to_vec()));
-            return Ok(());
-        }
-        if !self.incoming.contains_key(&start) {
-            // A new message must not overlap its neighbours.
-            let before = self.incoming.range(..start).next_back();
-            if before.is_some_and(|(s, m)| s + span(m.buf.len() as u64) > start) {
-                return Err(WireError::InvalidValue {
-                    what: "channel messages overlapping",
-                    value: start,
-                });
-            }
-            let after = self.incoming.range(start + 1..).next();
-            if after.is_some_and(|(s, _)| *s < end) {
-                return Err(WireError::InvalidValue {
-                    what: "channel messages overlapping",
-                    value: start,
-                });
-            }
-            self.incoming.insert(
-                start,
-                InMessage {
-                    buf: vec![0; total as usize],
-                    received: RangeSet::default(),
-                },
-            );
-        }
-        let m = self.incoming.get_mut(&start).expect("inserted above");
-        if m.buf.len() != total as usize {
-            return Err(WireError::InvalidValue {
-                what: "channel message length changed",
-                value: u64::from(total),
-            });
-        }
-        if data.is_empty() && total > 0 {
-            // Only an empty message has an empty fragment.
-            return Ok(());
-        }
-        let (lo, hi) = (u64::from(offset), u64::from(offset) + data.len() as u64);
-        let new = m.received.insert(lo, hi.max(lo + 1));
-        if new == 0 && !data.is_empty() {
-            self.stats.duplicate_bytes += data.len() as u64;
-            return Ok(());
-        }
-        // The one copy: from the datagram into the message, where it belongs.
-        m.buf[offset as usize..offset as usize + data.len()].copy_from_slice(data);
-        Ok(())
-    }
-
-    /// Hands over whole messages in order.
-    fn deliver(&mut self) {
-        while let Some(m) = self.incoming.get(&self.deliver_next) {
-            let len = m.buf.len() as u64;
-            let whole = m.received.contains_all(0, len.max(1));
-            if !whole {
-                break;
-            }
-            let m = self.incoming.remove(&self.deliver_next).expect("present");
-            self.deliver_next += span(len);
-            self.events.push_back(Event::Message(m.buf));
         }
     }
 

@@ -750,6 +750,7 @@ fn server_config() -> EndpointConfig {
         accept: true,
         max_peers: 100,
         max_half_open: 16,
+        ..EndpointConfig::default()
     }
 }
 
