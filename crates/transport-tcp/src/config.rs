@@ -51,6 +51,15 @@ pub struct Config {
     /// Applies on a current-thread runtime only: on a multi-thread one, spinning took the
     /// CPU the other workers needed and was slower in every case measured.
     pub spin: Option<Duration>,
+    /// The largest first frame the peer may send, if lower than `max_frame_len` (a
+    /// protocol whose first frame is a small handshake sets it, so a stranger cannot make
+    /// the reader hold a largest frame before it has said who it is); a longer first
+    /// frame ends the connection at once. `None`: `max_frame_len`.
+    pub first_frame_max: Option<usize>,
+    /// How long [`Framed::close_both`](crate::Framed::close_both) lets the writer finish
+    /// what is queued and the reader wait for the peer's end of stream before the socket
+    /// is closed regardless.
+    pub linger: Duration,
 }
 
 /// How the reader signals a waiter that replies arrived.
@@ -112,6 +121,8 @@ impl Default for Config {
             idle_timeout: None,
             socket_buffer: Some(SOCKET_BUFFER),
             spin: None,
+            first_frame_max: None,
+            linger: Duration::from_secs(2),
         }
     }
 }
@@ -129,6 +140,9 @@ impl Config {
             incoming_queue: self.incoming_queue.max(1),
             // Longer would be a busy loop by another name.
             spin: self.spin.map(|s| s.min(Duration::from_millis(10))),
+            first_frame_max: self
+                .first_frame_max
+                .map(|m| m.clamp(frame::HEADER_LEN, self.max_frame_len.max(frame::HEADER_LEN))),
             ..self
         }
     }

@@ -143,7 +143,7 @@ impl Framed {
         let (incoming_tx, incoming_rx) = mpsc::channel(config.incoming_queue);
         let shared = Arc::new(Shared::new(config, tx));
         let read = tokio::spawn(reader::run(reader, shared.clone(), incoming_tx));
-        let write = tokio::spawn(writer::run(writer, rx, shared.clone()));
+        let write = tokio::spawn(writer::run_until_ended(writer, rx, shared.clone()));
         if let Some(held) = held {
             tokio::spawn(async move {
                 let _ = read.await;
@@ -224,6 +224,15 @@ impl Framed {
         self.shared.close();
     }
 
+    /// Ends the connection both ways, as a server does with a peer it refuses or drops:
+    /// what is queued is written and the write half shut down, what the peer still
+    /// sends is read and discarded until its end of stream, each for at most
+    /// [`Config::linger`]; then the socket is closed (and a listener's connection slot
+    /// freed) whatever the peer does. Waiters get [`Error::Shutdown`].
+    pub fn close_both(&self) {
+        self.shared.close_both();
+    }
+
     /// The error that ended the connection, if it has ended.
     pub fn failure(&self) -> Option<Error> {
         self.shared.failure()
@@ -236,7 +245,10 @@ impl Framed {
 
     /// The counters so far.
     pub fn stats(&self) -> Stats {
-        self.shared.counters.snapshot()
+        Stats {
+            queued: self.shared.queued(),
+            ..self.shared.counters.snapshot()
+        }
     }
 }
 

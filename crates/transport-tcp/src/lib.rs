@@ -113,5 +113,6 @@ pub use error::Error;
 pub use framed::{Framed, Incoming};
 pub use frames::{Frame, Reply};
 pub use sendfile::FileRegion;
-pub use server::{Accepted, Listener, ListenerStats, Peer, ServerConfig};
+pub use server::{Accepted, Admission, Listener, ListenerStats, Peer, ServerConfig};
+pub use shared::FRAME_COST;
 pub use stats::Stats;

@@ -30,8 +30,15 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
     incoming: mpsc::Sender<Frame>,
 ) {
     let config = shared.config;
-    let decoder = Decoder::new(config.max_frame_len);
-    let mut buffers = Buffers::new(config.read_chunk, config.max_frame_len);
+    // The first frame may be held to a smaller limit (a handshake); the rest to the
+    // largest frame.
+    let mut decoder = Decoder::new(config.first_frame_max.unwrap_or(config.max_frame_len));
+    let mut first = config.first_frame_max.is_some();
+    let mut buffers = Buffers::new(
+        config.read_chunk,
+        config.first_frame_max.unwrap_or(config.max_frame_len),
+    );
+    let mut ending = shared.ending.subscribe();
     Counters::add(&shared.counters.read_buffers, 1);
     let mut paused = shared.paused.subscribe();
     let spin_here = crate::writer::current_thread();
@@ -47,10 +54,14 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             Counters::add(&shared.counters.read_buffers, 1);
         }
         Counters::add(&shared.counters.bytes_moved, plan.moved as u64);
-        // Paused by the owner: wait until resumed (or every handle is gone).
+        // Paused by the owner: wait until resumed (or every handle is gone, or the
+        // connection is ending).
         let is_paused = *paused.borrow_and_update();
-        if is_paused && paused.wait_for(|p| !*p).await.is_err() {
-            return;
+        if is_paused {
+            tokio::select! {
+                resumed = paused.wait_for(|p| !*p).map(|r| r.is_ok()) => if !resumed { return },
+                () = ending.wait_for(|e| *e).map(drop) => return linger(&mut reader, &shared).await,
+            }
         }
         let read = async {
             let mut limited = (&mut buffers.current).limit(plan.limit);
@@ -61,17 +72,24 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             }
             reader.read_buf(&mut limited).await
         };
-        let n = match config.idle_timeout {
-            Some(idle) => match tokio::time::timeout(idle, read).await {
-                Ok(n) => n,
-                Err(_) => {
-                    return shared.fail(Error::Timeout {
-                        what: "a byte from an idle peer".into(),
-                        after: idle,
-                    });
-                }
-            },
-            None => read.await,
+        let read = async {
+            match config.idle_timeout {
+                Some(idle) => tokio::time::timeout(idle, read).await.map_err(|_| idle),
+                None => Ok(read.await),
+            }
+        };
+        let n = tokio::select! {
+            n = read => n,
+            () = ending.wait_for(|e| *e).map(drop) => return linger(&mut reader, &shared).await,
+        };
+        let n = match n {
+            Ok(n) => n,
+            Err(idle) => {
+                return shared.fail(Error::Timeout {
+                    what: "a byte from an idle peer".into(),
+                    after: idle,
+                });
+            }
         };
         match n {
             Ok(0) => return shared.fail(Error::Closed),
@@ -79,13 +97,19 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             Err(e) => return shared.fail(e.into()),
         }
         Counters::add(&shared.counters.reads, 1);
-        let buf = &mut buffers.current;
         loop {
-            let (ty, id, used) = match decoder.decode(buf) {
+            let (ty, id, used) = match decoder.decode(&buffers.current) {
                 Ok(Some((frame, used))) => (frame.ty, frame.id, used),
                 Ok(None) => break,
                 Err(e) => return shared.fail(Error::Protocol(e)),
             };
+            if first {
+                // The handshake is in: later frames may be as large as any.
+                first = false;
+                decoder = Decoder::new(config.max_frame_len);
+                buffers.max_frame = config.max_frame_len;
+            }
+            let buf = &mut buffers.current;
             let mut frame = buf.split_to(used).freeze();
             let body = frame.split_off(HEADER_LEN);
             Counters::add(&shared.counters.frames_received, 1);
@@ -104,6 +128,28 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             }
         }
     }
+}
+
+/// Bytes a closing connection reads and throws away while it waits for the peer's end
+/// of stream (so that its close is not a reset that could destroy the reason it sent).
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// The connection is ending both ways: discard what the peer still sends until its end
+/// of stream, for at most [`Config::linger`](crate::Config::linger) and
+/// [`LINGER_BYTES`], then end (dropping the read half).
+async fn linger<R: AsyncRead + Unpin>(reader: &mut R, shared: &Shared) {
+    let mut scratch = [0u8; 4096];
+    let mut left = LINGER_BYTES;
+    let drain = async {
+        while left > 0 {
+            match reader.read(&mut scratch).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(shared.config.linger, drain).await;
+    shared.fail(Error::Shutdown);
 }
 
 /// Polls the stream until `spin` has passed since the later of this call and the

@@ -7,14 +7,16 @@ use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use nix::errno::Errno;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{Config, Role};
 use crate::framed::{Framed, Incoming};
+use crate::shared::lock;
 
 /// How a [`Listener`] accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +30,11 @@ pub struct ServerConfig {
     /// The longest pause between attempts while the process or the system is out of
     /// file descriptors (the first is 5 ms, doubling up to this).
     pub max_backoff: Duration,
+    /// With [`Listener::accept_or_refuse`]: connections past `max_connections` accepted
+    /// (without a slot) for the caller to refuse with a reason, at most this many a
+    /// second; beyond that they wait in the kernel's backlog as with
+    /// [`Listener::accept`].
+    pub max_refusals_per_second: u32,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +49,7 @@ impl Default for ServerConfig {
             },
             max_connections: 1024,
             max_backoff: Duration::from_secs(1),
+            max_refusals_per_second: 100,
         }
     }
 }
@@ -66,6 +74,16 @@ pub struct Accepted {
     pub peer: Peer,
 }
 
+/// What [`Listener::accept_or_refuse`] gives.
+#[derive(Debug)]
+pub enum Admission {
+    /// A connection that holds one of the `max_connections` slots.
+    Accepted(Accepted),
+    /// A connection past `max_connections`, holding no slot: tell the peer why, then
+    /// [`Framed::close_both`]. Its [`Config::linger`] bounds how long it stays open.
+    Full(Accepted),
+}
+
 /// Counts kept by a [`Listener`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ListenerStats {
@@ -76,6 +94,9 @@ pub struct ListenerStats {
     pub out_of_files: u64,
     /// Connections open now.
     pub open: usize,
+    /// Connections accepted past `max_connections` to be refused
+    /// ([`Admission::Full`]).
+    pub refused: u64,
 }
 
 /// Accepts framed connections on a TCP or Unix listener.
@@ -85,6 +106,9 @@ pub struct Listener {
     open: Arc<Semaphore>,
     accepted: AtomicU64,
     out_of_files: AtomicU64,
+    refused: AtomicU64,
+    /// The second refusals are being counted in, and how many it has had.
+    refusals: Mutex<(Instant, u32)>,
 }
 
 enum Inner {
@@ -121,6 +145,7 @@ impl Listener {
             },
             max_connections: config.max_connections.clamp(1, Semaphore::MAX_PERMITS),
             max_backoff: config.max_backoff.max(Duration::from_millis(5)),
+            max_refusals_per_second: config.max_refusals_per_second,
         };
         Self {
             inner,
@@ -128,6 +153,8 @@ impl Listener {
             config,
             accepted: AtomicU64::new(0),
             out_of_files: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            refusals: Mutex::new((Instant::now(), 0)),
         }
     }
 
@@ -154,6 +181,51 @@ impl Listener {
             .acquire_owned()
             .await
             .map_err(|_| io::Error::other("the listener's connection slots were closed"))?;
+        self.accept_with(Some(slot)).await
+    }
+
+    /// As [`Listener::accept`], but past `max_connections` the next connection is
+    /// accepted anyway, without a slot, as [`Admission::Full`] for the caller to refuse
+    /// with a reason (a peer left waiting in the backlog only sees a timeout), at most
+    /// [`ServerConfig::max_refusals_per_second`] a second; past that rate it waits for a
+    /// slot as [`Listener::accept`] does.
+    pub async fn accept_or_refuse(&self) -> io::Result<Admission> {
+        loop {
+            if let Ok(slot) = self.open.clone().try_acquire_owned() {
+                return self.accept_with(Some(slot)).await.map(Admission::Accepted);
+            }
+            let next_second = {
+                let mut refusals = lock(&self.refusals);
+                let now = Instant::now();
+                if now.duration_since(refusals.0) >= Duration::from_secs(1) {
+                    *refusals = (now, 0);
+                }
+                if refusals.1 < self.config.max_refusals_per_second {
+                    refusals.1 += 1;
+                    None
+                } else {
+                    Some(refusals.0 + Duration::from_secs(1))
+                }
+            };
+            let Some(next_second) = next_second else {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return self.accept_with(None).await.map(Admission::Full);
+            };
+            // Refused enough this second: wait for a slot, or for the next second.
+            tokio::select! {
+                slot = self.open.clone().acquire_owned() => {
+                    let slot = slot.map_err(|_| {
+                        io::Error::other("the listener's connection slots were closed")
+                    })?;
+                    return self.accept_with(Some(slot)).await.map(Admission::Accepted);
+                }
+                () = tokio::time::sleep_until(next_second.into()) => {}
+            }
+        }
+    }
+
+    /// Accepts the next connection, holding `slot` (if any) for as long as it is open.
+    async fn accept_with(&self, slot: Option<OwnedSemaphorePermit>) -> io::Result<Accepted> {
         let mut pause = Duration::from_millis(5);
         loop {
             let accepted = match &self.inner {
@@ -174,11 +246,11 @@ impl Listener {
                             // Only fails on a socket already dead; its reader says so.
                             let _ = stream.set_nodelay(true);
                             let (read, write) = stream.into_split();
-                            Framed::start(read, write, config, Some(slot))
+                            Framed::start(read, write, config, slot)
                         }
                         Stream::Unix(stream) => {
                             let (read, write) = stream.into_split();
-                            Framed::start(read, write, config, Some(slot))
+                            Framed::start(read, write, config, slot)
                         }
                     };
                     self.accepted.fetch_add(1, Ordering::Relaxed);
@@ -209,6 +281,7 @@ impl Listener {
             accepted: self.accepted.load(Ordering::Relaxed),
             out_of_files: self.out_of_files.load(Ordering::Relaxed),
             open: self.config.max_connections - self.open.available_permits(),
+            refused: self.refused.load(Ordering::Relaxed),
         }
     }
 

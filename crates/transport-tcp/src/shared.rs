@@ -16,6 +16,13 @@ use crate::error::Error;
 use crate::frames::{Frame, Head, Outgoing, Payload};
 use crate::stats::Counters;
 
+/// What a queued frame costs in memory beyond its bytes, counted against the write
+/// budget with them: its descriptor, its payload's handle and the allocation behind a
+/// small payload (rounded up from what a 28-byte reply was measured to hold). Without
+/// it, a peer that never reads could queue a million small replies inside a budget of
+/// 32 MiB of wire bytes.
+pub const FRAME_COST: usize = 512;
+
 pub(crate) struct Shared {
     pub(crate) config: Config,
     state: Mutex<State>,
@@ -27,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// True while the owner has asked the reader to stop reading.
     pub(crate) paused: watch::Sender<bool>,
+    /// True once the connection is to end both ways ([`Shared::close_both`]).
+    pub(crate) ending: watch::Sender<bool>,
     /// When the writer last finished a write, in microseconds since `epoch`: the reader's
     /// spin ([`Config::spin`]) counts from the later of this and its last read, since a
     /// request just sent is when a reply is coming.
@@ -70,6 +79,7 @@ impl Shared {
             tx: Mutex::new(Some(tx)),
             counters: Counters::default(),
             paused: watch::Sender::new(false),
+            ending: watch::Sender::new(false),
             last_write: AtomicU64::new(0),
             epoch: Instant::now(),
         }
@@ -93,6 +103,23 @@ impl Shared {
     /// Stops sending: once the queue is written, the writer shuts its half down.
     pub(crate) fn close(&self) {
         lock(&self.tx).take();
+    }
+
+    /// Ends the connection both ways: the writer writes what is queued and shuts its
+    /// half down, the reader discards what still comes until the peer's end of stream,
+    /// each for at most [`Config::linger`]; then the socket closes.
+    pub(crate) fn close_both(&self) {
+        self.close();
+        self.ending.send_replace(true);
+    }
+
+    /// Bytes of memory queued frames hold, as counted against the write budget.
+    pub(crate) fn queued(&self) -> u64 {
+        (self.config.write_budget
+            - self
+                .budget
+                .available_permits()
+                .min(self.config.write_budget)) as u64
     }
 
     /// Queues a frame for the writer once the write budget has room for it. Checks the
@@ -127,8 +154,8 @@ impl Shared {
         if let Some(e) = self.failure() {
             return Err(e);
         }
-        let cost = (frame::HEADER_LEN + head.len() + payload.in_memory())
-            .min(self.config.write_budget) as u32;
+        let cost =
+            (FRAME_COST + head.len() + payload.in_memory()).min(self.config.write_budget) as u32;
         let budget = self
             .budget
             .clone()

@@ -34,6 +34,10 @@ pub struct Stats {
     /// buffers are sized so that this stays zero; it counts what a stream that broke
     /// that rule would have cost.
     pub bytes_moved: u64,
+    /// Bytes of memory the frames queued for the writer hold now, as counted against
+    /// [`Config::write_budget`](crate::Config::write_budget): each frame's bytes in
+    /// memory plus [`FRAME_COST`](crate::FRAME_COST).
+    pub queued: u64,
 }
 
 #[derive(Default)]
@@ -71,6 +75,7 @@ impl Counters {
             read_buffers: get(&self.read_buffers),
             file_bytes_sent: get(&self.file_bytes_sent),
             bytes_moved: get(&self.bytes_moved),
+            queued: 0,
         }
     }
 }

@@ -61,6 +61,30 @@ fn stage(
     }
 }
 
+/// [`run`], given at most [`Config::linger`](crate::Config::linger) to finish once the
+/// connection is ending both ways, so that a peer that never reads cannot hold the
+/// socket open by leaving the last write pending.
+pub(crate) async fn run_until_ended<W: AsyncWrite + SendFile + Unpin>(
+    writer: W,
+    rx: mpsc::UnboundedReceiver<Outgoing>,
+    shared: Arc<Shared>,
+) {
+    let mut ending = shared.ending.subscribe();
+    let run = run(writer, rx, shared.clone());
+    tokio::pin!(run);
+    tokio::select! {
+        () = &mut run => return,
+        _ = ending.wait_for(|e| *e) => {}
+    }
+    let linger = shared.config.linger;
+    if tokio::time::timeout(linger, run).await.is_err() {
+        shared.fail(Error::Timeout {
+            what: "the peer to take the last frames before the connection closed".into(),
+            after: linger,
+        });
+    }
+}
+
 pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     mut writer: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,

@@ -10,7 +10,9 @@ use std::io;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use volley_proto::wire::frame::Header;
-use volley_transport_tcp::{Config, Connection, Error, Framed, Incoming, Role, testing};
+use volley_transport_tcp::{
+    Config, Connection, Error, FRAME_COST, Framed, Incoming, Role, testing,
+};
 
 /// Fails the test if `f` takes longer than `secs`.
 async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
@@ -177,7 +179,8 @@ async fn every_send_waits_on_the_write_budget() {
             },
         );
         let conn = Connection::from(framed.clone());
-        let frame = 4096 + 9 + 4;
+        // Each frame costs its bytes in memory plus what its descriptor holds.
+        let frame = 4096 + FRAME_COST + 4;
         let mut queued = 0;
         let mut pipelines = Vec::new();
         // One-way frames, replies and requests all count against the budget, and the
@@ -199,6 +202,7 @@ async fn every_send_waits_on_the_write_budget() {
                 break;
             }
             queued += frame;
+            assert_eq!(framed.stats().queued, queued as u64);
             assert!(
                 queued <= budget,
                 "{queued} bytes queued past a budget of {budget}"

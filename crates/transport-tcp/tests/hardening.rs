@@ -1,0 +1,197 @@
+//! What a hostile or silent peer can hold on a server: a connection ended both ways
+//! frees its socket and its slot whatever the peer does, a first frame past the
+//! handshake's limit ends the connection, and connections past the cap are accepted to
+//! be refused (at a bounded rate), not left in the backlog.
+
+use core::time::Duration;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use volley_proto::wire::frame::Header;
+use volley_transport_tcp::{Admission, Config, Error, Listener, ServerConfig};
+
+/// Fails the test if `f` takes longer than `secs`.
+async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
+}
+
+async fn listener(max_connections: usize, connection: Config) -> Listener {
+    Listener::bind_tcp(
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig {
+            connection,
+            max_connections,
+            max_refusals_per_second: 3,
+            ..ServerConfig::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// A blocking client socket (the attacker: it reads nothing and never closes).
+fn connect(listener: &Listener) -> TcpStream {
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// Waits until the listener has `open` connections (the slot is freed by a task).
+async fn wait_open(listener: &Listener, open: usize) {
+    within(10, async {
+        while listener.stats().open != open {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn close_both_frees_the_slot_of_a_peer_that_never_closes() {
+    let config = Config {
+        linger: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let listener = listener(1, config).await;
+    // A peer that sends a frame, then neither reads nor closes.
+    let mut silent = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    let header = Header::new(7, 1, 3).unwrap().encode();
+    silent.write_all(&header).unwrap();
+    silent.write_all(b"abc").unwrap();
+    let mut incoming = accepted.incoming;
+    let frame = within(10, incoming.recv()).await.unwrap();
+    assert_eq!(&frame.body[..], b"abc");
+    assert_eq!(listener.stats().open, 1);
+    accepted
+        .framed
+        .send(9, 1, b"bye", Default::default())
+        .await
+        .unwrap();
+    accepted.framed.close_both();
+    // The slot comes back within the linger, though the peer still holds its end.
+    wait_open(&listener, 0).await;
+    assert_eq!(
+        accepted.framed.failure(),
+        Some(Error::Shutdown),
+        "the reader stopped because this end closed"
+    );
+    // The peer got what was queued, then the end of the stream.
+    let mut got = Vec::new();
+    silent.read_to_end(&mut got).unwrap();
+    assert_eq!(&got[got.len() - 3..], b"bye");
+}
+
+#[tokio::test]
+async fn close_both_gives_up_on_a_peer_that_never_reads() {
+    let config = Config {
+        linger: Duration::from_millis(300),
+        write_budget: 64 << 20,
+        max_frame_len: 2 << 20,
+        ..Config::default()
+    };
+    let listener = listener(1, config).await;
+    let _stalled = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    // More than the socket buffers hold: the last write can never finish.
+    let big = bytes::Bytes::from(vec![1u8; 1 << 20]);
+    for i in 0..40 {
+        accepted.framed.send(1, i, &[], big.clone()).await.unwrap();
+    }
+    accepted.framed.close_both();
+    wait_open(&listener, 0).await;
+    assert!(matches!(
+        accepted.framed.failure(),
+        Some(Error::Timeout { .. } | Error::Shutdown)
+    ));
+}
+
+#[tokio::test]
+async fn a_first_frame_past_its_limit_ends_the_connection_at_once() {
+    let config = Config {
+        first_frame_max: Some(1024),
+        max_frame_len: 16 << 20,
+        ..Config::default()
+    };
+    let listener = listener(4, config).await;
+    let mut client = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    // The header of a 16 MiB frame, then a trickle: refused at the header.
+    client
+        .write_all(&Header::new(1, 1, (16 << 20) - 20).unwrap().encode())
+        .unwrap();
+    let mut incoming = accepted.incoming;
+    let e = within(10, incoming.recv()).await.unwrap_err();
+    assert!(matches!(e, Error::Protocol(_)), "{e}");
+    // After a small first frame, a large one is fine.
+    let mut client = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    client
+        .write_all(&Header::new(1, 1, 10).unwrap().encode())
+        .unwrap();
+    client.write_all(&[0; 10]).unwrap();
+    let big = 1 << 20;
+    client
+        .write_all(&Header::new(1, 3, big).unwrap().encode())
+        .unwrap();
+    client.write_all(&vec![5; big]).unwrap();
+    let mut incoming = accepted.incoming;
+    assert_eq!(within(10, incoming.recv()).await.unwrap().body.len(), 10);
+    assert_eq!(within(10, incoming.recv()).await.unwrap().body.len(), big);
+}
+
+#[tokio::test]
+async fn past_the_cap_connections_are_accepted_to_be_refused_at_a_bounded_rate() {
+    let config = Config {
+        linger: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let listener = listener(1, config).await;
+    let _first = connect(&listener);
+    let Admission::Accepted(_held) = within(10, listener.accept_or_refuse()).await.unwrap() else {
+        panic!("the first connection takes the slot");
+    };
+    // The next ones find no slot: accepted without one, up to 3 a second.
+    let mut clients = Vec::new();
+    let started = std::time::Instant::now();
+    for _ in 0..4 {
+        clients.push(connect(&listener));
+        match within(10, listener.accept_or_refuse()).await.unwrap() {
+            Admission::Full(refused) => {
+                refused
+                    .framed
+                    .send(2, 0, b"full", Default::default())
+                    .await
+                    .unwrap();
+                refused.framed.close_both();
+            }
+            Admission::Accepted(_) => panic!("no slot was free"),
+        }
+    }
+    // The fourth waited for the next second.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(listener.stats().refused, 4);
+    assert_eq!(listener.stats().open, 1, "refusals hold no slot");
+    // Read on another thread: the runtime's thread runs the refused connections' tasks.
+    for mut client in clients {
+        let got = within(
+            20,
+            tokio::task::spawn_blocking(move || {
+                let mut got = Vec::new();
+                client.read_to_end(&mut got).map(|_| got)
+            }),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(got.ends_with(b"full"));
+    }
+}
