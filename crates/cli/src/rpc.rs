@@ -62,9 +62,89 @@ pub(crate) struct ServeArgs {
     /// Calls in flight each connection may have here; more are answered busy.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     credit: u32,
-    /// Connections served at once; more wait in the kernel's backlog.
+    /// Connections served at once; past it a new one is told "no free connection slot"
+    /// and closed (at most 100 such refusals a second; beyond that they wait).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     max_connections: u64,
+    #[command(flatten)]
+    timeouts: Timeouts,
+}
+
+/// The connection's timers, the same on `serve` and `bench`, for TCP and UDP.
+#[derive(Clone, Copy, Debug, Args)]
+pub(crate) struct Timeouts {
+    /// Seconds the handshake (the peer's hello) may take before the connection is
+    /// closed; 0.1 to 3600.
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    handshake_timeout_s: f64,
+    /// Seconds of silence from the peer before it is pinged; a peer silent for three of
+    /// them is dropped and its calls fail saying so. 0 turns pings off; else 0.1 to 3600,
+    /// and shorter than --idle-timeout-s. Over UDP it is the channel's keep-alive, and
+    /// three of it the channel's timeout for a silent peer.
+    #[arg(long, default_value = "15", value_parser = seconds_or_off)]
+    keepalive_s: f64,
+    /// Seconds with nothing in flight either way after which the connection is closed;
+    /// 0.1 to 3600.
+    #[arg(long, default_value = "120", value_parser = seconds)]
+    idle_timeout_s: f64,
+}
+
+/// Decimal seconds, 0.1 to 3600.
+fn seconds(text: &str) -> Result<f64, String> {
+    let s: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.1..=3600.0).contains(&s) {
+        return Err(format!("{text} s is out of range: 0.1 to 3600"));
+    }
+    Ok(s)
+}
+
+/// [`seconds`], or 0 for off.
+fn seconds_or_off(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(0.0) => Ok(0.0),
+        _ => seconds(text),
+    }
+}
+
+impl Timeouts {
+    /// The RPC settings with these timers; refuses a keep-alive not shorter than the
+    /// idle timeout.
+    fn apply(&self, config: Config) -> anyhow::Result<Config> {
+        let keepalive = (self.keepalive_s > 0.0).then(|| Duration::from_secs_f64(self.keepalive_s));
+        let idle = Duration::from_secs_f64(self.idle_timeout_s);
+        if keepalive.is_some_and(|k| k >= idle) {
+            bail!(
+                "--keepalive-s {} must be shorter than --idle-timeout-s {}",
+                self.keepalive_s,
+                self.idle_timeout_s
+            );
+        }
+        Ok(Config {
+            hello_timeout: Duration::from_secs_f64(self.handshake_timeout_s),
+            keepalive,
+            idle_timeout: Some(idle),
+            ..config
+        })
+    }
+
+    /// The UDP channel's settings with these timers: its keep-alive is ours, and a peer
+    /// silent for three of them is gone; without pings, the channel pings at half the
+    /// idle timeout and gives up at it.
+    fn channel(&self, mut channel: ChannelConfig) -> ChannelConfig {
+        let us = |s: f64| volley_proto::time::Duration::from_micros((s * 1e6) as u64);
+        let connection = &mut channel.endpoint.connection;
+        if self.keepalive_s > 0.0 {
+            connection.keep_alive = us(self.keepalive_s);
+            connection.idle_timeout = us(3.0 * self.keepalive_s);
+        } else {
+            connection.keep_alive = us(self.idle_timeout_s / 2.0);
+            connection.idle_timeout = us(self.idle_timeout_s);
+        }
+        channel.connect_timeout = Duration::from_secs_f64(self.handshake_timeout_s);
+        channel
+    }
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +173,8 @@ pub(crate) struct BenchArgs {
     /// Deadline of each call, in seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     deadline_secs: u64,
+    #[command(flatten)]
+    timeouts: Timeouts,
 }
 
 pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
@@ -103,10 +185,10 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
 }
 
 async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
-    let config = Config {
+    let config = args.timeouts.apply(Config {
         credit: args.credit,
         ..Config::default()
-    };
+    })?;
     let state = Arc::new(BenchState::default());
     let endpoint = Endpoint::<BenchService>::new(config)
         .context("rpc settings")?
@@ -122,7 +204,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
             (serve(endpoint, listener), "tcp")
         }
         Transport::Udp => {
-            let mut channel_config = ChannelConfig::server();
+            let mut channel_config = args.timeouts.channel(ChannelConfig::server());
             // Fits: range-checked to 65536.
             channel_config.endpoint.max_peers = args.max_connections as usize;
             let channel = ChannelEndpoint::bind(args.listen, channel_config)
@@ -165,7 +247,8 @@ async fn wait(server: &volley_rpc::ServerHandle) -> anyhow::Result<()> {
 
 async fn drive(args: BenchArgs) -> anyhow::Result<()> {
     let payload = args.payload as usize;
-    let endpoint = Endpoint::<BenchService>::new(Config::default()).context("rpc settings")?;
+    let config = args.timeouts.apply(Config::default())?;
+    let endpoint = Endpoint::<BenchService>::new(config).context("rpc settings")?;
     let peer = match args.transport {
         Transport::Tcp => {
             let link = tokio::time::timeout(
@@ -185,9 +268,10 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
             } else {
                 "[::]:0".parse().expect("an address")
             };
-            let channel = ChannelEndpoint::bind(any, ChannelConfig::client())
-                .await
-                .context("cannot open a UDP socket")?;
+            let channel =
+                ChannelEndpoint::bind(any, args.timeouts.channel(ChannelConfig::client()))
+                    .await
+                    .context("cannot open a UDP socket")?;
             let connection = channel
                 .connect(args.connect)
                 .await

@@ -267,3 +267,94 @@ async fn rpc_over_tcp_through_the_tcp_relay() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn timer_flags_are_range_checked_before_anything_is_bound() {
+    for (args, says) in [
+        (
+            vec!["--keepalive-s", "20", "--idle-timeout-s", "10"],
+            "--keepalive-s 20 must be shorter than --idle-timeout-s 10",
+        ),
+        (
+            vec!["--keepalive-s", "0.05"],
+            "0.05 s is out of range: 0.1 to 3600",
+        ),
+        (vec!["--idle-timeout-s", "4000"], "4000 s is out of range"),
+        (vec!["--handshake-timeout-s", "0"], "0 s is out of range"),
+        (
+            vec!["--handshake-timeout-s", "soon"],
+            "is not a number of seconds",
+        ),
+    ] {
+        let mut full = vec!["rpc", "serve", "--listen", "127.0.0.1:1"];
+        full.extend(&args);
+        let (ok, stderr) = run(&full).await;
+        assert!(!ok, "{args:?} should fail");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("cannot listen"),
+            "checked before binding: {stderr}"
+        );
+    }
+    let (ok, stderr) = run(&["rpc", "serve", "--help"]).await;
+    assert!(ok, "{stderr}");
+    // Pings off is allowed, with any idle timeout.
+    let (_server, line) = spawn(&[
+        "rpc",
+        "serve",
+        "--keepalive-s",
+        "0",
+        "--idle-timeout-s",
+        "5",
+    ])
+    .await;
+    let addr = line.strip_prefix("listening tcp=").unwrap();
+    let (ok, last, stderr) =
+        bench(&["--connect", addr, "--keepalive-s", "0", "--calls", "10"]).await;
+    assert!(ok, "{stderr}");
+    assert!(last.starts_with("calls=10 ok=10 failed=0"), "{last}");
+}
+
+#[tokio::test]
+async fn a_full_server_says_so_and_a_silent_connection_loses_its_slot() {
+    let (_server, line) = spawn(&[
+        "rpc",
+        "serve",
+        "--max-connections",
+        "1",
+        "--handshake-timeout-s",
+        "2",
+    ])
+    .await;
+    let addr = line.strip_prefix("listening tcp=").unwrap().to_owned();
+    // A connection that never says hello holds the one slot...
+    let silent = std::net::TcpStream::connect(&addr).unwrap();
+    // ... so the next client hears why it is turned away, at once.
+    let started = std::time::Instant::now();
+    let (ok, _, stderr) = bench(&["--connect", &addr, "--calls", "10"]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("the server refused: no free connection slot"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Past the handshake timeout the silent one is closed both ways and its slot freed,
+    // though it never closes its end.
+    let freed = timeout(Duration::from_secs(20), async {
+        loop {
+            let (ok, last, _) = bench(&["--connect", &addr, "--calls", "10"]).await;
+            if ok {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the slot came back");
+    assert!(freed.starts_with("calls=10 ok=10 failed=0"), "{freed}");
+    drop(silent);
+}

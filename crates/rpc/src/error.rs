@@ -164,6 +164,10 @@ pub enum ConnectError {
     /// A setting is out of range.
     #[error("rpc settings: {0}")]
     Config(String),
+    /// The server answered the connection with an error instead of a hello (it has no
+    /// free connection slot, for example) and closed it.
+    #[error("the server refused: {0}")]
+    Refused(String),
 }
 
 /// A handler's failure, sent back to the caller as [`CallError::Handler`]. Any error

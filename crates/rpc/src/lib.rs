@@ -81,6 +81,7 @@ pub mod codec;
 pub mod config;
 pub mod error;
 pub mod link;
+pub mod log;
 pub mod peer;
 pub mod pool;
 pub mod router;

@@ -3,13 +3,17 @@
 
 use core::net::SocketAddr;
 use std::io;
+use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
-use volley_transport_tcp::{Listener, Role, ServerConfig};
+use volley_proto::wire::rpc::{ErrorCode, Kind};
+use volley_transport_tcp::{Accepted, Admission, Listener, ListenerStats, Role, ServerConfig};
 
 use crate::codec::Codec;
 use crate::link::framed::{self, FramedLink};
+use crate::link::{LinkSender, Message, MessageLink};
 use crate::peer::Endpoint;
 use crate::service::Service;
 
@@ -29,6 +33,7 @@ pub struct ServerHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
     local_addr: Option<SocketAddr>,
+    listener: Option<Arc<Listener>>,
 }
 
 /// Serves `endpoint` on every connection `listener` accepts, each in a task of its own,
@@ -37,17 +42,22 @@ pub struct ServerHandle {
 pub fn serve<S: Service, C: Codec>(endpoint: Endpoint<S, C>, listener: Listener) -> ServerHandle {
     let (stop, stopped) = watch::channel(false);
     let local_addr = listener.local_addr().ok();
-    let task = tokio::spawn(accept_loop(endpoint, listener, stopped));
+    let listener = Arc::new(listener);
+    let task = tokio::spawn(accept_loop(endpoint, listener.clone(), stopped));
     ServerHandle {
         stop,
         task,
         local_addr,
+        listener: Some(listener),
     }
 }
 
+/// What a peer past `max_connections` is told before its connection is closed.
+pub const NO_SLOT: &str = "no free connection slot";
+
 async fn accept_loop<S: Service, C: Codec>(
     endpoint: Endpoint<S, C>,
-    listener: Listener,
+    listener: Arc<Listener>,
     mut stopped: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let mut connections = JoinSet::new();
@@ -55,8 +65,18 @@ async fn accept_loop<S: Service, C: Codec>(
         while connections.try_join_next().is_some() {}
         tokio::select! {
             _ = stopped.changed() => break,
-            accepted = listener.accept() => {
-                let accepted = accepted?;
+            admitted = listener.accept_or_refuse() => {
+                let accepted = match admitted? {
+                    Admission::Accepted(accepted) => accepted,
+                    Admission::Full(refused) => {
+                        crate::log::warn_limited(
+                            "rpc connection refused: no free connection slot",
+                            &PeerHost(&refused.peer),
+                        );
+                        connections.spawn(refuse(refused));
+                        continue;
+                    }
+                };
                 let endpoint = endpoint.clone();
                 let mut stopped = stopped.clone();
                 connections.spawn(async move {
@@ -65,7 +85,11 @@ async fn accept_loop<S: Service, C: Codec>(
                     let peer = match endpoint.connect(link).await {
                         Ok(peer) => peer,
                         Err(e) => {
-                            tracing::warn!(peer = ?who, "rpc connection refused: {e}");
+                            tracing::debug!(peer = ?who, "rpc connection refused at the hello: {e}");
+                            crate::log::warn_limited(
+                                "rpc connection refused at the hello (run with RUST_LOG=debug for each reason)",
+                                &PeerHost(&who),
+                            );
                             return;
                         }
                     };
@@ -82,6 +106,34 @@ async fn accept_loop<S: Service, C: Codec>(
     // Shutting down: each connection drains its running calls, then closes.
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// A peer's host, without its port: what rate-limited warnings count by, since each
+/// connection of one attacker comes from a port of its own.
+struct PeerHost<'a>(&'a volley_transport_tcp::Peer);
+
+impl core::fmt::Display for PeerHost<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            volley_transport_tcp::Peer::Tcp(addr) => write!(f, "{}", addr.ip()),
+            volley_transport_tcp::Peer::Unix => f.write_str("a unix socket peer"),
+        }
+    }
+}
+
+/// Tells a peer past `max_connections` why (an error reply in place of the hello, which
+/// the client reports as "the server refused: no free connection slot"), then closes its
+/// connection both ways; the listener's linger bounds how long that takes.
+async fn refuse(refused: Accepted) {
+    let (sender, _receiver) = FramedLink::new(refused.framed, refused.incoming).split();
+    let why = Message::new(
+        Kind::ERROR,
+        0,
+        ErrorCode::BUSY.0,
+        Bytes::from_static(NO_SLOT.as_bytes()),
+    );
+    let _ = sender.send(why).await;
+    sender.close();
 }
 
 /// Serves `endpoint` on every connection a UDP channel endpoint accepts, as [`serve`]
@@ -107,7 +159,11 @@ pub fn serve_udp<S: Service, C: Codec>(
                         let peer = match endpoint.connect(link).await {
                             Ok(peer) => peer,
                             Err(e) => {
-                                tracing::warn!("rpc connection over udp refused: {e}");
+                                tracing::debug!("rpc connection over udp refused at the hello: {e}");
+                                crate::log::warn_limited(
+                                    "rpc connection over udp refused at the hello (run with RUST_LOG=debug for each reason)",
+                                    &"udp",
+                                );
                                 return;
                             }
                         };
@@ -128,10 +184,17 @@ pub fn serve_udp<S: Service, C: Codec>(
         stop,
         task,
         local_addr,
+        listener: None,
     }
 }
 
 impl ServerHandle {
+    /// The stream listener's counts (connections open, accepted, refused for want of a
+    /// slot); `None` for a UDP server.
+    pub fn listener_stats(&self) -> Option<ListenerStats> {
+        self.listener.as_ref().map(|l| l.stats())
+    }
+
     /// The address it listens on (TCP).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr

@@ -49,6 +49,7 @@ fn hello(version: u16, fingerprint: u64, credit: u32) -> Message {
         max_message: 1 << 20,
         credit,
         fingerprint,
+        capabilities: 0,
     };
     Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.encode()))
 }
@@ -386,6 +387,7 @@ async fn malformed_frames_end_that_connection_only() {
             max_message: 1 << 20,
             credit: 8,
             fingerprint: Test::FINGERPRINT,
+            capabilities: 0,
         };
         let mut head = [0u8; 16];
         Head {

@@ -68,9 +68,10 @@ impl Framed {
     }
 
     /// A connection over a TCP stream, with Nagle's algorithm off (the writer batches by
-    /// itself). On Linux, file regions ([`Framed::send_file`]) go by `sendfile(2)`.
+    /// itself) and TCP keep-alive on. On Linux, file regions ([`Framed::send_file`]) go by `sendfile(2)`.
     pub fn from_tcp(stream: TcpStream, config: Config) -> io::Result<(Self, Incoming)> {
         stream.set_nodelay(true)?;
+        socket2::SockRef::from(&stream).set_tcp_keepalive(&crate::server::keepalive())?;
         let (read, write) = stream.into_split();
         Ok(Self::start(read, write, config, None))
     }

@@ -184,15 +184,17 @@ impl Listener {
         self.accept_with(Some(slot)).await
     }
 
-    /// As [`Listener::accept`], but past `max_connections` the next connection is
-    /// accepted anyway, without a slot, as [`Admission::Full`] for the caller to refuse
-    /// with a reason (a peer left waiting in the backlog only sees a timeout), at most
-    /// [`ServerConfig::max_refusals_per_second`] a second; past that rate it waits for a
-    /// slot as [`Listener::accept`] does.
+    /// As [`Listener::accept`], but the connection is accepted first and then given a
+    /// slot; past `max_connections` it is handed over without one, as
+    /// [`Admission::Full`], for the caller to refuse with a reason (a peer left waiting
+    /// in the backlog only sees a timeout), at most
+    /// [`ServerConfig::max_refusals_per_second`] a second. Past that rate the one
+    /// connection accepted waits for a slot (the backlog holds the others).
     pub async fn accept_or_refuse(&self) -> io::Result<Admission> {
+        let (stream, peer) = self.accept_stream().await?;
         loop {
             if let Ok(slot) = self.open.clone().try_acquire_owned() {
-                return self.accept_with(Some(slot)).await.map(Admission::Accepted);
+                return Ok(Admission::Accepted(self.start(stream, peer, Some(slot))));
             }
             let next_second = {
                 let mut refusals = lock(&self.refusals);
@@ -209,7 +211,7 @@ impl Listener {
             };
             let Some(next_second) = next_second else {
                 self.refused.fetch_add(1, Ordering::Relaxed);
-                return self.accept_with(None).await.map(Admission::Full);
+                return Ok(Admission::Full(self.start(stream, peer, None)));
             };
             // Refused enough this second: wait for a slot, or for the next second.
             tokio::select! {
@@ -217,7 +219,7 @@ impl Listener {
                     let slot = slot.map_err(|_| {
                         io::Error::other("the listener's connection slots were closed")
                     })?;
-                    return self.accept_with(Some(slot)).await.map(Admission::Accepted);
+                    return Ok(Admission::Accepted(self.start(stream, peer, Some(slot))));
                 }
                 () = tokio::time::sleep_until(next_second.into()) => {}
             }
@@ -226,6 +228,12 @@ impl Listener {
 
     /// Accepts the next connection, holding `slot` (if any) for as long as it is open.
     async fn accept_with(&self, slot: Option<OwnedSemaphorePermit>) -> io::Result<Accepted> {
+        let (stream, peer) = self.accept_stream().await?;
+        Ok(self.start(stream, peer, slot))
+    }
+
+    /// The next stream from the listener, pausing while out of file descriptors.
+    async fn accept_stream(&self) -> io::Result<(Stream, Peer)> {
         let mut pause = Duration::from_millis(5);
         loop {
             let accepted = match &self.inner {
@@ -239,26 +247,9 @@ impl Listener {
                     .map(|(stream, _)| (Stream::Unix(stream), Peer::Unix)),
             };
             match accepted {
-                Ok((stream, peer)) => {
-                    let config = self.config.connection;
-                    let (framed, incoming) = match stream {
-                        Stream::Tcp(stream) => {
-                            // Only fails on a socket already dead; its reader says so.
-                            let _ = stream.set_nodelay(true);
-                            let (read, write) = stream.into_split();
-                            Framed::start(read, write, config, slot)
-                        }
-                        Stream::Unix(stream) => {
-                            let (read, write) = stream.into_split();
-                            Framed::start(read, write, config, slot)
-                        }
-                    };
+                Ok(accepted) => {
                     self.accepted.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Accepted {
-                        framed,
-                        incoming,
-                        peer,
-                    });
+                    return Ok(accepted);
                 }
                 Err(e) if out_of_resources(&e) => {
                     if self.out_of_files.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -272,6 +263,29 @@ impl Listener {
                 Err(e) if one_connection(&e) => {}
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Starts a framed connection over an accepted stream.
+    fn start(&self, stream: Stream, peer: Peer, slot: Option<OwnedSemaphorePermit>) -> Accepted {
+        let config = self.config.connection;
+        let (framed, incoming) = match stream {
+            Stream::Tcp(stream) => {
+                // Each only fails on a socket already dead; its reader says so.
+                let _ = stream.set_nodelay(true);
+                let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive());
+                let (read, write) = stream.into_split();
+                Framed::start(read, write, config, slot)
+            }
+            Stream::Unix(stream) => {
+                let (read, write) = stream.into_split();
+                Framed::start(read, write, config, slot)
+            }
+        };
+        Accepted {
+            framed,
+            incoming,
+            peer,
         }
     }
 
@@ -298,6 +312,16 @@ impl fmt::Debug for Listener {
             .field("stats", &self.stats())
             .finish()
     }
+}
+
+/// TCP keep-alive for accepted and connected sockets: a peer whose host vanished is found
+/// out by the kernel after about a minute and a half of silence, even with nothing to
+/// send (the protocols' own pings, where they have them, find it sooner).
+pub(crate) fn keepalive() -> socket2::TcpKeepalive {
+    socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(60))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(3)
 }
 
 /// Out of file descriptors (per process or system-wide) or of socket memory: waiting

@@ -6,11 +6,11 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit |
+//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit, 8 ping, 9 pong |
 //! | 1 | 1 | flags: bit 0 set when a deadline follows; other bits are 0 |
 //! | 2 | 2 | segments: how many bulk segments follow the arguments (at most [`MAX_SEGMENTS`]) |
 //! | 4 | 4 | call id: chosen by the caller, echoed by the reply, error reply or cancel |
-//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; calls finished for credit; else 0 |
+//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; calls finished for credit; a ping's number, echoed by its pong; else 0 |
 //! | 12 | 4 | arguments' length in bytes |
 //! | 16 | 8 | only if flag bit 0: microseconds the caller will still wait for the reply |
 //! | then | 4 each | each segment's length |
@@ -31,12 +31,27 @@
 //! | 0 | 4 | magic `VRPC` |
 //! | 4 | 2 | wire version ([`WIRE_VERSION`]) |
 //! | 6 | 1 | codec id ([`CodecId`]) |
-//! | 7 | 1 | reserved, 0 |
+//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`]; others 0 |
 //! | 8 | 4 | the largest message this end takes, in bytes |
 //! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
 //! | 16 | 8 | service fingerprint: a hash of the method ids, names and types |
 //!
-//! Bytes after these 24 are ignored, so a later version can append fields.
+//! **How the hello grows** (the rule every later change follows):
+//! - New fields are appended after these 24 bytes. A peer ignores bytes it does not
+//!   know, so a version-1 peer keeps working with a hello that carries more.
+//! - A feature both ends must agree on is a capability bit in byte 7, set by an end that
+//!   supports it; it is used only when both ends set it (or, for a feature that only asks
+//!   something of the peer, such as answering pings, when the peer sets it).
+//! - The whole hello message, as a stream link frames it (the 9-byte frame header
+//!   included), is at most [`MAX_HELLO_FRAME`] bytes: room for later fields such as an
+//!   authentication token. Before the hello, a receiver takes no longer frame: it ends
+//!   the connection at once.
+//! - The wire version stays 1 unless a change cannot be ignored by a version-1 peer.
+//!
+//! A ping (kind 8) asks the peer to answer with a pong (kind 9) carrying the same number
+//! in the method field; both have no arguments and no segments. An end sends pings only
+//! to a peer whose hello sets [`CAP_ANSWERS_PINGS`], so a version-1 peer, which would
+//! take an unknown kind as a protocol error, never sees one.
 //!
 //! ```
 //! use volley_proto::wire::rpc::{Head, Kind, Message};
@@ -75,6 +90,11 @@ pub const MAX_SEGMENTS: usize = 64;
 pub const HELLO_LEN: usize = 24;
 /// The hello's first four bytes.
 pub const MAGIC: [u8; 4] = *b"VRPC";
+/// The largest hello message as a stream frame, header included: a receiver takes no
+/// longer first frame.
+pub const MAX_HELLO_FRAME: usize = 1024;
+/// Hello capability bit: this end answers [`Kind::PING`] with [`Kind::PONG`].
+pub const CAP_ANSWERS_PINGS: u8 = 0x01;
 
 const FLAG_DEADLINE: u8 = 1;
 
@@ -96,6 +116,11 @@ open_enum! {
         /// The callee finished this many one-way calls (in the method field): the caller
         /// may send as many more. Sync calls return their credit with their reply.
         CREDIT = 7 => "credit",
+        /// Are you there? Answered with a pong carrying the same number (method field);
+        /// sent only to a peer whose hello sets [`CAP_ANSWERS_PINGS`].
+        PING = 8 => "ping",
+        /// The answer to a ping.
+        PONG = 9 => "pong",
     }
 }
 
@@ -119,6 +144,9 @@ open_enum! {
         TOO_LARGE = 7 => "too large",
         /// The callee is shutting down and takes no new calls.
         SHUTTING_DOWN = 8 => "shutting down",
+        /// The caller broke the protocol with this call (it reused the id of a call
+        /// still running, for one); the connection goes on.
+        PROTOCOL = 9 => "protocol error",
     }
 }
 
@@ -347,6 +375,9 @@ pub struct Hello {
     pub credit: u32,
     /// A hash of the service's method ids, names and types.
     pub fingerprint: u64,
+    /// Capability bits (byte 7): [`CAP_ANSWERS_PINGS`]; a version-1 peer that predates
+    /// them sends 0.
+    pub capabilities: u8,
 }
 
 impl Hello {
@@ -356,6 +387,7 @@ impl Hello {
         out[..4].copy_from_slice(&MAGIC);
         out[4..6].copy_from_slice(&self.version.to_le_bytes());
         out[6] = self.codec.0;
+        out[7] = self.capabilities;
         out[8..12].copy_from_slice(&self.max_message.to_le_bytes());
         out[12..16].copy_from_slice(&self.credit.to_le_bytes());
         out[16..24].copy_from_slice(&self.fingerprint.to_le_bytes());
@@ -375,10 +407,11 @@ impl Hello {
         }
         let version = r.u16_le("rpc hello version")?;
         let codec = CodecId(r.u8("rpc hello codec")?);
-        let _reserved = r.u8("rpc hello")?;
+        let capabilities = r.u8("rpc hello capabilities")?;
         Ok(Self {
             version,
             codec,
+            capabilities,
             max_message: r.u32_le("rpc hello max message")?,
             credit: r.u32_le("rpc hello credit")?,
             fingerprint: r.u64_le("rpc hello fingerprint")?,

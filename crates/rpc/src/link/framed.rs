@@ -9,6 +9,7 @@ use std::io;
 use std::path::Path;
 
 use volley_proto::wire::frame;
+use volley_proto::wire::rpc::MAX_HELLO_FRAME;
 use volley_transport_tcp::{Config, Framed, Incoming, Role};
 
 use super::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
@@ -27,9 +28,11 @@ pub const DEFAULT_MAX_MESSAGE: usize = 16 << 20;
 /// much CPU after each burst of traffic, per connection.
 pub const SPIN: Duration = Duration::from_micros(250);
 
-/// Framed-layer settings for RPC: frames up to `max_message` plus the frame header, a
-/// write budget of twice that (so one largest message never waits behind itself), the
-/// reader spinning for [`SPIN`] after traffic, and no idle timeout.
+/// Framed-layer settings for RPC: frames up to `max_message` plus the frame header (the
+/// first, the hello, at most [`MAX_HELLO_FRAME`]), a write budget of twice that (so one
+/// largest message never waits behind itself), the reader spinning for [`SPIN`] after
+/// traffic, and no idle timeout at this layer (RPC keeps its own, which knows whether
+/// calls are in flight).
 pub fn config(role: Role, max_message: usize) -> Config {
     Config {
         spin: Some(SPIN),
@@ -38,6 +41,8 @@ pub fn config(role: Role, max_message: usize) -> Config {
         // Measured with the rpc suite: 64 KiB reads beat 256 KiB ones by a fifth on 1 MiB
         // calls over loopback (32 KiB was no better).
         read_chunk: 64 * 1024,
+        first_frame_max: Some(MAX_HELLO_FRAME),
+        linger: Duration::from_secs(1),
         role,
         ..Config::default()
     }
@@ -129,7 +134,7 @@ impl LinkSender for FramedSender {
     }
 
     fn close(&self) {
-        self.framed.close();
+        self.framed.close_both();
     }
 }
 

@@ -102,6 +102,17 @@ pub enum LinkError {
         "the peer made {0} calls past its credit whose busy answers it did not read; connection dropped"
     )]
     Flooded(usize),
+    /// The peer answered no ping for three keep-alive intervals: it is gone, or cannot
+    /// be reached.
+    #[error("the peer went silent: no answer to pings for {0:?}; connection dropped")]
+    Silent(core::time::Duration),
+    /// Nothing was in flight either way for the idle timeout, so the connection was
+    /// closed.
+    #[error("the connection was idle for {0:?} with nothing in flight; closed")]
+    Idle(core::time::Duration),
+    /// This end closed the connection.
+    #[error("the connection was closed by this end")]
+    Local,
 }
 
 /// A bidirectional message link, split into its two halves when a connection starts.
@@ -123,7 +134,9 @@ pub trait LinkSender: Clone + Send + Sync + 'static {
     /// The largest message (as [`Message::wire_len`]) this link carries.
     fn max_message(&self) -> usize;
 
-    /// Stops sending once what is queued is out; the peer sees the link close.
+    /// Ends the link both ways: what is queued goes out (within a bound the link sets, so
+    /// a peer that never reads cannot hold it open), the peer sees the link close, and
+    /// nothing more is read from it.
     fn close(&self);
 }
 

@@ -133,9 +133,14 @@ fn hello_round_trips_and_checks_its_magic() {
         max_message: 16 << 20,
         credit: 256,
         fingerprint: 0xdead_beef_0123_4567,
+        capabilities: CAP_ANSWERS_PINGS,
     };
     let bytes = hello.encode();
     assert_eq!(&bytes[..4], b"VRPC");
+    assert_eq!(
+        bytes[7], CAP_ANSWERS_PINGS,
+        "capability bits live at offset 7"
+    );
     assert_eq!(Hello::parse(&bytes), Ok(hello));
     // Later versions may append.
     let mut longer = bytes.to_vec();

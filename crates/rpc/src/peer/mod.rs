@@ -7,35 +7,37 @@
 //! sent, and error replies it makes itself (Busy, unknown method) are sent from a task.
 //! So replies and callbacks keep flowing whatever the handlers do, and nothing deadlocks.
 
-use core::any::Any;
 use core::marker::PhantomData;
-use core::panic::AssertUnwindSafe;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytes::Bytes;
-use futures::FutureExt;
 use serde::Serialize;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
-use volley_proto::wire::rpc::{ErrorCode, Head, Hello, Kind, WIRE_VERSION};
+use volley_proto::wire::frame;
+use volley_proto::wire::rpc::{
+    CAP_ANSWERS_PINGS, ErrorCode, Head, Hello, Kind, MAX_HELLO_FRAME, WIRE_VERSION,
+};
 
 use crate::codec::{Bincode, Codec, CodecError};
 use crate::config::Config;
-use crate::error::{CallError, ConnectError, HandlerError};
-use crate::link::framed::FramedSender;
-use crate::link::local::LocalSender;
-use crate::link::udp::UdpSender;
+use crate::error::{CallError, ConnectError};
 use crate::link::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
+use any::AnySender;
+
+mod any;
+mod keepalive;
+mod serve;
 use crate::pool::BufferPool;
-use crate::router::{Encoded, HandlerFuture, Reply, Router};
+use crate::router::{Reply, Router};
 use crate::service::{Method, Service};
 
-/// Error replies this end may have queued at once before it gives up on a peer that
-/// keeps calling past its credit without reading the answers.
-const MAX_PENDING_ERRORS: usize = 1024;
+/// Answers (error replies, pongs) this end may have queued at once before it gives up on
+/// a peer that keeps asking without reading them.
+const MAX_PENDING_ANSWERS: usize = 1024;
 
 /// Makes connections that speak service `S` with codec `C`, serving `S`'s methods that
 /// its router handles (if any).
@@ -85,6 +87,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
                 .unwrap_or(u32::MAX),
             credit: self.config.credit,
             fingerprint: S::FINGERPRINT,
+            capabilities: CAP_ANSWERS_PINGS,
         };
         let theirs = match tokio::time::timeout(
             self.config.hello_timeout,
@@ -102,31 +105,41 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
                 return Err(ConnectError::Timeout(self.config.hello_timeout));
             }
         };
-        if theirs.version != WIRE_VERSION {
-            sender.close();
-            return Err(ConnectError::Version {
+        let refused = if theirs.version != WIRE_VERSION {
+            Some(ConnectError::Version {
                 ours: WIRE_VERSION,
                 theirs: theirs.version,
-            });
-        }
-        if theirs.codec != C::ID {
-            sender.close();
-            return Err(ConnectError::Codec {
+            })
+        } else if theirs.codec != C::ID {
+            Some(ConnectError::Codec {
                 ours: C::ID,
                 theirs: theirs.codec,
-            });
-        }
-        if theirs.fingerprint != S::FINGERPRINT {
-            sender.close();
-            return Err(ConnectError::Service {
+            })
+        } else if theirs.fingerprint != S::FINGERPRINT {
+            Some(ConnectError::Service {
                 service: S::NAME,
                 ours: S::FINGERPRINT,
                 theirs: theirs.fingerprint,
-            });
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            // Tell the peer why (as an error reply to no call), then close both ways.
+            let text = Bytes::from(format!("the peer refused the hello: {e}"));
+            let why = Message::new(Kind::ERROR, 0, ErrorCode::PROTOCOL.0, text);
+            let _ = tokio::time::timeout(self.config.hello_timeout, sender.send(why)).await;
+            sender.close();
+            return Err(e);
         }
         let (oneway_tx, oneway_rx) = mpsc::unbounded_channel();
+        let link_max = sender.max_message();
         let inner = Arc::new(Inner {
             sender: AnySender::new(sender),
+            who: ConnectionName::next(),
+            link_max,
+            heard: AtomicU64::new(0),
+            activity: AtomicU64::new(0),
             config: self.config,
             ours,
             theirs,
@@ -140,14 +153,17 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             router: self.router.clone(),
             running: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
-            pending_errors: AtomicUsize::new(0),
+            pending_answers: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
             idle: Notify::new(),
             counters: Counters::default(),
             _s: PhantomData,
         });
         tokio::spawn(read_loop(inner.clone(), receiver, oneway_tx));
-        tokio::spawn(oneway_loop(inner.clone(), oneway_rx));
+        tokio::spawn(serve::oneway_loop(inner.clone(), oneway_rx));
+        if let Some(watch) = keepalive::Watch::new(&self.config, &theirs) {
+            tokio::spawn(keepalive::run(inner.clone(), watch));
+        }
         Ok(Peer {
             inner: inner.clone(),
             _owner: Some(Arc::new(Owner { inner })),
@@ -170,10 +186,25 @@ async fn hello<T: LinkSender, R: LinkReceiver>(
         ))
         .await?;
     let message = receiver.recv().await?;
-    if message.head.kind != Kind::HELLO {
-        return Err(ConnectError::NotHello(message.head.kind));
+    // A stream link holds the first frame to this already; a datagram link is checked
+    // here.
+    let len = message.wire_len() + frame::HEADER_LEN;
+    if len > MAX_HELLO_FRAME {
+        return Err(ConnectError::Malformed(
+            volley_proto::wire::Error::TooLarge {
+                what: "rpc hello",
+                len: len as u64,
+                max: MAX_HELLO_FRAME as u64,
+            },
+        ));
     }
-    Hello::parse(&message.args).map_err(ConnectError::Malformed)
+    match message.head.kind {
+        Kind::HELLO => Hello::parse(&message.args).map_err(ConnectError::Malformed),
+        Kind::ERROR => Err(ConnectError::Refused(
+            String::from_utf8_lossy(&message.args).into_owned(),
+        )),
+        kind => Err(ConnectError::NotHello(kind)),
+    }
 }
 
 /// One connection: call the peer, serve it, shut down. Cheap to clone; the connection
@@ -236,6 +267,15 @@ struct Counters {
 
 struct Inner<S, C> {
     sender: AnySender,
+    /// Names the connection in rate-limited warnings.
+    who: ConnectionName,
+    /// The largest message the link carries.
+    link_max: usize,
+    /// Messages received (any kind): the keep-alive's sign of life.
+    heard: AtomicU64,
+    /// Calls, replies and credit sent or received (not pings): the idle timeout's sign
+    /// of use.
+    activity: AtomicU64,
     config: Config,
     ours: Hello,
     theirs: Hello,
@@ -255,11 +295,28 @@ struct Inner<S, C> {
     running: Mutex<HashMap<u32, Option<AbortHandle>>>,
     /// Calls of the peer's taking credit here: sync running plus one-way queued.
     in_flight: AtomicUsize,
-    pending_errors: AtomicUsize,
+    /// Answers (error replies, pongs) this end is sending from tasks of their own.
+    pending_answers: AtomicUsize,
     shutting_down: AtomicBool,
     idle: Notify,
     counters: Counters,
     _s: PhantomData<fn() -> (S, C)>,
+}
+
+/// A connection's number in this process, for the log.
+struct ConnectionName(u64);
+
+impl ConnectionName {
+    fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl core::fmt::Display for ConnectionName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "rpc connection {}", self.0)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -304,6 +361,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             return Err(inner.lost(M::NAME, e));
         }
         inner.counters.calls_sent.fetch_add(1, Ordering::Relaxed);
+        inner.activity.fetch_add(1, Ordering::Relaxed);
         let reply = match deadline {
             Some(after) => match tokio::time::timeout(after, rx).await {
                 Ok(reply) => reply,
@@ -372,6 +430,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             .await
             .map_err(|e| inner.lost(M::NAME, e))?;
         inner.counters.calls_sent.fetch_add(1, Ordering::Relaxed);
+        inner.activity.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -605,23 +664,42 @@ impl<S: Service, C: Codec> Inner<S, C> {
     }
 
     /// Sends an error reply from a task of its own, so the reader never waits on the link.
+    /// The text is cut to what the peer's largest message leaves room for.
     fn answer_error(self: &Arc<Self>, id: u32, code: ErrorCode, text: String) {
-        if self.pending_errors.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ERRORS {
-            self.fail(LinkError::Flooded(MAX_PENDING_ERRORS));
+        let room = (self.theirs.max_message as usize)
+            .min(self.link_max)
+            .saturating_sub(crate::link::MAX_HEAD);
+        let mut text = text.into_bytes();
+        text.truncate(room);
+        self.answer(Message::new(Kind::ERROR, id, code.0, Bytes::from(text)));
+    }
+
+    /// Sends an answer this end makes itself (an error reply, a pong) from a task of its
+    /// own; a peer that has more than [`MAX_PENDING_ANSWERS`] of them unsent (it asks
+    /// without reading) is dropped.
+    fn answer(self: &Arc<Self>, message: Message) {
+        if self.pending_answers.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ANSWERS {
+            self.fail(LinkError::Flooded(MAX_PENDING_ANSWERS));
             return;
         }
         let inner = self.clone();
         tokio::spawn(async move {
-            let reply = Message::new(Kind::ERROR, id, code.0, Bytes::from(text));
-            let _ = inner.sender.send(reply).await;
-            inner.pending_errors.fetch_sub(1, Ordering::SeqCst);
+            let _ = inner.sender.send(message).await;
+            inner.pending_answers.fetch_sub(1, Ordering::SeqCst);
         });
     }
 
     /// Handles one message from the peer without waiting on anything.
     fn dispatch(self: &Arc<Self>, message: Message, oneway: &mpsc::UnboundedSender<Message>) {
         let head = message.head;
+        self.heard.fetch_add(1, Ordering::Relaxed);
+        if !matches!(head.kind, Kind::PING | Kind::PONG) {
+            self.activity.fetch_add(1, Ordering::Relaxed);
+        }
         match head.kind {
+            Kind::PING => self.answer(Message::new(Kind::PONG, 0, head.method, Bytes::new())),
+            // Heard, which is all a pong is for.
+            Kind::PONG => {}
             Kind::REPLY | Kind::ERROR => {
                 let waiter = lock(&self.waiters).remove(&head.call_id);
                 match waiter {
@@ -637,9 +715,9 @@ impl<S: Service, C: Codec> Inner<S, C> {
             Kind::ONE_WAY => {
                 if self.shutting_down.load(Ordering::SeqCst) || !self.admit() {
                     self.counters.oneway_dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        method = head.method,
-                        "one-way call dropped: past this end's credit, or shutting down"
+                    crate::log::warn_limited(
+                        "one-way call dropped: past this end's credit, or shutting down",
+                        &self.who,
                     );
                     return;
                 }
@@ -682,153 +760,6 @@ impl<S: Service, C: Codec> Inner<S, C> {
             )),
         }
     }
-
-    fn start_call(self: &Arc<Self>, message: Message) {
-        let head = message.head;
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return self.answer_error(
-                head.call_id,
-                ErrorCode::SHUTTING_DOWN,
-                "the peer is shutting down".into(),
-            );
-        }
-        if !self.admit() {
-            self.counters.busy.fetch_add(1, Ordering::Relaxed);
-            return self.answer_error(
-                head.call_id,
-                ErrorCode::BUSY,
-                format!("{} calls in flight, the credit given", self.ours.credit),
-            );
-        }
-        let handler = self
-            .router
-            .as_ref()
-            .and_then(|router| router.get(head.method))
-            .map(|(_, handler)| handler.clone());
-        let Some(handler) = handler else {
-            self.finish_one();
-            return self.answer_error(
-                head.call_id,
-                ErrorCode::UNKNOWN_METHOD,
-                format!("no method {} here", head.method),
-            );
-        };
-        {
-            let mut running = lock(&self.running);
-            if running.contains_key(&head.call_id) {
-                drop(running);
-                self.finish_one();
-                tracing::warn!(call_id = head.call_id, "the peer reused a running call id");
-                return;
-            }
-            running.insert(head.call_id, None);
-        }
-        self.counters.calls_served.fetch_add(1, Ordering::Relaxed);
-        let mut future = handler(message, Peer::handle(self));
-        // Most handlers finish at their first poll: run that here, and spawn a task only
-        // for one that has to wait (a task per call costs more than the call).
-        let first = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().now_or_never()));
-        let outcome = match first {
-            Ok(Some(outcome)) => outcome,
-            Ok(None) => {
-                let inner = self.clone();
-                let task = tokio::spawn(async move {
-                    let outcome = run_handler(future, head.deadline_us).await;
-                    inner.reply(head.call_id, outcome).await;
-                });
-                if let Some(slot) = lock(&self.running).get_mut(&head.call_id) {
-                    *slot = Some(task.abort_handle());
-                }
-                return;
-            }
-            Err(panic) => Err(HandlerError::with_code(
-                ErrorCode::PANIC,
-                panic_text(&*panic),
-            )),
-        };
-        let mut reply = Box::pin(self.clone().reply(head.call_id, outcome));
-        if reply.as_mut().now_or_never().is_none() {
-            // The link is at capacity: finish sending from a task.
-            tokio::spawn(reply);
-        }
-    }
-
-    /// Sends a finished call's reply (or error), unless a cancel came first, and frees its
-    /// credit.
-    async fn reply(self: Arc<Self>, call_id: u32, outcome: Result<Encoded, HandlerError>) {
-        // A cancel that came first took the entry (and the credit) already.
-        if lock(&self.running).remove(&call_id).is_none() {
-            return;
-        }
-        let mut reply = match outcome {
-            Ok(encoded) => Message {
-                head: Head {
-                    kind: Kind::REPLY,
-                    call_id,
-                    method: 0,
-                    deadline_us: None,
-                },
-                args: encoded.args,
-                segments: encoded.segments,
-            },
-            Err(e) => Message::new(Kind::ERROR, call_id, e.code.0, Bytes::from(e.message)),
-        };
-        let max = self.theirs.max_message as usize;
-        if reply.wire_len() > max || reply.segments.len() > volley_proto::wire::rpc::MAX_SEGMENTS {
-            let text = format!(
-                "the reply is {} bytes in {} segments; the caller takes at most {max} bytes",
-                reply.wire_len(),
-                reply.segments.len()
-            );
-            reply = Message::new(
-                Kind::ERROR,
-                call_id,
-                ErrorCode::TOO_LARGE.0,
-                Bytes::from(text),
-            );
-        }
-        let _ = self.sender.send(reply).await;
-        self.finish_one();
-    }
-}
-
-/// Runs a handler with its deadline, turning a panic into an error.
-async fn run_handler(
-    future: HandlerFuture,
-    deadline_us: Option<u64>,
-) -> Result<Encoded, HandlerError> {
-    let caught = AssertUnwindSafe(future).catch_unwind();
-    let outcome = match deadline_us {
-        Some(us) => {
-            let after = Duration::from_micros(us);
-            match tokio::time::timeout(after, caught).await {
-                Ok(outcome) => outcome,
-                Err(_) => {
-                    return Err(HandlerError::with_code(
-                        ErrorCode::DEADLINE,
-                        format!("the handler ran past the call's deadline of {after:?}"),
-                    ));
-                }
-            }
-        }
-        None => caught.await,
-    };
-    outcome.unwrap_or_else(|panic| {
-        Err(HandlerError::with_code(
-            ErrorCode::PANIC,
-            panic_text(&*panic),
-        ))
-    })
-}
-
-fn panic_text(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".into()
-    }
 }
 
 /// Reads the link until it ends, then fails the connection with the reason.
@@ -847,114 +778,4 @@ async fn read_loop<S: Service, C: Codec, R: LinkReceiver>(
         }
     };
     inner.fail(cause);
-}
-
-/// Runs one-way calls one after another, in the order they came, and gives their credit
-/// back in batches.
-async fn oneway_loop<S: Service, C: Codec>(
-    inner: Arc<Inner<S, C>>,
-    mut queue: mpsc::UnboundedReceiver<Message>,
-) {
-    let batch = (inner.ours.credit / 4).max(1);
-    let mut owed = 0u32;
-    while let Some(message) = queue.recv().await {
-        let method = message.head.method;
-        let handler = inner
-            .router
-            .as_ref()
-            .and_then(|router| router.get(method))
-            .map(|(name, handler)| (*name, handler.clone()));
-        match handler {
-            Some((name, handler)) => {
-                let future = handler(message, Peer::handle(&inner));
-                if let Err(e) = run_handler(future, None).await {
-                    inner.counters.oneway_failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(method = name, code = %e.code, "one-way call failed: {}", e.message);
-                }
-            }
-            None => {
-                inner.counters.oneway_failed.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(method, "one-way call to a method this end does not serve");
-            }
-        }
-        inner.finish_one();
-        owed += 1;
-        if owed >= batch || queue.is_empty() {
-            let credit = Message::new(Kind::CREDIT, 0, owed, Bytes::new());
-            if inner.sender.send(credit).await.is_err() {
-                return;
-            }
-            owed = 0;
-        }
-        if inner.failure.get().is_some() {
-            return;
-        }
-    }
-}
-
-/// The link's sender: the links volley provides without indirection, others boxed.
-#[derive(Clone)]
-enum AnySender {
-    Framed(FramedSender),
-    Local(LocalSender),
-    Udp(UdpSender),
-    Other(Arc<dyn DynSender>),
-}
-
-trait DynSender: Send + Sync {
-    fn send_boxed(&self, message: Message)
-    -> futures::future::BoxFuture<'_, Result<(), LinkError>>;
-    fn close_link(&self);
-}
-
-impl<T: LinkSender> DynSender for T {
-    fn send_boxed(
-        &self,
-        message: Message,
-    ) -> futures::future::BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(LinkSender::send(self, message))
-    }
-    fn close_link(&self) {
-        LinkSender::close(self);
-    }
-}
-
-impl AnySender {
-    fn new<T: LinkSender>(sender: T) -> Self {
-        let any: Box<dyn Any> = Box::new(sender);
-        let any = match any.downcast::<FramedSender>() {
-            Ok(framed) => return Self::Framed(*framed),
-            Err(any) => any,
-        };
-        let any = match any.downcast::<LocalSender>() {
-            Ok(local) => return Self::Local(*local),
-            Err(any) => any,
-        };
-        let any = match any.downcast::<UdpSender>() {
-            Ok(udp) => return Self::Udp(*udp),
-            Err(any) => any,
-        };
-        match any.downcast::<T>() {
-            Ok(other) => Self::Other(Arc::new(*other)),
-            Err(_) => unreachable!("a box holds the type it was made from"),
-        }
-    }
-
-    async fn send(&self, message: Message) -> Result<(), LinkError> {
-        match self {
-            Self::Framed(s) => LinkSender::send(s, message).await,
-            Self::Local(s) => LinkSender::send(s, message).await,
-            Self::Udp(s) => LinkSender::send(s, message).await,
-            Self::Other(s) => s.send_boxed(message).await,
-        }
-    }
-
-    fn close(&self) {
-        match self {
-            Self::Framed(s) => LinkSender::close(s),
-            Self::Local(s) => LinkSender::close(s),
-            Self::Udp(s) => LinkSender::close(s),
-            Self::Other(s) => s.close_link(),
-        }
-    }
 }

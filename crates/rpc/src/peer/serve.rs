@@ -1,0 +1,230 @@
+//! Serving the peer's calls: sync calls run at once in the reader when they finish at
+//! their first poll, else in a task of their own; one-way calls one after another in
+//! the order sent, their credit given back in batches.
+
+use core::any::Any;
+use core::panic::AssertUnwindSafe;
+use core::sync::atomic::Ordering;
+use core::time::Duration;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use tokio::sync::mpsc;
+use volley_proto::wire::rpc::{ErrorCode, Head, Kind};
+
+use super::{Inner, Peer, lock};
+use crate::codec::Codec;
+use crate::error::HandlerError;
+use crate::link::Message;
+use crate::router::{Encoded, HandlerFuture};
+use crate::service::Service;
+
+impl<S: Service, C: Codec> Inner<S, C> {
+    pub(super) fn start_call(self: &Arc<Self>, message: Message) {
+        let head = message.head;
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return self.answer_error(
+                head.call_id,
+                ErrorCode::SHUTTING_DOWN,
+                "the peer is shutting down".into(),
+            );
+        }
+        if !self.admit() {
+            self.counters.busy.fetch_add(1, Ordering::Relaxed);
+            return self.answer_error(
+                head.call_id,
+                ErrorCode::BUSY,
+                format!("{} calls in flight, the credit given", self.ours.credit),
+            );
+        }
+        let handler = self
+            .router
+            .as_ref()
+            .and_then(|router| router.get(head.method))
+            .map(|(_, handler)| handler.clone());
+        let Some(handler) = handler else {
+            self.finish_one();
+            return self.answer_error(
+                head.call_id,
+                ErrorCode::UNKNOWN_METHOD,
+                format!("no method {} here", head.method),
+            );
+        };
+        {
+            let mut running = lock(&self.running);
+            if running.contains_key(&head.call_id) {
+                drop(running);
+                self.finish_one();
+                crate::log::warn_limited(
+                    "the peer reused the id of a call still running",
+                    &self.who,
+                );
+                return self.answer_error(
+                    head.call_id,
+                    ErrorCode::PROTOCOL,
+                    format!("call id {} is already running here", head.call_id),
+                );
+            }
+            running.insert(head.call_id, None);
+        }
+        self.counters.calls_served.fetch_add(1, Ordering::Relaxed);
+        let mut future = handler(message, Peer::handle(self));
+        // Most handlers finish at their first poll: run that here, and spawn a task only
+        // for one that has to wait (a task per call costs more than the call).
+        let first = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().now_or_never()));
+        let outcome = match first {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => {
+                let inner = self.clone();
+                let task = tokio::spawn(async move {
+                    let outcome = run_handler(future, head.deadline_us).await;
+                    inner.reply(head.call_id, outcome).await;
+                });
+                if let Some(slot) = lock(&self.running).get_mut(&head.call_id) {
+                    *slot = Some(task.abort_handle());
+                }
+                return;
+            }
+            Err(panic) => Err(HandlerError::with_code(
+                ErrorCode::PANIC,
+                panic_text(&*panic),
+            )),
+        };
+        let mut reply = Box::pin(self.clone().reply(head.call_id, outcome));
+        if reply.as_mut().now_or_never().is_none() {
+            // The link is at capacity: finish sending from a task.
+            tokio::spawn(reply);
+        }
+    }
+
+    /// Sends a finished call's reply (or error), unless a cancel came first, and frees its
+    /// credit.
+    async fn reply(self: Arc<Self>, call_id: u32, outcome: Result<Encoded, HandlerError>) {
+        // A cancel that came first took the entry (and the credit) already.
+        if lock(&self.running).remove(&call_id).is_none() {
+            return;
+        }
+        let mut reply = match outcome {
+            Ok(encoded) => Message {
+                head: Head {
+                    kind: Kind::REPLY,
+                    call_id,
+                    method: 0,
+                    deadline_us: None,
+                },
+                args: encoded.args,
+                segments: encoded.segments,
+            },
+            Err(e) => Message::new(Kind::ERROR, call_id, e.code.0, Bytes::from(e.message)),
+        };
+        // The peer's limit, or the link's if lower: a reply the link cannot carry would
+        // otherwise fail to send and leave the caller waiting for its deadline.
+        let max = (self.theirs.max_message as usize).min(self.link_max);
+        if reply.wire_len() > max || reply.segments.len() > volley_proto::wire::rpc::MAX_SEGMENTS {
+            let text = format!(
+                "the reply is {} bytes in {} segments; the caller takes at most {max} bytes",
+                reply.wire_len(),
+                reply.segments.len()
+            );
+            reply = Message::new(
+                Kind::ERROR,
+                call_id,
+                ErrorCode::TOO_LARGE.0,
+                Bytes::from(text),
+            );
+        }
+        let _ = self.sender.send(reply).await;
+        self.finish_one();
+    }
+}
+
+/// Runs a handler with its deadline, turning a panic into an error.
+async fn run_handler(
+    future: HandlerFuture,
+    deadline_us: Option<u64>,
+) -> Result<Encoded, HandlerError> {
+    let caught = AssertUnwindSafe(future).catch_unwind();
+    let outcome = match deadline_us {
+        Some(us) => {
+            let after = Duration::from_micros(us);
+            match tokio::time::timeout(after, caught).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    return Err(HandlerError::with_code(
+                        ErrorCode::DEADLINE,
+                        format!("the handler ran past the call's deadline of {after:?}"),
+                    ));
+                }
+            }
+        }
+        None => caught.await,
+    };
+    outcome.unwrap_or_else(|panic| {
+        Err(HandlerError::with_code(
+            ErrorCode::PANIC,
+            panic_text(&*panic),
+        ))
+    })
+}
+
+fn panic_text(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}
+
+/// Runs one-way calls one after another, in the order they came, and gives their credit
+/// back in batches.
+pub(super) async fn oneway_loop<S: Service, C: Codec>(
+    inner: Arc<Inner<S, C>>,
+    mut queue: mpsc::UnboundedReceiver<Message>,
+) {
+    let batch = (inner.ours.credit / 4).max(1);
+    let mut owed = 0u32;
+    while let Some(message) = queue.recv().await {
+        let method = message.head.method;
+        let handler = inner
+            .router
+            .as_ref()
+            .and_then(|router| router.get(method))
+            .map(|(name, handler)| (*name, handler.clone()));
+        match handler {
+            Some((name, handler)) => {
+                let future = handler(message, Peer::handle(&inner));
+                if let Err(e) = run_handler(future, None).await {
+                    inner.counters.oneway_failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(method = name, code = %e.code, "one-way call failed: {}", e.message);
+                    crate::log::warn_limited(
+                        "one-way calls failed (counted in PeerStats::oneway_failed)",
+                        &inner.who,
+                    );
+                }
+            }
+            None => {
+                inner.counters.oneway_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(method, "one-way call to a method this end does not serve");
+                crate::log::warn_limited(
+                    "one-way call to a method this end does not serve",
+                    &inner.who,
+                );
+            }
+        }
+        inner.finish_one();
+        owed += 1;
+        if owed >= batch || queue.is_empty() {
+            let credit = Message::new(Kind::CREDIT, 0, owed, Bytes::new());
+            if inner.sender.send(credit).await.is_err() {
+                return;
+            }
+            owed = 0;
+        }
+        if inner.failure.get().is_some() {
+            return;
+        }
+    }
+}
