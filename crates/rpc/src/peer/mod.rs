@@ -29,6 +29,7 @@ use crate::link::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
 use any::AnySender;
 
 mod any;
+mod dispatch;
 mod keepalive;
 mod serve;
 use crate::pool::BufferPool;
@@ -159,7 +160,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             counters: Counters::default(),
             _s: PhantomData,
         });
-        tokio::spawn(read_loop(inner.clone(), receiver, oneway_tx));
+        tokio::spawn(dispatch::read_loop(inner.clone(), receiver, oneway_tx));
         tokio::spawn(serve::oneway_loop(inner.clone(), oneway_rx));
         if let Some(watch) = keepalive::Watch::new(&self.config, &theirs) {
             tokio::spawn(keepalive::run(inner.clone(), watch));
@@ -611,171 +612,4 @@ impl<S: Service, C: Codec> Drop for Pending<S, C> {
             drop(permit);
         });
     }
-}
-
-impl<S: Service, C: Codec> Inner<S, C> {
-    async fn acquire(&self, method: &'static str) -> Result<OwnedSemaphorePermit, CallError> {
-        match self.credit.clone().acquire_owned().await {
-            Ok(permit) => Ok(permit),
-            Err(_) => Err(self.lost(method, LinkError::Closed)),
-        }
-    }
-
-    /// The error for a call on a connection that has ended.
-    fn lost(&self, method: &'static str, fallback: LinkError) -> CallError {
-        CallError::ConnectionLost {
-            method,
-            cause: self.failure.get().cloned().unwrap_or(fallback),
-        }
-    }
-
-    /// Ends the connection: every waiting caller gets `cause`, running handlers stop.
-    fn fail(&self, cause: LinkError) {
-        if self.failure.set(cause).is_err() {
-            return;
-        }
-        self.credit.close();
-        lock(&self.waiters).clear();
-        for (_, handle) in lock(&self.running).drain() {
-            if let Some(handle) = handle {
-                handle.abort();
-            }
-        }
-        self.sender.close();
-        self.ended.notify_waiters();
-        self.idle.notify_waiters();
-    }
-
-    /// A call of the peer's has finished here.
-    fn finish_one(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.idle.notify_waiters();
-        }
-    }
-
-    /// Takes a credit slot for a call of the peer's; false if it is past our credit.
-    fn admit(&self) -> bool {
-        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
-        if before >= self.ours.credit as usize {
-            self.finish_one();
-            return false;
-        }
-        true
-    }
-
-    /// Sends an error reply from a task of its own, so the reader never waits on the link.
-    /// The text is cut to what the peer's largest message leaves room for.
-    fn answer_error(self: &Arc<Self>, id: u32, code: ErrorCode, text: String) {
-        let room = (self.theirs.max_message as usize)
-            .min(self.link_max)
-            .saturating_sub(crate::link::MAX_HEAD);
-        let mut text = text.into_bytes();
-        text.truncate(room);
-        self.answer(Message::new(Kind::ERROR, id, code.0, Bytes::from(text)));
-    }
-
-    /// Sends an answer this end makes itself (an error reply, a pong) from a task of its
-    /// own; a peer that has more than [`MAX_PENDING_ANSWERS`] of them unsent (it asks
-    /// without reading) is dropped.
-    fn answer(self: &Arc<Self>, message: Message) {
-        if self.pending_answers.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ANSWERS {
-            self.fail(LinkError::Flooded(MAX_PENDING_ANSWERS));
-            return;
-        }
-        let inner = self.clone();
-        tokio::spawn(async move {
-            let _ = inner.sender.send(message).await;
-            inner.pending_answers.fetch_sub(1, Ordering::SeqCst);
-        });
-    }
-
-    /// Handles one message from the peer without waiting on anything.
-    fn dispatch(self: &Arc<Self>, message: Message, oneway: &mpsc::UnboundedSender<Message>) {
-        let head = message.head;
-        self.heard.fetch_add(1, Ordering::Relaxed);
-        if !matches!(head.kind, Kind::PING | Kind::PONG) {
-            self.activity.fetch_add(1, Ordering::Relaxed);
-        }
-        match head.kind {
-            Kind::PING => self.answer(Message::new(Kind::PONG, 0, head.method, Bytes::new())),
-            // Heard, which is all a pong is for.
-            Kind::PONG => {}
-            Kind::REPLY | Kind::ERROR => {
-                let waiter = lock(&self.waiters).remove(&head.call_id);
-                match waiter {
-                    Some(tx) => {
-                        let _ = tx.send(message);
-                    }
-                    None => {
-                        self.counters.late_replies.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            Kind::CALL => self.start_call(message),
-            Kind::ONE_WAY => {
-                if self.shutting_down.load(Ordering::SeqCst) || !self.admit() {
-                    self.counters.oneway_dropped.fetch_add(1, Ordering::Relaxed);
-                    crate::log::warn_limited(
-                        "one-way call dropped: past this end's credit, or shutting down",
-                        &self.who,
-                    );
-                    return;
-                }
-                let _ = oneway.send(message);
-            }
-            Kind::CANCEL => {
-                let entry = lock(&self.running).remove(&head.call_id);
-                if let Some(handle) = entry {
-                    if let Some(handle) = handle {
-                        handle.abort();
-                    }
-                    self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
-                    self.finish_one();
-                }
-            }
-            Kind::CREDIT => {
-                // Never more than this end has out: a peer cannot inflate its own credit.
-                let mut out = self.oneway_out.load(Ordering::Relaxed);
-                loop {
-                    let back = head.method.min(out);
-                    match self.oneway_out.compare_exchange(
-                        out,
-                        out - back,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => {
-                            self.credit.add_permits(back as usize);
-                            break;
-                        }
-                        Err(now) => out = now,
-                    }
-                }
-            }
-            kind => self.fail(LinkError::Malformed(
-                volley_proto::wire::Error::UnexpectedType {
-                    expected: "an rpc message after the hello",
-                    found: kind.0,
-                },
-            )),
-        }
-    }
-}
-
-/// Reads the link until it ends, then fails the connection with the reason.
-async fn read_loop<S: Service, C: Codec, R: LinkReceiver>(
-    inner: Arc<Inner<S, C>>,
-    mut receiver: R,
-    oneway: mpsc::UnboundedSender<Message>,
-) {
-    let cause = loop {
-        match receiver.recv().await {
-            Ok(message) => inner.dispatch(message, &oneway),
-            Err(e) => break e,
-        }
-        if inner.failure.get().is_some() {
-            return;
-        }
-    };
-    inner.fail(cause);
 }
