@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod emulate;
+mod log;
 mod netsim;
 mod rpc;
 mod scp;
@@ -52,7 +53,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging(cli.verbose);
+    let lines = logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -72,6 +73,9 @@ fn main() -> ExitCode {
             Command::Rpc(command) => rpc::run(command).await,
         }
     });
+    if let Some(lines) = lines {
+        lines.flush(core::time::Duration::from_secs(1));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -95,9 +99,9 @@ fn chain(e: &anyhow::Error) -> String {
     line
 }
 
-/// Sends the libraries' `tracing` events to stderr: warnings and errors by default, more
-/// with each -v, or whatever RUST_LOG asks for.
-fn logging(verbose: u8) {
+/// Sends the libraries' `tracing` events to stderr through a bounded queue ([`log`]):
+/// warnings and errors by default, more with each -v, or whatever RUST_LOG asks for.
+fn logging(verbose: u8) -> Option<log::Lines> {
     use tracing_subscriber::EnvFilter;
     let level = match verbose {
         0 => "warn",
@@ -107,11 +111,22 @@ fn logging(verbose: u8) {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     // Only fails if a subscriber is already set, which nothing else here does.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let Ok(lines) = log::Lines::start() else {
+        // No thread for the log: write in place, as before.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .try_init();
+        return None;
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_writer(lines.clone())
         .try_init();
+    Some(lines)
 }
 
 /// Waits for SIGINT or SIGTERM.

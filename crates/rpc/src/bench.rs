@@ -109,33 +109,66 @@ const MAX_WINDOW: usize = 4096;
 /// Most runs whose one-way counts a server remembers.
 const RUNS_KEPT: usize = 64;
 
+/// The largest payload of `get`, `put` and `send`: the largest message the CLI's ends
+/// take (16 MiB), less room for the head and arguments.
+pub const MAX_PAYLOAD: usize = (16 << 20) - 4096;
+
 /// The bench service's state on a server: the pattern, and one-way arrivals per run.
 #[derive(Debug, Default)]
 pub struct BenchState {
-    pattern: Mutex<Bytes>,
-    runs: Mutex<(HashMap<u64, u64>, VecDeque<u64>)>,
+    /// Made once, at its largest, off the connection's reader: a call can neither make
+    /// the server build more than [`MAX_PAYLOAD`] of it nor pin older, smaller copies.
+    pattern: tokio::sync::OnceCell<Bytes>,
+    runs: Mutex<(HashMap<u64, Run>, VecDeque<u64>)>,
     bad: AtomicU64,
-    arrived: Notify,
+}
+
+/// One run's one-way arrivals, and who waits for them.
+#[derive(Debug, Default)]
+struct Run {
+    count: u64,
+    arrived: Arc<Notify>,
 }
 
 impl BenchState {
-    /// The pattern's first `len + 4096` bytes, made (once per size) if needed.
-    fn pattern(&self, len: usize) -> Bytes {
-        let mut held = self.pattern.lock().unwrap_or_else(PoisonError::into_inner);
-        if held.len() < len + SLACK {
-            *held = pattern(len + SLACK);
-        }
-        held.clone()
+    /// The pattern, [`MAX_PAYLOAD`] bytes and room for every offset; made on a blocking
+    /// thread the first time it is needed.
+    async fn pattern(&self) -> Result<Bytes, HandlerError> {
+        self.pattern
+            .get_or_try_init(|| async {
+                tokio::task::spawn_blocking(|| pattern(MAX_PAYLOAD + SLACK))
+                    .await
+                    .map_err(|e| HandlerError::msg(format!("making the pattern: {e}")))
+            })
+            .await
+            .cloned()
     }
 
-    fn count(&self, run: u64) -> u64 {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.0.get(&run).copied().unwrap_or(0)
+    /// A run's count so far, and what is notified when it grows.
+    fn run(&self, run: u64) -> (u64, Arc<Notify>) {
+        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        let (counts, order) = &mut *runs;
+        let entry = Self::entry(counts, order, run);
+        (entry.count, entry.arrived.clone())
     }
 
     fn add(&self, run: u64) {
         let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         let (counts, order) = &mut *runs;
+        let entry = Self::entry(counts, order, run);
+        entry.count += 1;
+        // Wakes only the handlers waiting on this run.
+        let arrived = entry.arrived.clone();
+        drop(runs);
+        arrived.notify_waiters();
+    }
+
+    /// A run's entry, made (and the oldest forgotten past [`RUNS_KEPT`]) if new.
+    fn entry<'a>(
+        counts: &'a mut HashMap<u64, Run>,
+        order: &mut VecDeque<u64>,
+        run: u64,
+    ) -> &'a mut Run {
         if !counts.contains_key(&run) {
             if order.len() == RUNS_KEPT {
                 if let Some(old) = order.pop_front() {
@@ -144,9 +177,7 @@ impl BenchState {
             }
             order.push_back(run);
         }
-        *counts.entry(run).or_insert(0) += 1;
-        drop(runs);
-        self.arrived.notify_waiters();
+        counts.entry(run).or_default()
     }
 
     /// One-way payloads that failed their check.
@@ -178,10 +209,12 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
             async move {
                 let len = usize::try_from(call.args.len)
                     .ok()
-                    .filter(|&len| len <= 1 << 30)
-                    .ok_or_else(|| HandlerError::msg("get: at most 1 GiB"))?;
+                    .filter(|&len| len <= MAX_PAYLOAD)
+                    .ok_or_else(|| {
+                        HandlerError::msg(format!("get: at most {MAX_PAYLOAD} bytes"))
+                    })?;
                 let start = offset(call.args.index);
-                let pattern = state.pattern(len);
+                let pattern = state.pattern().await?;
                 Ok(Reply::with_segments(
                     (),
                     vec![pattern.slice(start..start + len)],
@@ -193,8 +226,11 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
             async move {
                 let got = call.segments.first().map(|s| &s[..]).unwrap_or(&[]);
                 let start = offset(call.args.index);
-                let want = state.pattern(got.len());
-                if call.segments.len() == 1 && got == &want[start..start + got.len()] {
+                let want = state.pattern().await?;
+                if call.segments.len() == 1
+                    && got.len() <= MAX_PAYLOAD
+                    && got == &want[start..start + got.len()]
+                {
                     state.add(call.args.run);
                     Ok(Reply::new(()))
                 } else {
@@ -212,16 +248,17 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
                 let args = call.args;
                 let until = Instant::now() + Duration::from_millis(args.wait_ms.min(600_000));
                 loop {
-                    let arrived = state.arrived.notified();
+                    let (_, notify) = state.run(args.run);
+                    let arrived = notify.notified();
                     tokio::pin!(arrived);
                     arrived.as_mut().enable();
-                    let count = state.count(args.run);
+                    let (count, _) = state.run(args.run);
                     if count >= args.expect {
                         return Ok(Reply::new(count));
                     }
                     let left = until.saturating_duration_since(Instant::now());
                     if left.is_zero() || tokio::time::timeout(left, arrived).await.is_err() {
-                        return Ok(Reply::new(state.count(args.run)));
+                        return Ok(Reply::new(state.run(args.run).0));
                     }
                 }
             }

@@ -352,3 +352,42 @@ fn bincode_u64(value: u64) -> Vec<u8> {
     <volley_rpc::Bincode as volley_rpc::Codec>::encode(&value, &mut out).unwrap();
     out
 }
+
+#[tokio::test]
+async fn the_bench_get_is_bounded_and_built_once() {
+    use volley_rpc::bench::{self, BenchService, BenchState, Get, GetArgs, MAX_PAYLOAD};
+    let (a, b) = volley_rpc::link::local::pair(64, 32 << 20);
+    let state = Arc::new(BenchState::default());
+    let server = Endpoint::<BenchService>::new(Config::default())
+        .unwrap()
+        .serve(bench::router(state));
+    let client = Endpoint::<BenchService>::new(Config::default()).unwrap();
+    let (server, client) = tokio::join!(server.connect(a), client.connect(b));
+    let (_server, client) = (server.unwrap(), client.unwrap());
+    // One 25-byte call asking for a GiB: refused, not built.
+    let huge = client
+        .call::<Get>(&GetArgs {
+            index: 1,
+            len: 1 << 30,
+        })
+        .await
+        .unwrap_err();
+    assert!(huge.to_string().contains("at most"), "{huge}");
+    // The largest allowed comes back whole and right, from the one pattern.
+    let reply = within(
+        30,
+        client.call_with::<Get>(
+            &GetArgs {
+                index: 7,
+                len: MAX_PAYLOAD as u64,
+            },
+            Vec::new(),
+            None,
+        ),
+    )
+    .await
+    .unwrap();
+    let start = bench::offset(7);
+    let want = bench::pattern(start + MAX_PAYLOAD);
+    assert_eq!(reply.segments[0][..], want[start..]);
+}
