@@ -71,14 +71,13 @@ pub struct PoolBuf {
 }
 
 impl BufferPool {
-    /// A pool of `config.buffers` buffers of `config.initial` bytes each. Panics on
+    /// A pool of `config.buffers` buffers of `config.initial` bytes each, each allocated
+    /// the first time it is taken (a connection that never sends holds none). Panics on
     /// settings out of range (`buffers` 0 or over 65536); check user input with
     /// [`PoolConfig::check`] first.
     pub fn new(config: PoolConfig) -> Self {
         config.check().expect("pool settings");
-        let free = (0..config.buffers)
-            .map(|_| Vec::with_capacity(config.initial))
-            .collect();
+        let free = (0..config.buffers).map(|_| Vec::new()).collect();
         Self {
             inner: Arc::new(Inner {
                 free: Mutex::new(free),
@@ -93,12 +92,15 @@ impl BufferPool {
 
     /// A free buffer, without waiting.
     pub fn try_get(&self) -> Option<PoolBuf> {
-        let buf = self
+        let mut buf = self
             .inner
             .free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()?;
+        if buf.capacity() == 0 {
+            buf.reserve_exact(self.inner.config.initial);
+        }
         Some(PoolBuf {
             buf,
             pool: self.inner.clone(),
@@ -222,7 +224,7 @@ impl Drop for PoolBuf {
     fn drop(&mut self) {
         let mut buf = core::mem::take(&mut self.buf);
         if buf.capacity() > self.pool.config.max_keep {
-            buf = Vec::with_capacity(self.pool.config.initial);
+            buf = Vec::new();
         }
         buf.clear();
         self.pool
@@ -270,6 +272,21 @@ mod tests {
     }
 
     #[test]
+    fn buffers_are_allocated_when_first_taken() {
+        let pool = BufferPool::new(PoolConfig::default());
+        let held: usize = pool
+            .inner
+            .free
+            .lock()
+            .unwrap()
+            .iter()
+            .map(Vec::capacity)
+            .sum();
+        assert_eq!(held, 0, "an unused pool holds no buffer memory");
+        assert!(pool.try_get().unwrap().capacity() >= PoolConfig::default().initial);
+    }
+
+    #[test]
     fn grown_buffers_are_replaced() {
         let pool = BufferPool::new(PoolConfig {
             buffers: 1,
@@ -280,7 +297,8 @@ mod tests {
         let mut buf = pool.try_get().unwrap();
         buf.resize(1 << 20, 0);
         drop(buf);
-        assert!(pool.try_get().unwrap().capacity() <= 1024);
+        let again = pool.try_get().unwrap();
+        assert!(again.capacity() >= 16 && again.capacity() <= 1024);
         assert!(
             PoolConfig {
                 buffers: 0,

@@ -84,12 +84,12 @@ fn lying_lengths_are_errors_not_reads() {
     ));
     // Unknown kind and flags.
     let mut bad = build(&head, b"", &[]);
-    bad[0] = 8;
+    bad[0] = 10;
     assert!(matches!(
         Message::parse(&bad),
         Err(Error::InvalidValue {
             what: "rpc message kind",
-            value: 8
+            value: 10
         })
     ));
     let mut bad = build(&head, b"", &[]);
