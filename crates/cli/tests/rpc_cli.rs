@@ -214,9 +214,18 @@ async fn bad_input_is_refused_with_a_reason() {
         assert!(!ok, "{args:?} should fail");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
-    // Nobody serving UDP there: a timeout naming the address, not a hang.
+    // Nobody serving UDP there (the port is TCP's): refused at once, naming the address.
+    let started = std::time::Instant::now();
     let (ok, _, stderr) = bench(&["--connect", addr, "--transport", "udp"]).await;
     assert!(!ok && stderr.contains(addr), "{stderr}");
+    assert!(
+        stderr.contains("connection refused: nothing listens on UDP"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not the 10 s timeout"
+    );
     // Nobody listening: a clear error, not a hang.
     let closed = {
         let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -33,7 +33,8 @@ use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use volley_proto::channel::{
-    Closed, ConnectionHandle, Endpoint, EndpointConfig, Event, Payload, Pieces, chunk_in,
+    Closed, ConnectionHandle, Endpoint, EndpointConfig, Event, Payload, Pieces, TOKEN_KEY_PERIOD,
+    chunk_in,
 };
 use volley_proto::time::Instant;
 
@@ -86,6 +87,14 @@ pub enum ChannelError {
     /// The socket failed.
     #[error("channel socket: {0}")]
     Io(String),
+    /// The kernel reported the peer's port closed (an ICMP port unreachable) while the
+    /// connection was still connecting (client endpoints only: see
+    /// [`report_refusals`](crate::datagrams::report_refusals)).
+    #[error("connection refused: nothing listens on UDP {addr}")]
+    Refused {
+        /// Whom.
+        addr: SocketAddr,
+    },
     /// The handshake did not finish in time.
     #[error("no answer from {addr} within {after:?}")]
     ConnectTimeout {
@@ -188,6 +197,11 @@ impl ChannelEndpoint {
         let _ = sock.set_send_buffer_size(config.socket_buffer);
         let granted = sock.recv_buffer_size().map_err(io_err)?;
         let socket = UdpSocket::from_std(socket).map_err(io_err)?;
+        if !config.endpoint.accept {
+            // A client learns at once that nothing listens. Not on servers: there a report
+            // fails the next send whoever it is to, and many peers come and go.
+            crate::datagrams::report_refusals(&socket);
+        }
         let local_addr = socket.local_addr().map_err(io_err)?;
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (accept_tx, accept_rx) = mpsc::unbounded_channel();
@@ -210,6 +224,7 @@ impl ChannelEndpoint {
             self_commands: commands.downgrade(),
             taken: Arc::new(Notify::new()),
             connect_deadlines: Vec::new(),
+            rotate_key_at: config.endpoint.accept.then(StdInstant::now),
         };
         tokio::spawn(async move {
             if let Err(e) = driver.run().await {
@@ -395,6 +410,8 @@ struct Driver {
     self_commands: mpsc::WeakUnboundedSender<Command>,
     taken: Arc<Notify>,
     connect_deadlines: Vec<(ConnectionHandle, StdInstant, SocketAddr)>,
+    /// When the retry tokens' key is next replaced (servers only).
+    rotate_key_at: Option<StdInstant>,
 }
 
 impl Driver {
@@ -464,6 +481,31 @@ impl Driver {
         }
     }
 
+    /// The kernel said a destination's port is closed: connections still connecting to
+    /// it fail with [`ChannelError::Refused`] (established ones have their idle timeout).
+    fn refused(&mut self) {
+        let mut refused = Vec::new();
+        crate::datagrams::take_refusals(&self.socket, &mut refused);
+        for (handle, _, addr) in &self.connect_deadlines {
+            if !refused.contains(addr) {
+                continue;
+            }
+            if let Some(reply) = self.connecting.remove(handle) {
+                let _ = reply.send(Err(ChannelError::Refused { addr: *addr }));
+                self.endpoint.close(*handle, 0, b"refused");
+            }
+        }
+    }
+
+    /// A fresh key for retry tokens from the system's generator, at start and then every
+    /// [`TOKEN_KEY_PERIOD`] (checked as the loop turns: a quiet server mints no tokens).
+    fn rotate_key(&mut self, clock: StdInstant) {
+        if self.rotate_key_at.is_some_and(|at| clock >= at) {
+            self.endpoint.rotate_token_key(rand::random());
+            self.rotate_key_at = Some(clock + Duration::from_micros(TOKEN_KEY_PERIOD.as_micros()));
+        }
+    }
+
     async fn run(mut self) -> io::Result<()> {
         let mut io = Datagrams::new(&self.socket);
         let mut buf = vec![0u8; 65_536];
@@ -477,6 +519,7 @@ impl Driver {
             // One clock reading per turn.
             let clock = StdInstant::now();
             let now = self.at(clock);
+            self.rotate_key(clock);
             // Commands from the application.
             while let Ok(command) = self.commands.try_recv() {
                 self.command(command);
@@ -493,7 +536,10 @@ impl Driver {
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if crate::datagrams::refused(&e) => continue,
+                    Err(e) if crate::datagrams::refused(&e) => {
+                        self.refused();
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -574,11 +620,15 @@ impl Driver {
             }
             // Datagrams out.
             let mut sent_any = false;
+            let mut refused = 0;
             while let Some((to, n)) = self.endpoint.poll_transmit(now, &mut buf) {
-                io.tx.queue(&self.socket, &buf[..n], to).await?;
+                refused += io.tx.queue(&self.socket, &buf[..n], to).await?.refused;
                 sent_any = true;
             }
-            io.tx.flush(&self.socket).await?;
+            refused += io.tx.flush(&self.socket).await?.refused;
+            if refused > 0 {
+                self.refused();
+            }
             // Wait for the next thing to do.
             if sent_any {
                 last_traffic = clock;

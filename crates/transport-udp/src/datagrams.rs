@@ -277,6 +277,22 @@ pub fn refused(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::ConnectionRefused
 }
 
+/// Asks the kernel to report ICMP errors on this unconnected socket (`IP_RECVERR`), each
+/// with the address it concerns: without it Linux reports them only on connected
+/// sockets. Each report then surfaces once as a [`refused`] error from the next send or
+/// receive, and [`take_refusals`] says whom it was about. Returns whether the kernel
+/// agreed. A socket that turns this on must call [`take_refusals`] on every such error,
+/// since the reports wait in the socket's receive buffer until read.
+pub fn report_refusals(socket: &UdpSocket) -> bool {
+    sys::report_refusals(socket)
+}
+
+/// The destinations the kernel reported unreachable since the last call (from the
+/// socket's error queue; at most 1024 a call, so one call's work is bounded).
+pub fn take_refusals(socket: &UdpSocket, out: &mut Vec<SocketAddr>) {
+    sys::take_refusals(socket, out);
+}
+
 /// The system calls: Linux's offloads through `nix`.
 #[cfg(target_os = "linux")]
 mod sys {
@@ -296,6 +312,57 @@ mod sys {
     /// Asks for coalesced receives; `false` where the kernel does not offer them.
     pub(super) fn enable_gro(socket: &UdpSocket) -> bool {
         setsockopt(socket, sockopt::UdpGroSegment, &true).is_ok()
+    }
+
+    /// Asks for ICMP errors with their addresses (v4, and v6 on a v6 socket).
+    pub(super) fn report_refusals(socket: &UdpSocket) -> bool {
+        let v4 = setsockopt(socket, sockopt::Ipv4RecvErr, &true).is_ok();
+        let v6 = setsockopt(socket, sockopt::Ipv6RecvErr, &true).is_ok();
+        v4 || v6
+    }
+
+    /// Reads the error queue: each port unreachable's original destination.
+    pub(super) fn take_refusals(socket: &UdpSocket, out: &mut Vec<SocketAddr>) {
+        let mut payload = [0u8; 64];
+        let mut cmsg = cmsg_space!(nix::libc::sock_extended_err, nix::libc::sockaddr_in6);
+        for _ in 0..1024 {
+            let mut iov = [IoSliceMut::new(&mut payload)];
+            let Ok(msg) = recvmsg::<SockaddrStorage>(
+                socket.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+            ) else {
+                return;
+            };
+            let refused = msg.cmsgs().is_ok_and(|mut cmsgs| {
+                cmsgs.any(|c| match c {
+                    ControlMessageOwned::Ipv4RecvErr(e, _)
+                    | ControlMessageOwned::Ipv6RecvErr(e, _) => {
+                        e.ee_errno == nix::libc::ECONNREFUSED as u32
+                    }
+                    _ => false,
+                })
+            });
+            if let Some(to) = msg
+                .address
+                .and_then(|a| socket_addr(&a))
+                .filter(|_| refused)
+            {
+                out.push(to);
+            }
+        }
+    }
+
+    fn socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+        a.as_sockaddr_in()
+            .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
+            .or_else(|| {
+                // Flow label and scope kept: a link-local peer needs its interface.
+                a.as_sockaddr_in6().map(|v6| {
+                    SocketAddrV6::new(v6.ip(), v6.port(), v6.flowinfo(), v6.scope_id()).into()
+                })
+            })
     }
 
     /// Room for the one control message asked for (the GRO segment size).
@@ -330,16 +397,7 @@ mod sys {
                 }
             }
         }
-        let from = msg.address.and_then(|a| {
-            a.as_sockaddr_in()
-                .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
-                .or_else(|| {
-                    // Flow label and scope kept: a link-local peer needs its interface.
-                    a.as_sockaddr_in6().map(|v6| {
-                        SocketAddrV6::new(v6.ip(), v6.port(), v6.flowinfo(), v6.scope_id()).into()
-                    })
-                })
-        });
+        let from = msg.address.and_then(|a| socket_addr(&a));
         Ok((msg.bytes, stride, from))
     }
 }
@@ -357,6 +415,12 @@ mod sys {
     pub(super) fn enable_gro(_: &UdpSocket) -> bool {
         false
     }
+
+    pub(super) fn report_refusals(_: &UdpSocket) -> bool {
+        false
+    }
+
+    pub(super) fn take_refusals(_: &UdpSocket, _: &mut Vec<SocketAddr>) {}
 
     pub(super) fn cmsg_buffer() -> Vec<u8> {
         Vec::new()

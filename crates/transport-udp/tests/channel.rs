@@ -142,6 +142,48 @@ async fn nobody_there_is_a_timeout_naming_the_address() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_connection_refused_at_once() {
+    within(30, async {
+        let client = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::client())
+            .await
+            .unwrap();
+        let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        // The socket is closed: the kernel answers the initial with a port unreachable.
+        let started = std::time::Instant::now();
+        let e = client.connect(addr).await.unwrap_err();
+        assert!(
+            matches!(e, ChannelError::Refused { addr: a } if a == addr),
+            "{e}"
+        );
+        assert!(e.to_string().contains("connection refused"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "not the connect timeout: {:?}",
+            started.elapsed()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_retries_every_initial_still_serves() {
+    within(30, async {
+        let mut config = ChannelConfig::server();
+        config.endpoint.retry_above = 0;
+        let server = echo_server(config).await;
+        let client = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::client())
+            .await
+            .unwrap();
+        let mut conn = client.connect(server.local_addr()).await.unwrap();
+        round_trip(&mut conn, 50, 10_000).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_goes_away_ends_the_connection_within_the_idle_limit() {
     within(30, async {
         let mut config = ChannelConfig::server();

@@ -3,9 +3,19 @@
 //! packets, within a cap on peers and a smaller cap on half-open ones (whose address is
 //! not yet proven), and ignores initials too short to have been padded, so a spoofed
 //! source can draw at most three times what it sent (see [`Connection`]).
+//!
+//! Once [`EndpointConfig::retry_above`] setups are half open, an initial without a token
+//! is answered with a stateless retry carrying an address-validation token (as QUIC's
+//! Retry), and only an initial that brings a valid token back makes a connection, its
+//! address proven. So addresses that never answer (spoofed, or gone) can hold at most
+//! `retry_above` setups, and real clients still get in, one round trip later. Tokens need
+//! a key from the driver ([`Endpoint::rotate_token_key`]); without one, initials past
+//! [`EndpointConfig::max_half_open`] are refused instead.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use core::hash::Hash;
 
+use super::retry::{TOKEN_LEN, TokenKey, Tokens};
 use super::{Config, Connection, Event, MIN_DATAGRAM, Payload, SendError};
 use crate::time::Instant;
 use crate::wire::channel::{self as wire, PacketType};
@@ -25,6 +35,9 @@ pub struct EndpointConfig {
     pub max_peers: usize,
     /// Most connections whose peer has not yet proven its address.
     pub max_half_open: usize,
+    /// Half-open connections at or past which an initial without a token gets a retry
+    /// instead of a connection (at most `max_half_open` counts; 0 retries every initial).
+    pub retry_above: usize,
     /// Bytes of memory all peers' messages may hold together (each connection's
     /// [`Connection::receive_memory`], summed); a connection that grows the sum past it
     /// is closed with the reason, so that many peers each within their own budget cannot
@@ -39,6 +52,7 @@ impl Default for EndpointConfig {
             accept: false,
             max_peers: 1024,
             max_half_open: 64,
+            retry_above: 16,
             max_receive_memory: 256 << 20,
         }
     }
@@ -63,6 +77,26 @@ pub struct EndpointStats {
     /// Connections closed because all peers' messages together held
     /// [`EndpointConfig::max_receive_memory`].
     pub memory_closed: u64,
+    /// Retries sent in answer to initials without a token.
+    pub retries: u64,
+    /// Connections made from initials whose token proved their address.
+    pub validated_by_token: u64,
+    /// Initials dropped for a token that was forged, for another address or expired.
+    pub bad_tokens: u64,
+}
+
+/// Retries waiting to be sent, at most; past it an initial is dropped (and counted as
+/// refused), so answering costs bounded memory whatever the rate of initials.
+const RETRIES_QUEUED: usize = 256;
+
+/// A retry to send: where, the ids to echo and the token.
+struct PendingRetry<A> {
+    addr: A,
+    /// The initial's source id (the retry's destination).
+    client_cid: u64,
+    /// The id the initial was sent to (the retry's source).
+    initial_dcid: u64,
+    token: [u8; TOKEN_LEN],
 }
 
 struct Peer<A> {
@@ -90,10 +124,12 @@ pub struct Endpoint<A> {
     read_turn: u64,
     /// Every connection's receive memory, summed.
     held: u64,
+    tokens: Tokens,
+    retries: VecDeque<PendingRetry<A>>,
     stats: EndpointStats,
 }
 
-impl<A: Copy + Eq> Endpoint<A> {
+impl<A: Copy + Eq + Hash> Endpoint<A> {
     /// An endpoint; `seed` feeds the generator of connection ids (give it real
     /// randomness: ids are what keeps strangers from speaking for a peer). Panics if the
     /// connection settings fail [`Config::check`].
@@ -112,6 +148,8 @@ impl<A: Copy + Eq> Endpoint<A> {
             readable: BTreeSet::new(),
             read_turn: 0,
             held: 0,
+            tokens: Tokens::default(),
+            retries: VecDeque::new(),
             stats: EndpointStats::default(),
         }
     }
@@ -194,21 +232,77 @@ impl<A: Copy + Eq> Endpoint<A> {
             self.stats.dropped += 1;
             return;
         }
-        let half_open = self
-            .peers
-            .values()
-            .filter(|p| !p.connection.is_validated())
-            .count();
-        if self.peers.len() >= self.config.max_peers || half_open >= self.config.max_half_open {
+        let proven = match initial_token(datagram) {
+            Some(token) if self.tokens.check(now, &addr, token) => true,
+            Some(_) => {
+                self.stats.bad_tokens += 1;
+                return;
+            }
+            None => false,
+        };
+        if self.peers.len() >= self.config.max_peers {
             self.stats.refused += 1;
             return;
         }
+        if !proven {
+            let half_open = self.half_open();
+            let retry_above = self.config.retry_above.min(self.config.max_half_open);
+            if self.tokens.keyed() && half_open >= retry_above {
+                self.queue_retry(now, addr, &header);
+                return;
+            }
+            if half_open >= self.config.max_half_open {
+                self.stats.refused += 1;
+                return;
+            }
+        }
         let local = self.random_cid();
         let mut connection = Connection::server(self.config.connection, local);
+        // A token is the proof a data packet would otherwise give: no amplification limit.
+        connection.validated = proven;
         connection.handle_datagram(now, datagram);
         let handle = self.add(connection, addr, Some(header.dcid));
         self.stats.accepted += 1;
+        self.stats.validated_by_token += u64::from(proven);
         self.drain(handle);
+    }
+
+    fn queue_retry(&mut self, now: Instant, addr: A, header: &wire::Header) {
+        let (Some(client_cid), Some(token)) = (header.scid, self.tokens.mint(now, &addr)) else {
+            return;
+        };
+        if self.retries.len() >= RETRIES_QUEUED {
+            self.stats.refused += 1;
+            return;
+        }
+        self.retries.push_back(PendingRetry {
+            addr,
+            client_cid,
+            initial_dcid: header.dcid,
+            token,
+        });
+    }
+
+    /// Makes `key` the one new tokens are minted with; tokens minted with the key before
+    /// it are still accepted. Give a key from a real random source at start (until then
+    /// no retries are sent) and a new one every [`TOKEN_KEY_PERIOD`] or so, so that one
+    /// key never checks tokens for long.
+    pub fn rotate_token_key(&mut self, key: TokenKey) {
+        self.tokens.rotate(key);
+    }
+
+    fn transmit_retry(&mut self, buf: &mut [u8]) -> Option<(A, usize)> {
+        let retry = self.retries.pop_front()?;
+        let header = wire::Header {
+            ty: PacketType::RETRY,
+            dcid: retry.client_cid,
+            scid: Some(retry.initial_dcid),
+            pn: 0,
+        };
+        let mut n = wire::write_header(&header, buf).ok()?;
+        n += wire::write_frame(&wire::Frame::Token(&retry.token), &mut buf[n..]).ok()?;
+        self.stats.retries += 1;
+        Some((retry.addr, n))
     }
 
     /// Moves a connection's leading events other than messages to the endpoint's queue;
@@ -257,6 +351,9 @@ impl<A: Copy + Eq> Endpoint<A> {
     /// The next datagram to send: its destination and length in `buf`. Connections take
     /// turns, so one busy peer does not starve the others.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(A, usize)> {
+        if let Some(sent) = self.transmit_retry(buf) {
+            return Some(sent);
+        }
         // From the one after the last to send, round to the one before it; no allocation.
         let start = self.turn;
         let mut next = self
@@ -411,6 +508,20 @@ impl<A: Copy + Eq> Endpoint<A> {
     pub fn stats(&self) -> EndpointStats {
         self.stats
     }
+}
+
+/// How often a driver should give [`Endpoint::rotate_token_key`] a new key: longer than
+/// a token lives, so the key before the current one covers every live token.
+pub const TOKEN_KEY_PERIOD: crate::time::Duration = crate::time::Duration::from_secs(30);
+
+/// The token an initial carries, if any (frames past a malformed one are not looked at:
+/// the connection drops such a datagram whole).
+fn initial_token(datagram: &[u8]) -> Option<&[u8]> {
+    let (_, frames) = wire::parse(datagram).ok()?;
+    frames.map_while(Result::ok).find_map(|f| match f {
+        wire::Frame::Token(t) => Some(t),
+        _ => None,
+    })
 }
 
 impl<A> core::fmt::Debug for Endpoint<A> {

@@ -269,3 +269,187 @@ fn the_endpoint_bounds_all_peers_together() {
         }
     );
 }
+
+/// A server endpoint with a token key, so it answers with retries past `retry_above`.
+fn server_with_key(config: EndpointConfig) -> Endpoint<u32> {
+    let mut server = Endpoint::new(
+        EndpointConfig {
+            accept: true,
+            ..config
+        },
+        7,
+    );
+    server.rotate_token_key([0x0123_4567, 0x89ab_cdef]);
+    server
+}
+
+/// Every datagram the server has to send now, as (destination, bytes) pairs.
+fn sent_by(server: &mut Endpoint<u32>, now: Instant) -> Vec<(u32, Vec<u8>)> {
+    let mut buf = vec![0u8; 1500];
+    core::iter::from_fn(|| {
+        server
+            .poll_transmit(now, &mut buf)
+            .map(|(a, n)| (a, buf[..n].to_vec()))
+    })
+    .collect()
+}
+
+#[test]
+fn half_open_setups_cannot_lock_clients_out() {
+    let config = EndpointConfig {
+        max_half_open: 64,
+        retry_above: 16,
+        ..EndpointConfig::default()
+    };
+    let mut server = server_with_key(config);
+    let now = Instant::from_millis(1);
+    // 80 padded initials from 80 addresses that will never answer: the attack that held
+    // every half-open slot for the idle timeout.
+    for addr in 1000..1080u32 {
+        let initial = forge(PacketType::INITIAL, 0x5000 + u64::from(addr), 0, &[]);
+        server.handle_datagram(now, addr, &initial);
+    }
+    let out = sent_by(&mut server, now);
+    assert_eq!(server.half_open(), 16, "no more than retry_above held");
+    assert_eq!(server.stats().retries, 64);
+    let retries: Vec<_> = out
+        .iter()
+        .filter(|(_, d)| d[0] == PacketType::RETRY.0)
+        .collect();
+    assert_eq!(retries.len(), 64);
+    for (addr, retry) in &retries {
+        // Stateless and small: far under three times the initial.
+        assert!(retry.len() <= wire::LONG_HEADER + 2 + TOKEN_LEN);
+        let (header, mut frames) = wire::parse(retry).unwrap();
+        assert_eq!(header.dcid, CLIENT_CID);
+        assert_eq!(header.scid, Some(0x5000 + u64::from(*addr)));
+        assert!(matches!(frames.next(), Some(Ok(Frame::Token(t))) if t.len() == TOKEN_LEN));
+    }
+    // A real client still gets in, one round trip later, its address proven.
+    let mut client: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 99);
+    let handle = client.connect(1).unwrap();
+    client.send(handle, b"hello".to_vec()).unwrap();
+    let mut buf = vec![0u8; 1500];
+    let mut got = None;
+    for _ in 0..10 {
+        while let Some((_, n)) = client.poll_transmit(now, &mut buf) {
+            server.handle_datagram(now, 2, &buf[..n]);
+        }
+        for (addr, d) in sent_by(&mut server, now) {
+            if addr == 2 {
+                client.handle_datagram(now, 1, &d);
+            }
+        }
+        while let Some((h, event)) = server.poll_event() {
+            if let Event::Message(m) = event {
+                got = Some((h, m));
+            }
+        }
+    }
+    let (server_handle, message) = got.expect("the real client's message arrived");
+    assert_eq!(message, b"hello");
+    assert_eq!(client.connection(handle).unwrap().stats().retries, 1);
+    assert!(client.connection(handle).unwrap().is_established());
+    assert_eq!(server.stats().validated_by_token, 1);
+    assert!(server.connection(server_handle).unwrap().is_validated());
+    assert_eq!(server.half_open(), 16);
+}
+
+#[test]
+fn a_token_proves_only_its_own_address_for_its_lifetime() {
+    let mut server = server_with_key(EndpointConfig {
+        retry_above: 0,
+        ..EndpointConfig::default()
+    });
+    let now = Instant::from_millis(1);
+    server.handle_datagram(now, 1000, &forge(PacketType::INITIAL, 0x5000, 0, &[]));
+    let out = sent_by(&mut server, now);
+    assert_eq!(
+        out.len(),
+        1,
+        "retry_above 0: every tokenless initial gets a retry"
+    );
+    assert_eq!(server.len(), 0, "and no state");
+    let (_, mut frames) = wire::parse(&out[0].1).unwrap();
+    let Some(Ok(Frame::Token(token))) = frames.next() else {
+        panic!("a token frame")
+    };
+    let with_token = forge(PacketType::INITIAL, 0x5000, 1, &[Frame::Token(token)]);
+    // From another address, or too late: dropped, counted, no connection, no answer.
+    server.handle_datagram(now, 1001, &with_token);
+    let late = now + TOKEN_LIFETIME + Duration::from_millis(1);
+    server.handle_datagram(late, 1000, &with_token);
+    let mut forged = token.to_vec();
+    forged[9] ^= 0x40;
+    server.handle_datagram(
+        now,
+        1000,
+        &forge(PacketType::INITIAL, 0x5000, 1, &[Frame::Token(&forged)]),
+    );
+    assert_eq!(server.stats().bad_tokens, 3);
+    assert_eq!(server.len(), 0);
+    assert!(sent_by(&mut server, late).is_empty());
+    // From its own address in time: a connection, proven at once.
+    server.handle_datagram(now, 1000, &with_token);
+    assert_eq!(server.len(), 1);
+    assert_eq!(server.half_open(), 0);
+    assert_eq!(server.stats().validated_by_token, 1);
+}
+
+#[test]
+fn without_a_key_the_half_open_cap_refuses() {
+    let mut server = Endpoint::new(
+        EndpointConfig {
+            accept: true,
+            max_half_open: 4,
+            retry_above: 2,
+            ..EndpointConfig::default()
+        },
+        7,
+    );
+    let now = Instant::from_millis(1);
+    for addr in 0..6u32 {
+        let initial = forge(PacketType::INITIAL, 0x5000 + u64::from(addr), 0, &[]);
+        server.handle_datagram(now, addr, &initial);
+    }
+    assert_eq!(server.half_open(), 4);
+    assert_eq!(server.stats().refused, 2);
+    assert_eq!(server.stats().retries, 0);
+}
+
+#[test]
+fn a_client_answers_one_retry_only() {
+    let config = Config::default();
+    let mut client = Connection::client(config, CLIENT_CID, 0x2222);
+    let mut buf = vec![0u8; 1500];
+    let now = Instant::from_millis(1);
+    assert!(client.poll_transmit(now, &mut buf).is_some());
+    assert!(client.poll_transmit(now, &mut buf).is_none());
+    let retry = |token: &[u8], echo: u64| {
+        let mut buf = vec![0u8; 64];
+        let header = Header {
+            ty: PacketType::RETRY,
+            dcid: CLIENT_CID,
+            scid: Some(echo),
+            pn: 0,
+        };
+        let mut n = wire::write_header(&header, &mut buf).unwrap();
+        n += wire::write_frame(&Frame::Token(token), &mut buf[n..]).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    // A retry that does not echo the id our initial went to is not for us.
+    client.handle_datagram(now, &retry(b"first", 0x9999));
+    assert_eq!(client.stats().retries, 0);
+    client.handle_datagram(now, &retry(b"first", 0x2222));
+    assert_eq!(client.stats().retries, 1);
+    let n = client
+        .poll_transmit(now, &mut buf)
+        .expect("the initial again, at once");
+    let (header, frames) = wire::parse(&buf[..n]).unwrap();
+    assert_eq!(header.ty, PacketType::INITIAL);
+    assert!(n >= MIN_DATAGRAM);
+    assert!(frames.flatten().any(|f| f == Frame::Token(b"first")));
+    client.handle_datagram(now, &retry(b"second", 0x2222));
+    assert_eq!(client.stats().retries, 1, "a second retry is ignored");
+}

@@ -83,13 +83,17 @@ mod hostile_tests;
 mod payload;
 mod ranges;
 mod receive;
+mod retry;
 #[cfg(test)]
 mod tests;
 
-pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
+pub use endpoint::{
+    ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, TOKEN_KEY_PERIOD,
+};
 pub use payload::{Payload, Pieces, chunk_in};
 use receive::InMessage;
 pub use receive::{MESSAGE_COST, RANGE_COST};
+pub use retry::{TOKEN_LEN, TOKEN_LIFETIME, TokenKey};
 
 use cc::{NewReno, Pacer};
 use ranges::RangeSet;
@@ -248,6 +252,8 @@ pub struct Stats {
     pub duplicates: u64,
     /// Bytes of message fragments that arrived again after they had been received.
     pub duplicate_bytes: u64,
+    /// Retries answered (a client's: 0 or 1; see [`Endpoint`]).
+    pub retries: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -322,6 +328,8 @@ pub struct Connection {
     last_eliciting_sent: Option<Instant>,
     last_sent: Instant,
     handshake_due: bool,
+    /// The token a server's retry gave (a client answers at most one retry).
+    retry_token: Option<Vec<u8>>,
     probe_due: bool,
     /// A tail-loss probe went out since the last new acknowledgement.
     probed: bool,
@@ -419,6 +427,7 @@ impl Connection {
             last_eliciting_sent: None,
             last_sent: Instant::ZERO,
             handshake_due: false,
+            retry_token: None,
             probe_due: false,
             probed: false,
             close_frame: None,
@@ -590,11 +599,15 @@ impl Connection {
         if !self.header_fits(&header) {
             return;
         }
+        if header.ty == PacketType::RETRY {
+            self.on_retry(now, frames);
+            return;
+        }
         // Check every frame before acting on any: a datagram is taken whole or not at all.
         let mut eliciting = false;
         for frame in frames.clone() {
             match frame {
-                Ok(Frame::Ack(_) | Frame::Padding) => {}
+                Ok(Frame::Ack(_) | Frame::Padding | Frame::Token(_)) => {}
                 // Messages travel only in data packets, which need the id only our
                 // accept told: a handshake packet carrying one is forged or broken, and
                 // an unproven address gets no state for it.
@@ -605,7 +618,7 @@ impl Connection {
         }
         self.bytes_received += datagram.len() as u64;
         self.last_heard = Some(now);
-        if !self.is_client && header.ty == PacketType::DATA && !self.validated {
+        if !self.is_client && header.ty == PacketType::DATA && self.state == State::Handshake {
             // Only a client that read our accept knows our id: its address is proven.
             self.validated = true;
             self.established();
@@ -654,7 +667,7 @@ impl Connection {
                 return;
             }
             match frame {
-                Frame::Padding | Frame::Ping => {}
+                Frame::Padding | Frame::Ping | Frame::Token(_) => {}
                 Frame::Params(p) => {
                     self.peer = p;
                     self.peer_window = self.peer_window.max(p.window);
@@ -690,8 +703,41 @@ impl Connection {
         match header.ty {
             PacketType::INITIAL => !self.is_client,
             PacketType::ACCEPT => self.is_client && header.dcid == self.local_cid,
+            // Only the answer to our own initial, and only one.
+            PacketType::RETRY => {
+                self.is_client
+                    && self.state == State::Handshake
+                    && self.retry_token.is_none()
+                    && header.dcid == self.local_cid
+                    && header.scid == Some(self.remote_cid)
+            }
             _ => header.dcid == self.local_cid,
         }
+    }
+
+    /// A server's retry: the initials sent so far will not be answered; the next one goes
+    /// at once, with the token.
+    fn on_retry(&mut self, now: Instant, frames: wire::Frames<'_>) {
+        let mut token = None;
+        for frame in frames {
+            match frame {
+                Ok(Frame::Token(t)) if token.is_none() && !t.is_empty() => token = Some(t),
+                Ok(Frame::Padding) => {}
+                _ => return,
+            }
+        }
+        let Some(token) = token else {
+            return;
+        };
+        self.retry_token = Some(token.to_vec());
+        self.last_heard = Some(now);
+        self.stats.retries += 1;
+        for p in self.sent.drain(..) {
+            if p.in_flight {
+                self.in_flight -= p.size;
+            }
+        }
+        self.handshake_due = true;
     }
 
     fn established(&mut self) {
@@ -1066,6 +1112,13 @@ impl Connection {
                 max_datagram: self.config.max_datagram,
             };
             n += wire::write_frame(&Frame::Params(params), &mut buf[n..]).ok()?;
+            if let Some(token) = self
+                .retry_token
+                .as_deref()
+                .filter(|_| ty == PacketType::INITIAL)
+            {
+                n += wire::write_frame(&Frame::Token(token), &mut buf[n..]).ok()?;
+            }
             eliciting = true;
             self.handshake_due = false;
         }

@@ -4,9 +4,9 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | packet type: 1 initial, 2 accept, 3 data |
+//! | 0 | 1 | packet type: 1 initial, 2 accept, 3 data, 4 retry |
 //! | 1 | 8 | destination connection id |
-//! | 9 | 8 | source connection id (initial and accept only) |
+//! | 9 | 8 | source connection id (all but data) |
 //! | 9 or 17 | 4 | packet number: counts up from 0 per direction, never reused |
 //!
 //! The rest of the datagram is frames, each opening with its type byte:
@@ -19,6 +19,19 @@
 //! | 0x03 | data | message start `u64`, message length `u32`, offset in message `u32`, length `u16`, the bytes |
 //! | 0x04 | close | code `u32`, reason length `u16` (at most [`MAX_REASON`]), reason (UTF-8) |
 //! | 0x05 | params | largest message `u32`, window `u64`, largest datagram `u16` |
+//! | 0x06 | token | length `u8` (at most [`MAX_TOKEN`]), the token |
+//!
+//! A **retry** packet is a server's stateless answer to an initial while many setups are
+//! half open (QUIC's Retry): its destination is the initial's source id, its source the
+//! id the initial was sent to (so the client knows the answer is to its own initial), its
+//! packet number 0, and it carries one token frame: an address-validation token (today
+//! 16 bytes: the time it was issued, `u64` µs, then a keyed MAC over that time and the
+//! client's address). The client answers at most one retry per connection by sending its
+//! initial again with that token frame in it; the server then takes the address as
+//! proven. A retry is never acknowledged and takes no packet number from either side's
+//! count. Peers that do not know retry or token frames are never sent them: a server
+//! sends a retry only in answer to an initial, and a token frame travels only in an
+//! initial that answers a retry.
 //!
 //! An ack describes packet numbers as QUIC's ACK frame does: the first range is
 //! `largest - first ..= largest`; each further range lies `gap + 2` below the smallest
@@ -47,6 +60,8 @@ use super::{Error, Reader, Result, Sink, Writer};
 pub const MAX_ACK_RANGES: usize = 64;
 /// Longest close reason.
 pub const MAX_REASON: usize = 256;
+/// Longest address-validation token.
+pub const MAX_TOKEN: usize = 64;
 /// Bytes of a data frame before its bytes.
 pub const DATA_OVERHEAD: usize = 1 + 8 + 4 + 4 + 2;
 /// Bytes of an initial or accept packet's header.
@@ -63,6 +78,8 @@ open_enum! {
         ACCEPT = 2 => "accept",
         /// Everything after the handshake.
         DATA = 3 => "data",
+        /// A server's stateless answer to an initial: try again with this token.
+        RETRY = 4 => "retry",
     }
 }
 
@@ -108,6 +125,8 @@ pub enum Frame<'a> {
     },
     /// The sender's limits, in initial and accept packets.
     Params(Params),
+    /// An address-validation token, in retry packets and the initial that answers one.
+    Token(&'a [u8]),
 }
 
 /// An ack frame; its ranges are read lazily with [`Ack::ranges`].
@@ -250,6 +269,17 @@ fn read_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>> {
             window: r.u64_le("params window")?,
             max_datagram: r.u16_le("params max datagram")?,
         }),
+        0x06 => {
+            let len = usize::from(r.u8("token length")?);
+            if len > MAX_TOKEN {
+                return Err(Error::TooLarge {
+                    what: "token",
+                    len: len as u64,
+                    max: MAX_TOKEN as u64,
+                });
+            }
+            Frame::Token(r.bytes(len, "token")?)
+        }
         other => {
             return Err(Error::InvalidValue {
                 what: "channel frame type",
@@ -398,6 +428,21 @@ pub fn write_frame(frame: &Frame<'_>, buf: &mut [u8]) -> Result<usize> {
             w.u32_le(p.max_message)?;
             w.u64_le(p.window)?;
             w.u16_le(p.max_datagram)?;
+            Ok(w.position())
+        }
+        Frame::Token(token) => {
+            if token.len() > MAX_TOKEN {
+                return Err(Error::TooLarge {
+                    what: "token",
+                    len: token.len() as u64,
+                    max: MAX_TOKEN as u64,
+                });
+            }
+            let mut w = Writer::with_capacity(buf, 2 + token.len())?;
+            w.u8(0x06)?;
+            // Fits: at most MAX_TOKEN (64).
+            w.u8(token.len() as u8)?;
+            w.put(token)?;
             Ok(w.position())
         }
     }

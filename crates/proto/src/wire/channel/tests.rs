@@ -36,6 +36,22 @@ fn header_layout_matches_the_table() {
     )
     .unwrap();
     assert_eq!(buf[..n], [3, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    // A retry has the long header, its packet type 4.
+    let n = write_header(
+        &Header {
+            ty: PacketType::RETRY,
+            dcid: 2,
+            scid: Some(3),
+            pn: 0,
+        },
+        &mut buf,
+    )
+    .unwrap();
+    assert_eq!(n, LONG_HEADER);
+    assert_eq!(buf[0], 4);
+    let mut frame = [0u8; 8];
+    assert_eq!(write_frame(&Frame::Token(b"abc"), &mut frame), Ok(5));
+    assert_eq!(frame[..5], [0x06, 3, b'a', b'b', b'c']);
 }
 
 #[test]
@@ -73,6 +89,21 @@ fn malformed_frames_are_errors() {
     assert!(matches!(
         parse(&d).unwrap().1.next(),
         Some(Err(Error::InvalidValue { .. }))
+    ));
+    // A token longer than MAX_TOKEN, and one cut short.
+    let d = with(&[0x06, MAX_TOKEN as u8 + 1]);
+    assert!(matches!(
+        parse(&d).unwrap().1.next(),
+        Some(Err(Error::TooLarge { what: "token", .. }))
+    ));
+    let d = with(&[0x06, 4, 1, 2]);
+    assert!(matches!(
+        parse(&d).unwrap().1.next(),
+        Some(Err(Error::Truncated { what: "token", .. }))
+    ));
+    assert!(matches!(
+        write_frame(&Frame::Token(&[0; MAX_TOKEN + 1]), &mut [0; 128]),
+        Err(Error::TooLarge { what: "token", .. })
     ));
     assert!(parse(&header[..5]).is_err());
     assert!(parse(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
@@ -133,6 +164,7 @@ proptest! {
         extra in 0u32..1000,
         reason in prop::collection::vec(any::<u8>(), 0..=MAX_REASON),
         params in (any::<u32>(), any::<u64>(), any::<u16>()),
+        token in prop::collection::vec(any::<u8>(), 0..=MAX_TOKEN),
     ) {
         let header = Header { ty, dcid, scid: (ty != PacketType::DATA).then_some(scid), pn };
         let mut buf = vec![0u8; 4096];
@@ -144,6 +176,7 @@ proptest! {
             Frame::Data { start, total, offset: extra, data: &data },
             Frame::Close { code: 7, reason: &reason },
             Frame::Params(Params { max_message: params.0, window: params.1, max_datagram: params.2 }),
+            Frame::Token(&token),
             Frame::Padding,
         ];
         for f in &frames {
