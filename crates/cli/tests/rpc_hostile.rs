@@ -245,3 +245,60 @@ const RSS_GROWTH_KIB: u64 = 75 * 1024;
 /// Twice the most CPU measured under this attack (the same runs: 239, 329 and 253 ticks
 /// of 10 ms).
 const CPU_TICKS: u64 = 700;
+
+/// A padded UDP channel initial (packet type 1, ids, packet number 0, zero padding), as
+/// a client that never answers sends it.
+fn silent_initial(i: u64) -> Vec<u8> {
+    let mut d = vec![0u8; volley_proto::channel::MIN_DATAGRAM];
+    d[0] = 1;
+    d[1..9].copy_from_slice(&(0x5000 + i).to_le_bytes());
+    d[9..17].copy_from_slice(&(0x9000 + i).to_le_bytes());
+    d
+}
+
+#[tokio::test]
+async fn half_open_udp_setups_do_not_lock_clients_out() {
+    let (_server, line) = spawn(&["rpc", "serve", "--transport", "udp"]).await;
+    let addr = line
+        .strip_prefix("listening udp=")
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    // 80 initials from 80 ports that never answer: past the 64 half-open setups the
+    // server used to hold for 10 s each, refusing everyone else meanwhile.
+    let silent: Vec<std::net::UdpSocket> = (0..80)
+        .map(|i| {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            socket.send_to(&silent_initial(i), &addr).unwrap();
+            socket
+        })
+        .collect();
+    // Each silent port is answered once: an accept (the first setups) or a retry.
+    let mut retries = 0;
+    let mut buf = [0u8; 2048];
+    for socket in &silent {
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let n = socket.recv(&mut buf).expect("an answer within 5 s");
+        retries += usize::from(buf[0] == 4 && n < 64);
+    }
+    assert!(retries >= 60, "{retries} of 80 answered with a retry");
+    let started = std::time::Instant::now();
+    let (ok, stderr) = run(&[
+        "rpc",
+        "bench",
+        "--transport",
+        "udp",
+        "--connect",
+        &addr,
+        "--calls",
+        "200",
+    ])
+    .await;
+    assert!(ok, "a real client still gets in: {stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
