@@ -42,6 +42,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
     Counters::add(&shared.counters.read_buffers, 1);
     let mut paused = shared.paused.subscribe();
     let spin_here = crate::writer::current_thread();
+    let mut gate = SpinGate::default();
     // Frames nobody waits for go to `incoming` while the application holds it.
     let mut incoming = Some(incoming);
     loop {
@@ -65,8 +66,10 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
         }
         let read = async {
             let mut limited = (&mut buffers.current).limit(plan.limit);
-            if let Some(spin) = config.spin.filter(|_| spin_here) {
-                if let Some(n) = spin_read(&mut reader, &mut limited, spin, &shared).await {
+            if let Some(spin) = config.spin.filter(|_| spin_here && gate.open()) {
+                let (n, waited) = spin_read(&mut reader, &mut limited, spin, &shared).await;
+                gate.record(waited, spin);
+                if let Some(n) = n {
                     return n;
                 }
             }
@@ -152,25 +155,74 @@ async fn linger<R: AsyncRead + Unpin>(reader: &mut R, shared: &Shared) {
     shared.fail(Error::Shutdown);
 }
 
+/// Reads that go straight to sleep once spinning rests.
+const RESTING_READS: u32 = 64;
+
+/// Whether the reader spins before its next read. Spinning pays when bytes come at once
+/// (a reply to what was just written, the next piece of a burst): it saves a wake-up.
+/// When they come late, a trickle, each spin burns most of the gap for little. So each
+/// spin is scored: it earns a quarter of the spin (about what a saved wake-up is worth)
+/// and costs the time it waited (the whole spin if nothing came). Past four spins' worth
+/// of debt, the next [`RESTING_READS`] reads sleep at once, then spinning is tried again;
+/// credit is kept up to four spins' worth, so a burst's quick hits pay for its end. A
+/// peer sending a byte every so often thus costs a wake-up per byte, not a spinning
+/// thread.
+#[derive(Debug, Default)]
+struct SpinGate {
+    /// Microseconds spun beyond what the spins earned (negative: credit).
+    debt: i64,
+    resting: u32,
+}
+
+impl SpinGate {
+    fn open(&mut self) -> bool {
+        if self.resting > 0 {
+            self.resting -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Notes how long a spin waited (`None`: it gave up after the whole spin).
+    fn record(&mut self, waited_us: Option<u64>, spin: Duration) {
+        let spin = spin.as_micros() as i64;
+        let waited = waited_us.map_or(spin, |w| i64::try_from(w).unwrap_or(i64::MAX));
+        self.debt = (self.debt + waited.min(spin) - spin / 4).max(-4 * spin);
+        if self.debt > 4 * spin {
+            self.debt = 0;
+            self.resting = RESTING_READS;
+        }
+    }
+}
+
 /// Polls the stream until `spin` has passed since the later of this call and the
 /// writer's last write, yielding between polls: to the runtime (its other tasks, and its
-/// poll of the sockets) and to other threads. `None` if nothing came. A read future
-/// dropped while pending has taken nothing, so trying again is safe.
+/// poll of the sockets) and to other threads. Returns what a read got (`None` if nothing
+/// came) and, if it got something, the microseconds it waited. A read future dropped
+/// while pending has taken nothing, so trying again is safe.
 async fn spin_read<R: AsyncRead + Unpin>(
     reader: &mut R,
     buf: &mut impl BufMut,
     spin: Duration,
     shared: &Shared,
-) -> Option<io::Result<usize>> {
+) -> (Option<io::Result<usize>>, Option<u64>) {
     let spin = spin.as_micros() as u64;
     let start = shared.now_us();
+    let spun = |now: u64| {
+        let waited = now.saturating_sub(start);
+        Counters::add(&shared.counters.spun_us, waited);
+        waited
+    };
     loop {
         if let Some(n) = reader.read_buf(buf).now_or_never() {
-            return Some(n);
+            let waited = spun(shared.now_us());
+            return (Some(n), Some(waited));
         }
+        let now = shared.now_us();
         let since = start.max(shared.last_write.load(Ordering::Relaxed));
-        if shared.now_us().saturating_sub(since) >= spin {
-            return None;
+        if now.saturating_sub(since) >= spin {
+            spun(now);
+            return (None, None);
         }
         std::thread::yield_now();
         tokio::task::yield_now().await;
@@ -282,6 +334,29 @@ impl Buffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quick_replies_keep_spinning_and_a_trickle_rests_it() {
+        let spin = Duration::from_micros(250);
+        let mut gate = SpinGate::default();
+        // Replies within a round trip, with a burst's end now and then: always spinning.
+        for i in 0..10_000 {
+            assert!(gate.open(), "spin {i}");
+            gate.record((i % 20 != 0).then_some(30), spin);
+        }
+        // Bytes 200 us apart: a few spins, then a rest of RESTING_READS reads.
+        let mut gate = SpinGate::default();
+        let (mut spins, mut reads) = (0, 0);
+        for _ in 0..10_000 {
+            reads += 1;
+            if gate.open() {
+                spins += 1;
+                gate.record(Some(200), spin);
+            }
+        }
+        assert!(spins * 5 < reads, "{spins} spins in {reads} reads");
+        assert!(spins > 0, "spinning is tried again after a rest");
+    }
 
     /// Reads `n` bytes of `byte` as a read planned now would (up to its limit).
     fn fill(buffers: &mut Buffers, plan: &Plan, n: usize, byte: u8) {

@@ -38,6 +38,9 @@ pub struct Stats {
     /// [`Config::write_budget`](crate::Config::write_budget): each frame's bytes in
     /// memory plus [`FRAME_COST`](crate::FRAME_COST).
     pub queued: u64,
+    /// Microseconds the reader spent spinning ([`Config::spin`](crate::Config::spin))
+    /// rather than asleep.
+    pub spun_us: u64,
 }
 
 #[derive(Default)]
@@ -53,6 +56,7 @@ pub(crate) struct Counters {
     pub(crate) read_buffers: AtomicU64,
     pub(crate) file_bytes_sent: AtomicU64,
     pub(crate) bytes_moved: AtomicU64,
+    pub(crate) spun_us: AtomicU64,
 }
 
 impl Counters {
@@ -75,6 +79,7 @@ impl Counters {
             read_buffers: get(&self.read_buffers),
             file_bytes_sent: get(&self.file_bytes_sent),
             bytes_moved: get(&self.bytes_moved),
+            spun_us: get(&self.spun_us),
             queued: 0,
         }
     }

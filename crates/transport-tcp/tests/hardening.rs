@@ -195,3 +195,53 @@ async fn past_the_cap_connections_are_accepted_to_be_refused_at_a_bounded_rate()
         assert!(got.ends_with(b"full"));
     }
 }
+
+/// A peer that trickles: first a large frame one byte at a time, then tiny whole frames,
+/// each a little under the spin apart, so that a reader spinning after every read would
+/// never sleep. The reader's time spent spinning stays a small part of the time taken.
+#[tokio::test]
+async fn a_trickle_does_not_keep_the_reader_spinning() {
+    let config = Config {
+        spin: Some(Duration::from_micros(250)),
+        ..Config::default()
+    };
+    let listener = listener(4, config).await;
+    let mut peer = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    let mut incoming = accepted.incoming;
+    let trickle = std::thread::spawn(move || {
+        // Paced by sleeping: this is the attack's rate, not synchronisation.
+        let gap = Duration::from_micros(150);
+        let header = Header::new(7, 1, 1500).unwrap().encode();
+        peer.write_all(&header).unwrap();
+        for _ in 0..1500 {
+            peer.write_all(b"x").unwrap();
+            std::thread::sleep(gap);
+        }
+        let tiny = Header::new(7, 2, 1).unwrap().encode();
+        for _ in 0..1500 {
+            peer.write_all(&tiny).unwrap();
+            peer.write_all(b"y").unwrap();
+            std::thread::sleep(gap);
+        }
+        peer
+    });
+    let started = std::time::Instant::now();
+    within(30, async {
+        for _ in 0..1501 {
+            incoming.recv().await.unwrap();
+        }
+    })
+    .await;
+    let elapsed = started.elapsed().as_micros() as u64;
+    let _peer = trickle.join().unwrap();
+    let spun = accepted.framed.stats().spun_us;
+    println!(
+        "trickle: spun {spun} us of {elapsed} us ({:.0}%)",
+        100.0 * spun as f64 / elapsed as f64
+    );
+    assert!(
+        spun * 4 < elapsed,
+        "spun {spun} us of {elapsed} us: a trickle kept the reader spinning"
+    );
+}
