@@ -10,6 +10,15 @@ pub enum Error {
     /// The peer closed the stream.
     #[error("the peer closed the connection")]
     Closed,
+    /// The listener's memory for queued frames was used up, and this connection held the
+    /// most of it (its peer was not reading what it was sent).
+    #[error(
+        "the server's memory for queued frames is exhausted; this connection held {held} bytes"
+    )]
+    MemoryExhausted {
+        /// Bytes of memory its queued frames held.
+        held: u64,
+    },
     /// This side closed the connection.
     #[error("the connection was closed")]
     Shutdown,

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::frames::{Frame, Payload};
 use crate::sendfile::{FileRegion, Plain, SendFile};
-use crate::shared::Shared;
+use crate::shared::{Shared, WriteMemory};
 use crate::stats::Stats;
 use crate::{reader, writer};
 
@@ -64,7 +64,7 @@ impl Framed {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        Self::start(reader, Plain(writer), config, None)
+        Self::start(reader, Plain(writer), config, None, None)
     }
 
     /// A connection over a TCP stream, with Nagle's algorithm off (the writer batches by
@@ -73,14 +73,14 @@ impl Framed {
         stream.set_nodelay(true)?;
         socket2::SockRef::from(&stream).set_tcp_keepalive(&crate::server::keepalive())?;
         let (read, write) = stream.into_split();
-        Ok(Self::start(read, write, config, None))
+        Ok(Self::start(read, write, config, None, None))
     }
 
     /// A connection over a Unix stream socket. On Linux, file regions
     /// ([`Framed::send_file`]) go by `sendfile(2)`.
     pub fn from_unix(stream: UnixStream, config: Config) -> (Self, Incoming) {
         let (read, write) = stream.into_split();
-        Self::start(read, write, config, None)
+        Self::start(read, write, config, None, None)
     }
 
     /// Connects over TCP with Nagle's algorithm off (the writer batches by itself).
@@ -128,12 +128,13 @@ impl Framed {
     }
 
     /// Starts the tasks; `held` (a listener's connection slot) is released when both
-    /// have ended.
+    /// have ended; `memory` is the listener's for all its connections' queued frames.
     pub(crate) fn start<R, W>(
         reader: R,
         writer: W,
         config: Config,
         held: Option<OwnedSemaphorePermit>,
+        memory: Option<Arc<WriteMemory>>,
     ) -> (Self, Incoming)
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -142,7 +143,10 @@ impl Framed {
         let config = config.normalised();
         let (tx, rx) = mpsc::unbounded_channel();
         let (incoming_tx, incoming_rx) = mpsc::channel(config.incoming_queue);
-        let shared = Arc::new(Shared::new(config, tx));
+        let shared = Arc::new(Shared::new(config, tx, memory.clone()));
+        if let Some(memory) = memory {
+            memory.register(&shared);
+        }
         let read = tokio::spawn(reader::run(reader, shared.clone(), incoming_tx));
         let write = tokio::spawn(writer::run_until_ended(writer, rx, shared.clone()));
         if let Some(held) = held {

@@ -28,6 +28,8 @@ pub(crate) struct Outgoing {
     pub(crate) payload: Payload,
     /// Its share of the write budget, given back once it is written.
     pub(crate) budget: OwnedSemaphorePermit,
+    /// Its share of the listener's memory for all connections, if it has one.
+    pub(crate) share: Option<crate::shared::MemoryShare>,
 }
 
 impl Outgoing {

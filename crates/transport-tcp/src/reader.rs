@@ -156,13 +156,13 @@ async fn linger<R: AsyncRead + Unpin>(reader: &mut R, shared: &Shared) {
 }
 
 /// Reads that go straight to sleep once spinning rests.
-const RESTING_READS: u32 = 64;
+const RESTING_READS: u32 = 128;
 
 /// Whether the reader spins before its next read. Spinning pays when bytes come at once
 /// (a reply to what was just written, the next piece of a burst): it saves a wake-up.
 /// When they come late, a trickle, each spin burns most of the gap for little. So each
 /// spin is scored: it earns a quarter of the spin (about what a saved wake-up is worth)
-/// and costs the time it waited (the whole spin if nothing came). Past four spins' worth
+/// and costs the time it waited (the whole spin if nothing came). Past two spins' worth
 /// of debt, the next [`RESTING_READS`] reads sleep at once, then spinning is tried again;
 /// credit is kept up to four spins' worth, so a burst's quick hits pay for its end. A
 /// peer sending a byte every so often thus costs a wake-up per byte, not a spinning
@@ -188,7 +188,7 @@ impl SpinGate {
         let spin = spin.as_micros() as i64;
         let waited = waited_us.map_or(spin, |w| i64::try_from(w).unwrap_or(i64::MAX));
         self.debt = (self.debt + waited.min(spin) - spin / 4).max(-4 * spin);
-        if self.debt > 4 * spin {
+        if self.debt > 2 * spin {
             self.debt = 0;
             self.resting = RESTING_READS;
         }
@@ -208,6 +208,7 @@ async fn spin_read<R: AsyncRead + Unpin>(
 ) -> (Option<io::Result<usize>>, Option<u64>) {
     let spin = spin.as_micros() as u64;
     let start = shared.now_us();
+    Counters::add(&shared.counters.spins, 1);
     let spun = |now: u64| {
         let waited = now.saturating_sub(start);
         Counters::add(&shared.counters.spun_us, waited);
@@ -354,7 +355,7 @@ mod tests {
                 gate.record(Some(200), spin);
             }
         }
-        assert!(spins * 5 < reads, "{spins} spins in {reads} reads");
+        assert!(spins * 10 < reads, "{spins} spins in {reads} reads");
         assert!(spins > 0, "spinning is tried again after a rest");
     }
 

@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{Config, Role};
 use crate::framed::{Framed, Incoming};
-use crate::shared::lock;
+use crate::shared::{WriteMemory, lock};
 
 /// How a [`Listener`] accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,11 @@ pub struct ServerConfig {
     /// The longest pause between attempts while the process or the system is out of
     /// file descriptors (the first is 5 ms, doubling up to this).
     pub max_backoff: Duration,
+    /// Bytes of memory the frames queued on all connections may hold together (each
+    /// connection's own is [`Config::write_budget`]). Past it, the connection holding the
+    /// most ends with [`Error::MemoryExhausted`](crate::Error::MemoryExhausted), so peers
+    /// that do not read cannot make the others wait or grow the server.
+    pub total_write_budget: usize,
     /// With [`Listener::accept_or_refuse`]: connections past `max_connections` accepted
     /// (without a slot) for the caller to refuse with a reason, at most this many a
     /// second; beyond that they wait in the kernel's backlog as with
@@ -39,7 +44,7 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     /// [`Config::default`] as an acceptor closing connections idle for 5 minutes, 1024
-    /// connections, back-off up to one second.
+    /// connections, 256 MiB of queued frames among them, back-off up to one second.
     fn default() -> Self {
         Self {
             connection: Config {
@@ -48,6 +53,7 @@ impl Default for ServerConfig {
                 ..Config::default()
             },
             max_connections: 1024,
+            total_write_budget: 256 << 20,
             max_backoff: Duration::from_secs(1),
             max_refusals_per_second: 100,
         }
@@ -97,6 +103,9 @@ pub struct ListenerStats {
     /// Connections accepted past `max_connections` to be refused
     /// ([`Admission::Full`]).
     pub refused: u64,
+    /// Bytes of memory all connections' queued frames hold now (see
+    /// [`ServerConfig::total_write_budget`]).
+    pub queued: u64,
 }
 
 /// Accepts framed connections on a TCP or Unix listener.
@@ -109,6 +118,7 @@ pub struct Listener {
     refused: AtomicU64,
     /// The second refusals are being counted in, and how many it has had.
     refusals: Mutex<(Instant, u32)>,
+    memory: Arc<WriteMemory>,
 }
 
 enum Inner {
@@ -146,8 +156,10 @@ impl Listener {
             max_connections: config.max_connections.clamp(1, Semaphore::MAX_PERMITS),
             max_backoff: config.max_backoff.max(Duration::from_millis(5)),
             max_refusals_per_second: config.max_refusals_per_second,
+            total_write_budget: config.total_write_budget.max(1),
         };
         Self {
+            memory: Arc::new(WriteMemory::new(config.total_write_budget)),
             inner,
             open: Arc::new(Semaphore::new(config.max_connections)),
             config,
@@ -275,11 +287,11 @@ impl Listener {
                 let _ = stream.set_nodelay(true);
                 let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive());
                 let (read, write) = stream.into_split();
-                Framed::start(read, write, config, slot)
+                Framed::start(read, write, config, slot, Some(self.memory.clone()))
             }
             Stream::Unix(stream) => {
                 let (read, write) = stream.into_split();
-                Framed::start(read, write, config, slot)
+                Framed::start(read, write, config, slot, Some(self.memory.clone()))
             }
         };
         Accepted {
@@ -296,6 +308,7 @@ impl Listener {
             out_of_files: self.out_of_files.load(Ordering::Relaxed),
             open: self.config.max_connections - self.open.available_permits(),
             refused: self.refused.load(Ordering::Relaxed),
+            queued: self.memory.held(),
         }
     }
 

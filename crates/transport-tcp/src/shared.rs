@@ -2,10 +2,10 @@
 //! counters, the writer's queue and its byte budget, the table of outstanding requests
 //! with their waiters, and how the connection ended.
 
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::task::Waker;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -23,6 +23,89 @@ use crate::stats::Counters;
 /// 32 MiB of wire bytes.
 pub const FRAME_COST: usize = 512;
 
+/// The memory all of a listener's connections' queued frames hold together
+/// ([`ServerConfig::total_write_budget`](crate::ServerConfig::total_write_budget)), and
+/// the connections, so that past the limit the one holding the most can be ended.
+#[derive(Debug)]
+pub(crate) struct WriteMemory {
+    held: AtomicU64,
+    limit: u64,
+    connections: Mutex<Vec<Weak<Shared>>>,
+}
+
+impl WriteMemory {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            held: AtomicU64::new(0),
+            limit: limit as u64,
+            connections: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Counts a new connection's frames from now on.
+    pub(crate) fn register(&self, shared: &Arc<Shared>) {
+        let mut connections = lock(&self.connections);
+        connections.retain(|c| c.strong_count() > 0);
+        connections.push(Arc::downgrade(shared));
+    }
+
+    /// Ends the connection whose peer is likeliest not reading: the most queued, weighed
+    /// by how long its writer has gone without finishing a write (a burst to a peer that
+    /// reads is written as it goes). Its part of the total is given back at once; the
+    /// frames themselves go within its linger, when its writer stops.
+    fn evict_largest(&self) {
+        let largest = lock(&self.connections)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| !lock(&c.in_total).1)
+            .max_by_key(|c| {
+                let stalled = c
+                    .now_us()
+                    .saturating_sub(c.last_write.load(Ordering::Relaxed));
+                u128::from(lock(&c.in_total).0) * u128::from(stalled + 1000)
+            });
+        let Some(shared) = largest else {
+            return;
+        };
+        let held = {
+            let mut part = lock(&shared.in_total);
+            if part.1 {
+                return;
+            }
+            part.1 = true;
+            self.held.fetch_sub(part.0, Ordering::Relaxed);
+            part.0
+        };
+        shared.fail(Error::MemoryExhausted { held });
+        shared.close_both();
+    }
+}
+
+/// A queued frame's part of a [`WriteMemory`], given back when the frame is dropped
+/// (written, or thrown away with its connection).
+pub(crate) struct MemoryShare {
+    memory: Arc<WriteMemory>,
+    /// Its connection's part of the total, and whether it was evicted (then the total
+    /// has been given its part back already).
+    part: Arc<Mutex<(u64, bool)>>,
+    bytes: u64,
+}
+
+impl Drop for MemoryShare {
+    fn drop(&mut self) {
+        let mut part = lock(&self.part);
+        part.0 -= self.bytes;
+        if !part.1 {
+            self.memory.held.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
 pub(crate) struct Shared {
     pub(crate) config: Config,
     state: Mutex<State>,
@@ -30,6 +113,10 @@ pub(crate) struct Shared {
     pub(crate) slots: Arc<Semaphore>,
     /// The writer's byte budget: a permit per byte queued and not yet written.
     budget: Arc<Semaphore>,
+    /// The listener's, shared by all its connections (none on a client's).
+    memory: Option<Arc<WriteMemory>>,
+    /// This connection's part of `memory`, and whether it was evicted for it.
+    in_total: Arc<Mutex<(u64, bool)>>,
     tx: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     pub(crate) counters: Counters,
     /// True while the owner has asked the reader to stop reading.
@@ -66,7 +153,11 @@ struct WaiterState {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, tx: mpsc::UnboundedSender<Outgoing>) -> Self {
+    pub(crate) fn new(
+        config: Config,
+        tx: mpsc::UnboundedSender<Outgoing>,
+        memory: Option<Arc<WriteMemory>>,
+    ) -> Self {
         Self {
             config,
             state: Mutex::new(State {
@@ -76,6 +167,8 @@ impl Shared {
             }),
             slots: Arc::new(Semaphore::new(config.max_in_flight)),
             budget: Arc::new(Semaphore::new(config.write_budget)),
+            memory,
+            in_total: Arc::default(),
             tx: Mutex::new(Some(tx)),
             counters: Counters::default(),
             paused: watch::Sender::new(false),
@@ -162,13 +255,43 @@ impl Shared {
             .acquire_many_owned(cost)
             .await
             .map_err(|_| self.failure().unwrap_or(Error::Shutdown))?;
+        let share = self.share(u64::from(cost))?;
         let header = Header::new(ty, id, body_len).map_err(Error::Protocol)?;
         Ok(Outgoing {
             header: header.encode(),
             head: Head::new(head),
             payload,
             budget,
+            share,
         })
+    }
+
+    /// Takes `cost` from the listener's memory for all connections. Past its limit, the
+    /// connection holding the most ends with the reason (its peer is not reading), rather
+    /// than every connection waiting on it.
+    fn share(&self, cost: u64) -> Result<Option<MemoryShare>, Error> {
+        let Some(memory) = &self.memory else {
+            return Ok(None);
+        };
+        {
+            let mut part = lock(&self.in_total);
+            if part.1 {
+                return Err(self.failure().unwrap_or(Error::Shutdown));
+            }
+            part.0 += cost;
+        }
+        let share = MemoryShare {
+            memory: memory.clone(),
+            part: self.in_total.clone(),
+            bytes: cost,
+        };
+        if memory.held.fetch_add(cost, Ordering::Relaxed) + cost > memory.limit {
+            memory.evict_largest();
+            if lock(&self.in_total).1 {
+                return Err(self.failure().unwrap_or(Error::Shutdown));
+            }
+        }
+        Ok(Some(share))
     }
 
     /// Hands a frame to the writer; fails if the connection is closed.

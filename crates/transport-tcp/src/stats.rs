@@ -38,8 +38,10 @@ pub struct Stats {
     /// [`Config::write_budget`](crate::Config::write_budget): each frame's bytes in
     /// memory plus [`FRAME_COST`](crate::FRAME_COST).
     pub queued: u64,
-    /// Microseconds the reader spent spinning ([`Config::spin`](crate::Config::spin))
-    /// rather than asleep.
+    /// Times the reader spun ([`Config::spin`](crate::Config::spin)) before a read
+    /// rather than sleeping at once.
+    pub spins: u64,
+    /// Microseconds the reader spent spinning.
     pub spun_us: u64,
 }
 
@@ -56,6 +58,7 @@ pub(crate) struct Counters {
     pub(crate) read_buffers: AtomicU64,
     pub(crate) file_bytes_sent: AtomicU64,
     pub(crate) bytes_moved: AtomicU64,
+    pub(crate) spins: AtomicU64,
     pub(crate) spun_us: AtomicU64,
 }
 
@@ -79,6 +82,7 @@ impl Counters {
             read_buffers: get(&self.read_buffers),
             file_bytes_sent: get(&self.file_bytes_sent),
             bytes_moved: get(&self.bytes_moved),
+            spins: get(&self.spins),
             spun_us: get(&self.spun_us),
             queued: 0,
         }

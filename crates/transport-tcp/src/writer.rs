@@ -123,7 +123,7 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
         }
         let frames = batch.len() as u64;
         for out in batch.drain(..) {
-            held.push(out.budget);
+            held.push((out.budget, out.share));
             small.extend_from_slice(&out.header);
             small.extend_from_slice(out.head.as_slice());
             match out.payload {
