@@ -68,7 +68,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             let mut limited = (&mut buffers.current).limit(plan.limit);
             if let Some(spin) = config.spin.filter(|_| spin_here && gate.open()) {
                 let (n, waited) = spin_read(&mut reader, &mut limited, spin, &shared).await;
-                gate.record(waited, spin);
+                gate.spent(waited, spin);
                 if let Some(n) = n {
                     return n;
                 }
@@ -100,12 +100,14 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             Err(e) => return shared.fail(e.into()),
         }
         Counters::add(&shared.counters.reads, 1);
+        let mut frames = 0;
         loop {
             let (ty, id, used) = match decoder.decode(&buffers.current) {
                 Ok(Some((frame, used))) => (frame.ty, frame.id, used),
                 Ok(None) => break,
                 Err(e) => return shared.fail(Error::Protocol(e)),
             };
+            frames += 1;
             if first {
                 // The handshake is in: later frames may be as large as any.
                 first = false;
@@ -129,6 +131,9 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
                 },
                 None => Counters::add(&shared.counters.unmatched, 1),
             }
+        }
+        if let Some(spin) = config.spin {
+            gate.earned(frames, spin);
         }
     }
 }
@@ -158,18 +163,17 @@ async fn linger<R: AsyncRead + Unpin>(reader: &mut R, shared: &Shared) {
 /// Reads that go straight to sleep once spinning rests.
 const RESTING_READS: u32 = 128;
 
-/// Whether the reader spins before its next read. Spinning pays when bytes come at once
-/// (a reply to what was just written, the next piece of a burst): it saves a wake-up.
-/// When they come late, a trickle, each spin burns most of the gap for little. So each
-/// spin is scored: it earns a quarter of the spin (about what a saved wake-up is worth)
-/// and costs the time it waited (the whole spin if nothing came). Past two spins' worth
-/// of debt, the next [`RESTING_READS`] reads sleep at once, then spinning is tried again;
-/// credit is kept up to four spins' worth, so a burst's quick hits pay for its end. A
-/// peer sending a byte every so often thus costs a wake-up per byte, not a spinning
-/// thread.
+/// Whether the reader spins before its next read. Spinning pays when what comes brings
+/// work (a reply to what was just written, a batch of calls): it saves a wake-up per
+/// read. A trickle of bytes brings next to none, and each spin burns most of the gap
+/// between them. So the time spun (the whole spin when nothing came) is a debt that each
+/// whole frame read pays a quarter of a spin of; past two spins' worth of debt, the next
+/// [`RESTING_READS`] reads sleep at once, then spinning is tried again. Credit is kept up
+/// to four spins' worth, so a busy stretch pays for its end. A peer sending a little at
+/// a time thus costs a wake-up per read, not a spinning thread.
 #[derive(Debug, Default)]
 struct SpinGate {
-    /// Microseconds spun beyond what the spins earned (negative: credit).
+    /// Microseconds spun beyond what the frames read paid for (negative: credit).
     debt: i64,
     resting: u32,
 }
@@ -184,10 +188,19 @@ impl SpinGate {
     }
 
     /// Notes how long a spin waited (`None`: it gave up after the whole spin).
-    fn record(&mut self, waited_us: Option<u64>, spin: Duration) {
+    fn spent(&mut self, waited_us: Option<u64>, spin: Duration) {
         let spin = spin.as_micros() as i64;
         let waited = waited_us.map_or(spin, |w| i64::try_from(w).unwrap_or(i64::MAX));
-        self.debt = (self.debt + waited.min(spin) - spin / 4).max(-4 * spin);
+        self.debt = self.debt.saturating_add(waited.min(spin));
+    }
+
+    /// Notes the whole frames a read brought, and rests spinning if it does not pay.
+    fn earned(&mut self, frames: u64, spin: Duration) {
+        let spin = spin.as_micros() as i64;
+        let credit = i64::try_from(frames)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(spin / 4);
+        self.debt = self.debt.saturating_sub(credit).max(-4 * spin);
         if self.debt > 2 * spin {
             self.debt = 0;
             self.resting = RESTING_READS;
@@ -337,23 +350,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_replies_keep_spinning_and_a_trickle_rests_it() {
+    fn reads_that_bring_work_keep_spinning_and_a_trickle_rests_it() {
         let spin = Duration::from_micros(250);
         let mut gate = SpinGate::default();
-        // Replies within a round trip, with a burst's end now and then: always spinning.
+        // Replies within a round trip, one frame each, with a burst's end now and then;
+        // then batches of 64 calls that come late in the spin: always spinning.
         for i in 0..10_000 {
             assert!(gate.open(), "spin {i}");
-            gate.record((i % 20 != 0).then_some(30), spin);
+            gate.spent((i % 20 != 0).then_some(30), spin);
+            gate.earned(1, spin);
         }
-        // Bytes 200 us apart: a few spins, then a rest of RESTING_READS reads.
+        for i in 0..10_000 {
+            assert!(gate.open(), "batch {i}");
+            gate.spent(Some(200), spin);
+            gate.earned(64, spin);
+        }
+        // A byte every 200 us, a whole frame every tenth read: a few spins, then a rest.
         let mut gate = SpinGate::default();
         let (mut spins, mut reads) = (0, 0);
-        for _ in 0..10_000 {
+        for i in 0..10_000 {
             reads += 1;
             if gate.open() {
                 spins += 1;
-                gate.record(Some(200), spin);
+                gate.spent(Some(200), spin);
             }
+            gate.earned(u64::from(i % 10 == 0), spin);
         }
         assert!(spins * 10 < reads, "{spins} spins in {reads} reads");
         assert!(spins > 0, "spinning is tried again after a rest");
