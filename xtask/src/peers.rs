@@ -114,29 +114,49 @@ fn ensure_rig() -> Result<(), String> {
     }
 }
 
+/// Where the tests find OpenSSH's server.
+pub(crate) const SSHD: &str = "/usr/sbin/sshd";
+
+/// Installs OpenSSH's sftp-server, client and server if any is missing. The server is
+/// installed with a `policy-rc.d` that exits 101, so no system sshd starts on port 22:
+/// the tests start their own, on 127.0.0.1.
 fn ensure_openssh() -> Result<(), String> {
     let have = |path: &str| std::path::Path::new(path).exists();
-    if have(SFTP_SERVER) && have("/usr/bin/sftp") {
+    if have(SFTP_SERVER) && have("/usr/bin/sftp") && have(SSHD) {
         return Ok(());
     }
     let how = "install it by hand with `apt-get update && apt-get install -y \
-               --no-install-recommends openssh-sftp-server openssh-client`";
-    eprintln!("xtask: installing OpenSSH's sftp-server and client with apt-get");
+               --no-install-recommends openssh-sftp-server openssh-client openssh-server` \
+               (with a /usr/sbin/policy-rc.d that exits 101, so no sshd starts on port 22)";
+    eprintln!("xtask: installing OpenSSH's sftp-server, client and server with apt-get");
     exec(apt_get().arg("update").arg("-qq"))
         .map_err(|e| format!("cannot update the package lists ({e}); {how}"))?;
-    exec(apt_get().args([
+    let policy = "/usr/sbin/policy-rc.d";
+    let placed = !have(policy)
+        && exec(as_root("sh").args([
+            "-c",
+            "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d",
+        ]))
+        .is_ok();
+    let installed = exec(apt_get().env("DEBIAN_FRONTEND", "noninteractive").args([
         "install",
         "-y",
         "-qq",
         "--no-install-recommends",
         "openssh-sftp-server",
         "openssh-client",
-    ]))
-    .map_err(|e| format!("cannot install OpenSSH ({e}); {how}"))?;
-    if have(SFTP_SERVER) {
-        Ok(())
-    } else {
-        Err(format!("{SFTP_SERVER} is still missing; {how}"))
+        "openssh-server",
+    ]));
+    if placed {
+        let _ = exec(as_root("rm").args(["-f", policy]));
+    }
+    installed.map_err(|e| format!("cannot install OpenSSH ({e}); {how}"))?;
+    match [SFTP_SERVER, "/usr/bin/sftp", SSHD]
+        .into_iter()
+        .find(|p| !have(p))
+    {
+        None => Ok(()),
+        Some(missing) => Err(format!("{missing} is still missing; {how}")),
     }
 }
 
@@ -210,6 +230,11 @@ fn ensure_cargo_fuzz() -> Result<(), String> {
 
 /// `apt-get`, through `sudo` when not running as root and sudo is there (a CI runner).
 fn apt_get() -> Command {
+    as_root("apt-get")
+}
+
+/// `program`, through `sudo` when not running as root and sudo is there.
+fn as_root(program: &str) -> Command {
     let root = Command::new("id")
         .arg("-u")
         .output()
@@ -217,10 +242,10 @@ fn apt_get() -> Command {
     let sudo = std::path::Path::new("/usr/bin/sudo").exists();
     if !root && sudo {
         let mut cmd = Command::new("sudo");
-        cmd.arg("apt-get");
+        cmd.arg(program);
         cmd
     } else {
-        Command::new("apt-get")
+        Command::new(program)
     }
 }
 

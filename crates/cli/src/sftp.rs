@@ -1,5 +1,6 @@
 //! `volley sftp get|put`: whole-file transfers with many requests in flight, reported as
-//! `N bytes in T ms, X MB/s` (MB = 10^6 bytes).
+//! `N bytes in T ms, X MB/s` (MB = 10^6 bytes), to a host over ssh (`[user@]host:path`,
+//! `sftp://`), a local sftp-server, or a raw SFTP server on TCP.
 
 use core::net::SocketAddr;
 use std::io::IsTerminal;
@@ -9,13 +10,17 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{Progress, SftpClient, TransferOptions};
+use volley_sftp::{Progress, Remote, SftpClient, SshOptions, TransferOptions};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum SftpCommand {
     /// Copy a remote file to a local one. The copy goes to a temporary file beside the
     /// destination and replaces it only once complete.
+    ///
+    /// SRC is `[user@]host:path` or `sftp://[user@]host[:port]/path` (over the system's
+    /// ssh, as OpenSSH's sftp runs it), or, with --server-cmd or --connect, or with no
+    /// host at all, a path on that server (the local sftp-server by default).
     Get {
         #[command(flatten)]
         server: Server,
@@ -24,12 +29,16 @@ pub(crate) enum SftpCommand {
         /// such a copy is discarded and the command fails.
         #[arg(long)]
         allow_shrink: bool,
-        /// Remote path.
+        /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         src: String,
         /// Local path.
         dst: PathBuf,
     },
     /// Copy a local file to a remote one. A pipe, FIFO or device is read to its end.
+    ///
+    /// DST is `[user@]host:path` or `sftp://[user@]host[:port]/path` (over ssh), or a
+    /// path on the server given by --server-cmd or --connect (the local sftp-server by
+    /// default).
     Put {
         #[command(flatten)]
         server: Server,
@@ -40,7 +49,7 @@ pub(crate) enum SftpCommand {
         sendfile: bool,
         /// Local path.
         src: PathBuf,
-        /// Remote path.
+        /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         dst: String,
     },
 }
@@ -48,16 +57,16 @@ pub(crate) enum SftpCommand {
 /// Which server and how hard to drive it.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Server {
-    /// Command that runs an SFTP server on its stdin and stdout.
-    #[arg(
-        long,
-        default_value = "/usr/lib/openssh/sftp-server -e -l ERROR",
-        conflicts_with = "connect"
-    )]
-    server_cmd: String,
+    /// Command that runs an SFTP server on its stdin and stdout (then no argument is a
+    /// host); without it, and with no host named, the local
+    /// `/usr/lib/openssh/sftp-server -e -l ERROR`.
+    #[arg(long, conflicts_with = "connect")]
+    server_cmd: Option<String>,
     /// Address of a TCP server speaking raw SFTP, instead of spawning one.
     #[arg(long)]
     connect: Option<SocketAddr>,
+    #[command(flatten)]
+    ssh: SshArgs,
     /// Requests in flight.
     #[arg(long, default_value_t = 64, value_parser = at_least_one)]
     requests: usize,
@@ -69,6 +78,55 @@ pub(crate) struct Server {
     #[arg(long, default_value_t = volley_transport_tcp::SOCKET_BUFFER, conflicts_with = "connect")]
     socket_buffer: usize,
 }
+
+/// OpenSSH's pass-through options, given to ssh after sftp's own defaults (so they
+/// cannot override those), as `sftp` does.
+#[derive(Debug, clap::Args)]
+struct SshArgs {
+    /// ssh: an ssh_config file.
+    #[arg(short = 'F', value_name = "SSH_CONFIG")]
+    config: Option<PathBuf>,
+    /// ssh: the port to connect to.
+    #[arg(short = 'P', value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
+    /// ssh: an identity (private key) file; repeatable.
+    #[arg(short = 'i', value_name = "IDENTITY")]
+    identity: Vec<PathBuf>,
+    /// ssh: an option as ssh_config takes it (`-o LogLevel=DEBUG`); repeatable.
+    #[arg(short = 'o', value_name = "SSH_OPTION")]
+    option: Vec<String>,
+    /// ssh: a jump host.
+    #[arg(short = 'J', value_name = "DESTINATION")]
+    jump: Option<String>,
+    /// ssh: the program to run instead of `ssh` (for example `hpnssh`).
+    #[arg(short = 'S', value_name = "PROGRAM")]
+    program: Option<PathBuf>,
+}
+
+impl SshArgs {
+    fn given(&self) -> bool {
+        self.config.is_some()
+            || self.port.is_some()
+            || !self.identity.is_empty()
+            || !self.option.is_empty()
+            || self.jump.is_some()
+            || self.program.is_some()
+    }
+
+    fn options(&self) -> SshOptions {
+        SshOptions {
+            program: self.program.clone(),
+            config: self.config.clone(),
+            port: self.port,
+            identities: self.identity.clone(),
+            jump: self.jump.clone(),
+            options: self.option.clone(),
+        }
+    }
+}
+
+/// The local sftp-server spawned when no server and no host is named.
+const LOCAL_SERVER: &str = "/usr/lib/openssh/sftp-server -e -l ERROR";
 
 /// A count of 1 or more.
 fn at_least_one(arg: &str) -> Result<usize, String> {
@@ -90,7 +148,44 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
             server, sendfile, ..
         } => (server, "put", *sendfile, false),
     };
-    let sftp = connect(server).await?;
+    // The remote argument, and the path on the server it names.
+    let (remote_arg, local_arg) = match &command {
+        SftpCommand::Get { src, dst, .. } => (src.as_str(), dst.as_os_str()),
+        SftpCommand::Put { src, dst, .. } => (dst.as_str(), src.as_os_str()),
+    };
+    let direct = server.server_cmd.is_some() || server.connect.is_some();
+    let remote = if direct {
+        None
+    } else {
+        Remote::parse(remote_arg)?
+    };
+    let local_is_remote = local_arg
+        .to_str()
+        .is_some_and(|l| matches!(Remote::parse(l), Ok(Some(_))));
+    if !direct && local_is_remote {
+        anyhow::bail!(
+            "{what}: `{}` names a host, but only the {} side can be remote",
+            local_arg.to_string_lossy(),
+            if what == "get" {
+                "source"
+            } else {
+                "destination"
+            }
+        );
+    }
+    if remote.is_none() && server.ssh.given() {
+        anyhow::bail!(
+            "{what}: ssh options (-F, -P, -i, -o, -J, -S) need a remote `[user@]host:path`"
+        );
+    }
+    let remote_path = remote
+        .as_ref()
+        .map_or(remote_arg, |r| r.path.as_str())
+        .to_owned();
+    let sftp = match &remote {
+        Some(remote) => SftpClient::ssh(&remote.destination, &server.ssh.options()).await?,
+        None => connect(server).await?,
+    };
     if let (Some(chunk), Some(limits)) = (server.chunk, sftp.limits()) {
         let max = if what == "get" {
             limits.max_read_len
@@ -128,19 +223,21 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
     };
     let start = Instant::now();
     let moved = match command {
-        SftpCommand::Get {
-            ref src, ref dst, ..
-        } => sftp.get(src.as_bytes(), dst, &opts, on_progress).await,
-        SftpCommand::Put {
-            ref src, ref dst, ..
-        } => sftp.put(src, dst.as_bytes(), &opts, on_progress).await,
+        SftpCommand::Get { ref dst, .. } => {
+            sftp.get(remote_path.as_bytes(), dst, &opts, on_progress)
+                .await
+        }
+        SftpCommand::Put { ref src, .. } => {
+            sftp.put(src, remote_path.as_bytes(), &opts, on_progress)
+                .await
+        }
     }
     .with_context(|| format!("{what} failed"))?;
-    if let (SftpCommand::Get { src, .. }, Some(stated)) = (&command, stated) {
+    if let (SftpCommand::Get { .. }, Some(stated)) = (&command, stated) {
         if moved < stated {
             eprintln!(
                 "volley: warning: {}: the server stated {stated} bytes but the file ended at {moved}; kept the short copy (--allow-shrink)",
-                volley_sftp::printable(src)
+                volley_sftp::printable(&remote_path)
             );
         }
     }
@@ -164,12 +261,13 @@ async fn connect(server: &Server) -> anyhow::Result<SftpClient> {
         let (read, write) = stream.into_split();
         return Ok(SftpClient::connect(read, write).await?);
     }
-    let mut words = server.server_cmd.split_whitespace();
+    let server_cmd = server.server_cmd.as_deref().unwrap_or(LOCAL_SERVER);
+    let mut words = server_cmd.split_whitespace();
     let program = words.next().context("--server-cmd is empty")?;
     let mut command = Command::new(program);
     command.args(words);
     let buffer = Some(server.socket_buffer).filter(|&n| n > 0);
     SftpClient::spawn_with_socket_buffer(&mut command, buffer)
         .await
-        .with_context(|| format!("cannot start `{}`", server.server_cmd))
+        .with_context(|| format!("cannot start `{server_cmd}`"))
 }

@@ -43,10 +43,13 @@
 //! ```
 
 mod client;
+mod ssh;
+mod sys;
 pub mod testing;
 mod transfer;
 
 pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
+pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
 pub use transfer::{Progress, TransferOptions};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
 

@@ -2,6 +2,8 @@
 //! served from memory, with a stated size that may lie, short reads, a STATUS message of
 //! the script's choosing, and a server that dies mid-transfer.
 
+pub mod sshd;
+
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use volley_proto::wire::frame::{Decoder, Frame};

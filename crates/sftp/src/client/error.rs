@@ -51,6 +51,18 @@ pub enum SftpError {
         /// How it exited.
         status: std::process::ExitStatus,
     },
+    /// ssh (run by [`SftpClient::ssh`](crate::SftpClient::ssh)) exited before the session
+    /// started: what it said last is the reason (a refused key, an unknown host key, a
+    /// host that does not answer).
+    #[error("ssh to {host} failed ({status}): {message}")]
+    Ssh {
+        /// The host it was to reach.
+        host: String,
+        /// How ssh exited.
+        status: std::process::ExitStatus,
+        /// ssh's last lines on stderr.
+        message: String,
+    },
     /// A reply that is not valid SFTP.
     #[error("{op}: malformed reply: {source}")]
     Wire {

@@ -53,16 +53,34 @@ impl SftpClient {
         command: &mut Command,
         bytes: Option<usize>,
     ) -> Result<Self, SftpError> {
+        Self::spawn_configured(command, bytes, |_| {}).await
+    }
+
+    /// [`spawn`](Self::spawn), letting `inspect` take what it needs of the child (its
+    /// stderr pipe) before the session starts.
+    pub(crate) async fn spawn_inspecting(
+        command: &mut Command,
+        inspect: impl FnOnce(&mut Child),
+    ) -> Result<Self, SftpError> {
+        Self::spawn_configured(command, config().socket_buffer, inspect).await
+    }
+
+    async fn spawn_configured(
+        command: &mut Command,
+        bytes: Option<usize>,
+        inspect: impl FnOnce(&mut Child),
+    ) -> Result<Self, SftpError> {
         command.kill_on_drop(true);
         let config = Config {
             socket_buffer: bytes,
             ..config()
         };
-        let (conn, incoming, child) =
-            Connection::spawn_with_incoming(command, config).map_err(|source| SftpError::Io {
+        let (conn, incoming, mut child) = Connection::spawn_with_incoming(command, config)
+            .map_err(|source| SftpError::Io {
                 what: format!("cannot start {:?}", command.as_std().get_program()),
                 source,
             })?;
+        inspect(&mut child);
         Self::init(conn, incoming, Some(child)).await
     }
 

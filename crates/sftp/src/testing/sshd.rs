@@ -1,0 +1,166 @@
+//! A real OpenSSH `sshd` on 127.0.0.1 for tests: its own keys, config, known-hosts and
+//! pid file in a temporary directory, run in the foreground and killed on drop. The
+//! client side is an ssh_config file naming it as host [`Sshd::HOST`], so a test runs
+//! `ssh -F CONFIG volley-test` (or volley's `-F CONFIG volley-test:path`).
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use core::time::Duration;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Where Debian puts the server.
+pub const SSHD: &str = "/usr/sbin/sshd";
+
+/// A running sshd and what a client needs to reach it.
+#[derive(Debug)]
+pub struct Sshd {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Sshd {
+    /// The host name the client config gives it.
+    pub const HOST: &'static str = "volley-test";
+
+    /// Starts one, waiting (at most 10 s) until it says it is listening. Fails with a
+    /// message saying how to install it when `sshd` is missing.
+    pub async fn start() -> io::Result<Self> {
+        if !Path::new(SSHD).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{SSHD} is missing: run `cargo xtask test` (it installs openssh-server) \
+                     or `apt-get install openssh-server`"
+                ),
+            ));
+        }
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "volley-sshd-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        // Privilege separation needs it, as root.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        for key in ["host_key", "id"] {
+            keygen(&dir.join(key)).await?;
+        }
+        std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys"))?;
+        // A free port: bound and let go (another process could take it meanwhile; sshd
+        // then fails to start, and says so).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let d = dir.display();
+        std::fs::write(
+            dir.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                 PidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\n\
+                 StrictModes no\nUsePAM no\nPermitRootLogin yes\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 MaxStartups 100\nMaxSessions 100\nLogLevel INFO\n\
+                 Subsystem sftp /usr/lib/openssh/sftp-server\n"
+            ),
+        )?;
+        let host_key = std::fs::read_to_string(dir.join("host_key.pub"))?;
+        std::fs::write(
+            dir.join("known_hosts"),
+            format!("[127.0.0.1]:{port} {host_key}"),
+        )?;
+        std::fs::write(
+            dir.join("ssh_config"),
+            format!(
+                "Host {}\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {d}/id\n  \
+                 IdentitiesOnly yes\n  UserKnownHostsFile {d}/known_hosts\n  \
+                 StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
+                Self::HOST
+            ),
+        )?;
+        let mut child = Command::new(SSHD)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        let listening = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut said = String::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("Server listening on") {
+                    return Ok(());
+                }
+                said.push_str(&line);
+                said.push('\n');
+            }
+            Err(said)
+        })
+        .await;
+        match listening {
+            Ok(Ok(())) => {}
+            Ok(Err(said)) => {
+                return Err(io::Error::other(format!("sshd did not start: {said}")));
+            }
+            Err(_) => return Err(io::Error::other("sshd did not listen within 10 s")),
+        }
+        // Its log goes on being read, so that it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self { child, dir, port })
+    }
+
+    /// The client's ssh_config (host [`Sshd::HOST`], its key, its known host).
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("ssh_config")
+    }
+
+    /// The client's private key.
+    pub fn identity(&self) -> PathBuf {
+        self.dir.join("id")
+    }
+
+    /// The known-hosts file that holds the server's key.
+    pub fn known_hosts(&self) -> PathBuf {
+        self.dir.join("known_hosts")
+    }
+
+    /// The port it listens on, on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The temporary directory it lives in (removed on drop).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An ed25519 key pair without a passphrase at `path` and `path.pub`.
+async fn keygen(path: &Path) -> io::Result<()> {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "volley-test", "-f"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .status()
+        .await?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("ssh-keygen failed ({status})")))
+    }
+}

@@ -1,0 +1,137 @@
+//! The client over a real ssh to a real OpenSSH `sshd` on 127.0.0.1 (started by each test,
+//! see `volley_sftp::testing::sshd`): transfers both ways checked byte for byte, and
+//! ssh's own failures coming back as ssh's words. `cargo xtask test` installs
+//! openssh-server when it is missing.
+
+use core::time::Duration;
+
+use volley_sftp::testing::sshd::Sshd;
+use volley_sftp::{Destination, SftpClient, SftpError, SshOptions, TransferOptions};
+
+async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
+}
+
+fn host(user: Option<&str>) -> Destination {
+    Destination {
+        user: user.map(str::to_owned),
+        host: Sshd::HOST.into(),
+        port: None,
+    }
+}
+
+fn options(sshd: &Sshd) -> SshOptions {
+    SshOptions {
+        config: Some(sshd.config()),
+        ..SshOptions::default()
+    }
+}
+
+fn content(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_F491u32;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_then_get_over_ssh_byte_for_byte() {
+    let sshd = within(20, Sshd::start()).await.expect("sshd starts");
+    let dir = sshd.dir().to_owned();
+    let data = content(3 << 20);
+    let local = dir.join("local");
+    std::fs::write(&local, &data).unwrap();
+    let remote = dir.join("remote");
+    let sftp = within(20, SftpClient::ssh(&host(None), &options(&sshd)))
+        .await
+        .expect("an SFTP session over ssh");
+    let opts = TransferOptions::default();
+    let put = within(
+        60,
+        sftp.put(&local, remote.to_str().unwrap().as_bytes(), &opts, |_| {}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(put, data.len() as u64);
+    assert_eq!(
+        std::fs::read(&remote).unwrap(),
+        data,
+        "what landed is what was sent"
+    );
+    let back = dir.join("back");
+    let got = within(
+        60,
+        sftp.get(remote.to_str().unwrap().as_bytes(), &back, &opts, |_| {}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, data.len() as u64);
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    within(10, sftp.shutdown()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssh_failures_are_ssh_words_not_timeouts() {
+    let sshd = within(20, Sshd::start()).await.expect("sshd starts");
+    // A user the server does not know: authentication fails.
+    let started = std::time::Instant::now();
+    let e = within(
+        20,
+        SftpClient::ssh(&host(Some("nosuchuser")), &options(&sshd)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&e, SftpError::Ssh { message, .. } if message.contains("Permission denied")),
+        "{e}"
+    );
+    assert!(
+        e.to_string().starts_with("ssh to volley-test failed"),
+        "{e}"
+    );
+    // Nothing listening on the port: ssh says so.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = within(
+        20,
+        SftpClient::ssh(
+            &host(None),
+            &SshOptions {
+                port: Some(closed),
+                options: vec![format!("Port={closed}")],
+                ..options(&sshd)
+            },
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&e, SftpError::Ssh { message, .. } if message.contains("Connection refused")),
+        "{e}"
+    );
+    // A program that is not there.
+    let e = within(
+        20,
+        SftpClient::ssh(
+            &host(None),
+            &SshOptions {
+                program: Some("/nonexistent/ssh".into()),
+                ..options(&sshd)
+            },
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("cannot run /nonexistent/ssh"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
