@@ -21,6 +21,7 @@ mod netsim;
 mod rpc;
 mod scp;
 mod sftp;
+mod sftp_remote;
 
 /// volley: fast request/response transports, and the tools to measure them.
 #[derive(Debug, Parser)]

@@ -52,6 +52,47 @@ pub(crate) enum SftpCommand {
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         dst: String,
     },
+    /// List a remote directory, one name a line (control and non-UTF-8 bytes escaped),
+    /// or name a file.
+    Ls {
+        #[command(flatten)]
+        server: Server,
+        /// The server's `ls -l` line for each entry.
+        #[arg(short = 'l')]
+        long: bool,
+        /// `[user@]host:path`, `sftp://...`, or a path on the server.
+        path: String,
+    },
+    /// Make a remote directory.
+    Mkdir {
+        #[command(flatten)]
+        server: Server,
+        /// And the directories above it that are missing; one that exists is fine.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// `[user@]host:path`, `sftp://...`, or a path on the server.
+        path: String,
+    },
+    /// Remove a remote file.
+    Rm {
+        #[command(flatten)]
+        server: Server,
+        /// A directory and everything under it (links removed, not followed).
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// `[user@]host:path`, `sftp://...`, or a path on the server.
+        path: String,
+    },
+    /// Rename a remote file (posix-rename@openssh.com where the server has it, so an
+    /// existing target is replaced).
+    Mv {
+        #[command(flatten)]
+        server: Server,
+        /// `[user@]host:path`, `sftp://...`, or a path on the server.
+        from: String,
+        /// A path on the same server (`host:path` with the same host, or a plain path).
+        to: String,
+    },
 }
 
 /// Which server and how hard to drive it.
@@ -103,6 +144,13 @@ struct SshArgs {
     program: Option<PathBuf>,
 }
 
+impl Server {
+    /// Whether the server is given directly (then no argument names a host).
+    pub(crate) fn direct(&self) -> bool {
+        self.server_cmd.is_some() || self.connect.is_some()
+    }
+}
+
 impl SshArgs {
     fn given(&self) -> bool {
         self.config.is_some()
@@ -138,27 +186,44 @@ fn at_least_one(arg: &str) -> Result<usize, String> {
 }
 
 pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
-    let (server, what, send_from_file, allow_shrink) = match &command {
+    use crate::sftp_remote::{self as remote, Op};
+    let command = match command {
+        SftpCommand::Ls { server, long, path } => {
+            return remote::run(&server, Op::Ls { path, long }).await;
+        }
+        SftpCommand::Mkdir {
+            server,
+            parents,
+            path,
+        } => return remote::run(&server, Op::Mkdir { path, parents }).await,
+        SftpCommand::Rm {
+            server,
+            recursive,
+            path,
+        } => return remote::run(&server, Op::Rm { path, recursive }).await,
+        SftpCommand::Mv { server, from, to } => {
+            return remote::run(&server, Op::Mv { from, to }).await;
+        }
+        transfer => transfer,
+    };
+    // The remote argument names the path on the server; the local one a file here.
+    let (server, what, send_from_file, allow_shrink, remote_arg, local_arg) = match &command {
         SftpCommand::Get {
             server,
             allow_shrink,
-            ..
-        } => (server, "get", false, *allow_shrink),
+            src,
+            dst,
+        } => (server, "get", false, *allow_shrink, src, dst),
         SftpCommand::Put {
-            server, sendfile, ..
-        } => (server, "put", *sendfile, false),
+            server,
+            sendfile,
+            src,
+            dst,
+        } => (server, "put", *sendfile, false, dst, src),
+        _ => unreachable!("remote operations returned above"),
     };
-    // The remote argument, and the path on the server it names.
-    let (remote_arg, local_arg) = match &command {
-        SftpCommand::Get { src, dst, .. } => (src.as_str(), dst.as_os_str()),
-        SftpCommand::Put { src, dst, .. } => (dst.as_str(), src.as_os_str()),
-    };
-    let direct = server.server_cmd.is_some() || server.connect.is_some();
-    let remote = if direct {
-        None
-    } else {
-        Remote::parse(remote_arg)?
-    };
+    let (remote_arg, local_arg) = (remote_arg.as_str(), local_arg.as_path());
+    let direct = server.direct();
     let local_is_remote = local_arg
         .to_str()
         .is_some_and(|l| matches!(Remote::parse(l), Ok(Some(_))));
@@ -173,19 +238,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
             }
         );
     }
-    if remote.is_none() && server.ssh.given() {
-        anyhow::bail!(
-            "{what}: ssh options (-F, -P, -i, -o, -J, -S) need a remote `[user@]host:path`"
-        );
-    }
-    let remote_path = remote
-        .as_ref()
-        .map_or(remote_arg, |r| r.path.as_str())
-        .to_owned();
-    let sftp = match &remote {
-        Some(remote) => SftpClient::ssh(&remote.destination, &server.ssh.options()).await?,
-        None => connect(server).await?,
-    };
+    let (sftp, remote_path) = open(server, what, remote_arg).await?;
     if let (Some(chunk), Some(limits)) = (server.chunk, sftp.limits()) {
         let max = if what == "get" {
             limits.max_read_len
@@ -222,18 +275,15 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         bar.set_position(p.done);
     };
     let start = Instant::now();
-    let moved = match command {
-        SftpCommand::Get { ref dst, .. } => {
-            sftp.get(remote_path.as_bytes(), dst, &opts, on_progress)
-                .await
-        }
-        SftpCommand::Put { ref src, .. } => {
-            sftp.put(src, remote_path.as_bytes(), &opts, on_progress)
-                .await
-        }
+    let moved = if what == "get" {
+        sftp.get(remote_path.as_bytes(), local_arg, &opts, on_progress)
+            .await
+    } else {
+        sftp.put(local_arg, remote_path.as_bytes(), &opts, on_progress)
+            .await
     }
     .with_context(|| format!("{what} failed"))?;
-    if let (SftpCommand::Get { .. }, Some(stated)) = (&command, stated) {
+    if let ("get", Some(stated)) = (what, stated) {
         if moved < stated {
             eprintln!(
                 "volley: warning: {}: the server stated {stated} bytes but the file ended at {moved}; kept the short copy (--allow-shrink)",
@@ -250,6 +300,37 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
     );
     Ok(())
+}
+
+/// Opens the session a command names: over ssh when `remote_arg` names a host (and
+/// neither --server-cmd nor --connect is given), else that server or the local one.
+/// Returns it with the path on the server that `remote_arg` names, and the remote
+/// argument read as a host and path, if it was one.
+pub(crate) async fn open(
+    server: &Server,
+    what: &str,
+    remote_arg: &str,
+) -> anyhow::Result<(SftpClient, String)> {
+    let direct = server.server_cmd.is_some() || server.connect.is_some();
+    let remote = if direct {
+        None
+    } else {
+        Remote::parse(remote_arg)?
+    };
+    if remote.is_none() && server.ssh.given() {
+        anyhow::bail!(
+            "{what}: ssh options (-F, -P, -i, -o, -J, -S) need a remote `[user@]host:path`"
+        );
+    }
+    let path = remote
+        .as_ref()
+        .map_or(remote_arg, |r| r.path.as_str())
+        .to_owned();
+    let sftp = match &remote {
+        Some(remote) => SftpClient::ssh(&remote.destination, &server.ssh.options()).await?,
+        None => connect(server).await?,
+    };
+    Ok((sftp, path))
 }
 
 async fn connect(server: &Server) -> anyhow::Result<SftpClient> {

@@ -97,3 +97,63 @@ async fn what_cannot_work_says_why() {
     .await;
     assert!(!ok && stderr.contains("nohost:/nonexistent"), "{stderr}");
 }
+
+/// Runs `volley ARGS` and returns (success, stdout, stderr).
+async fn run_out(args: &[&str]) -> (bool, String, String) {
+    let output = tokio::time::timeout(
+        core::time::Duration::from_secs(60),
+        tokio::process::Command::new(VOLLEY)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("volley {args:?} did not finish within 60 s"))
+    .expect("volley runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_mkdir_rm_mv_on_the_host() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let base = sshd.dir().join("tree");
+    let at = |p: &str| format!("{}:{}/{p}", Sshd::HOST, base.display());
+    let ok = |(ok, _, stderr): (bool, String, String)| assert!(ok, "{stderr}");
+    ok(run_out(&["sftp", "mkdir", "-F", cfg, "-p", &at("a/b/c")]).await);
+    ok(run_out(&["sftp", "mkdir", "-F", cfg, "-p", &at("a/b")]).await);
+    assert!(base.join("a/b/c").is_dir());
+    std::fs::write(base.join("a/b/c/f"), b"x").unwrap();
+    std::fs::write(base.join("a/line\nbreak"), b"y").unwrap();
+    let (ok_ls, stdout, stderr) = run_out(&["sftp", "ls", "-F", cfg, &at("a")]).await;
+    assert!(ok_ls, "{stderr}");
+    assert_eq!(
+        stdout, "b\nline\\nbreak\n",
+        "one name a line, control bytes escaped"
+    );
+    let (_, long, _) = run_out(&["sftp", "ls", "-F", cfg, "-l", &at("a/b")]).await;
+    assert!(
+        long.starts_with('d') && long.trim_end().ends_with(" c"),
+        "{long}"
+    );
+    ok(run_out(&["sftp", "mv", "-F", cfg, &at("a/b/c/f"), &at("a/g")]).await);
+    assert_eq!(std::fs::read(base.join("a/g")).unwrap(), b"x");
+    // A directory needs -r; with it, the whole tree goes.
+    let (gone, _, stderr) = run_out(&["sftp", "rm", "-F", cfg, &at("a")]).await;
+    assert!(
+        !gone && stderr.contains("is a directory (use -r)"),
+        "{stderr}"
+    );
+    ok(run_out(&["sftp", "rm", "-F", cfg, "-r", &at("a")]).await);
+    assert!(!base.join("a").exists());
+    // Failures exit 1 with the server's reason.
+    let (found, _, stderr) = run_out(&["sftp", "ls", "-F", cfg, &at("nothing")]).await;
+    assert!(!found && stderr.contains("No such file"), "{stderr}");
+    let (moved, _, stderr) = run_out(&["sftp", "mv", "-F", cfg, &at("x"), "other:/y"]).await;
+    assert!(!moved && stderr.contains("another host"), "{stderr}");
+}
