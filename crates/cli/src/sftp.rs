@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{Progress, Remote, SftpClient, SshOptions, TransferOptions};
+use volley_sftp::{Progress, Remote, SftpClient, SshOptions, TransferOptions, TreeEvent};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -29,6 +29,10 @@ pub(crate) enum SftpCommand {
         /// such a copy is discarded and the command fails.
         #[arg(long)]
         allow_shrink: bool,
+        /// Copy a directory and everything under it, many files at once (symbolic links
+        /// skipped and listed). An existing directory DST receives `DST/basename(SRC)`.
+        #[arg(short = 'r')]
+        recursive: bool,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         src: String,
         /// Local path.
@@ -47,6 +51,11 @@ pub(crate) enum SftpCommand {
         /// slower, against a local sftp-server.
         #[arg(long)]
         sendfile: bool,
+        /// Copy a directory and everything under it, many files at once (symbolic links
+        /// skipped and listed). An existing remote directory DST receives
+        /// `DST/basename(SRC)`.
+        #[arg(short = 'r')]
+        recursive: bool,
         /// Local path.
         src: PathBuf,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
@@ -207,21 +216,24 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         transfer => transfer,
     };
     // The remote argument names the path on the server; the local one a file here.
-    let (server, what, send_from_file, allow_shrink, remote_arg, local_arg) = match &command {
-        SftpCommand::Get {
-            server,
-            allow_shrink,
-            src,
-            dst,
-        } => (server, "get", false, *allow_shrink, src, dst),
-        SftpCommand::Put {
-            server,
-            sendfile,
-            src,
-            dst,
-        } => (server, "put", *sendfile, false, dst, src),
-        _ => unreachable!("remote operations returned above"),
-    };
+    let (server, what, send_from_file, allow_shrink, recursive, remote_arg, local_arg) =
+        match &command {
+            SftpCommand::Get {
+                server,
+                allow_shrink,
+                recursive,
+                src,
+                dst,
+            } => (server, "get", false, *allow_shrink, *recursive, src, dst),
+            SftpCommand::Put {
+                server,
+                sendfile,
+                recursive,
+                src,
+                dst,
+            } => (server, "put", *sendfile, false, *recursive, dst, src),
+            _ => unreachable!("remote operations returned above"),
+        };
     let (remote_arg, local_arg) = (remote_arg.as_str(), local_arg.as_path());
     let direct = server.direct();
     let local_is_remote = local_arg
@@ -255,6 +267,11 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         send_from_file,
         allow_shrink,
     };
+    if recursive {
+        let done = tree(&sftp, what, &remote_path, local_arg, &opts).await;
+        sftp.shutdown().await?;
+        return done;
+    }
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
         if let Ok(style) =
@@ -299,6 +316,87 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         elapsed.as_secs_f64() * 1e3,
         moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
     );
+    Ok(())
+}
+
+/// `get -r` / `put -r`: the tree, with per-entry problems printed as they happen and
+/// the summary line `F files, N bytes in T ms, X MB/s (S skipped, E failed)`.
+async fn tree(
+    sftp: &SftpClient,
+    what: &str,
+    remote: &str,
+    local: &std::path::Path,
+    opts: &TransferOptions,
+) -> anyhow::Result<()> {
+    let basename = |p: &str| {
+        p.trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|b| !b.is_empty() && *b != "." && *b != "..")
+            .map(str::to_owned)
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {msg} {bytes_per_sec} eta {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut files = 0u64;
+    let on_event = |e: TreeEvent<'_>| match e {
+        TreeEvent::Found(n) => bar.inc_length(n),
+        TreeEvent::Done(_, n) => {
+            files += 1;
+            bar.inc(n);
+            bar.set_message(format!("{files} files"));
+        }
+        TreeEvent::Skipped(path) => {
+            bar.suspend(|| eprintln!("volley: skipped symbolic link {path}"));
+        }
+        TreeEvent::Failed(path, e) => bar.suspend(|| eprintln!("volley: {path}: {e}")),
+    };
+    let start = Instant::now();
+    let report = if what == "get" {
+        // Into an existing directory: DST/basename(SRC), as cp -r and scp -r do.
+        let target = match basename(remote) {
+            Some(name) if local.is_dir() => local.join(name),
+            _ => local.to_path_buf(),
+        };
+        sftp.get_tree(remote.as_bytes(), &target, opts, on_event)
+            .await
+    } else {
+        let name = local.file_name().map(|n| n.to_string_lossy().into_owned());
+        let exists = sftp.stat(remote.as_bytes()).await.is_ok_and(|a| a.is_dir());
+        let target = match name {
+            Some(name) if exists => format!("{}/{name}", remote.trim_end_matches('/')),
+            _ => remote.to_owned(),
+        };
+        sftp.put_tree(local, target.as_bytes(), opts, on_event)
+            .await
+    }
+    .with_context(|| format!("{what} -r failed"))?;
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    eprintln!(
+        "{} files, {} bytes in {:.1} ms, {:.1} MB/s ({} skipped, {} failed)",
+        report.files,
+        report.bytes,
+        elapsed.as_secs_f64() * 1e3,
+        report.bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9),
+        report.skipped,
+        report.failed
+    );
+    if report.failed > 0 {
+        anyhow::bail!(
+            "{} of {} files failed",
+            report.failed,
+            report.files + report.failed
+        );
+    }
     Ok(())
 }
 

@@ -157,3 +157,117 @@ async fn ls_mkdir_rm_mv_on_the_host() {
     let (moved, _, stderr) = run_out(&["sftp", "mv", "-F", cfg, &at("x"), "other:/y"]).await;
     assert!(!moved && stderr.contains("another host"), "{stderr}");
 }
+
+/// A tree with the names that break naive tools: spaces, a newline, a leading `-`, bytes
+/// that are not UTF-8, an empty directory, an empty file, a symbolic link.
+fn awkward_tree(root: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let odd = std::ffi::OsStr::from_bytes(b"not-utf8-\xff\xfe");
+    let files = [
+        (root.join("a file"), pattern(70_000)),
+        (root.join("-leading"), b"dash".to_vec()),
+        (root.join("new\nline"), b"nl".to_vec()),
+        (root.join(odd), b"bytes".to_vec()),
+        (root.join("empty"), Vec::new()),
+        (root.join("sub/deeper/x.bin"), pattern(300_000)),
+        (root.join("sub/y"), b"y".to_vec()),
+    ];
+    std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    std::fs::create_dir_all(root.join("empty dir")).unwrap();
+    for (path, data) in &files {
+        std::fs::write(path, data).unwrap();
+    }
+    std::os::unix::fs::symlink("a file", root.join("link")).unwrap();
+    files.to_vec()
+}
+
+/// Checks that `copy` holds `files` (relative to `root`) byte for byte, the empty
+/// directory, and no link.
+fn same_tree(
+    root: &std::path::Path,
+    copy: &std::path::Path,
+    files: &[(std::path::PathBuf, Vec<u8>)],
+) {
+    for (path, data) in files {
+        let there = copy.join(path.strip_prefix(root).unwrap());
+        assert_eq!(&std::fs::read(&there).unwrap(), data, "{}", there.display());
+    }
+    assert!(copy.join("empty dir").is_dir());
+    assert!(!copy.join("link").exists(), "links are skipped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trees_both_ways_with_awkward_names() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let src = dir.join("src");
+    let files = awkward_tree(&src);
+    // put -r into an existing remote directory: it lands in DST/src.
+    std::fs::create_dir_all(dir.join("remote")).unwrap();
+    let remote = format!("{}:{}", Sshd::HOST, dir.join("remote").display());
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "-r",
+        src.to_str().unwrap(),
+        &remote,
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("skipped symbolic link"), "{stderr}");
+    assert!(
+        stderr.trim_end().ends_with("(1 skipped, 0 failed)"),
+        "the summary is the last line: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{} files, ", files.len())),
+        "{stderr}"
+    );
+    same_tree(&src, &dir.join("remote/src"), &files);
+    // get -r to a new local name: it becomes the copy.
+    let back = dir.join("back");
+    let from = format!("{}:{}", Sshd::HOST, dir.join("remote/src").display());
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-r",
+        &from,
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    same_tree(&src, &back, &files);
+    // One file that cannot land (a directory is in its way) is reported by path, the
+    // rest still come, and the command exits 1 saying how many failed.
+    let again = dir.join("again");
+    // (`again` exists, so the copy goes to `again/src`.)
+    std::fs::create_dir_all(again.join("src/a file")).unwrap();
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-r",
+        &from,
+        again.to_str().unwrap(),
+    ])
+    .await;
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("a file"),
+        "the failed path is named: {stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with(&format!("volley: 1 of {} files failed", files.len())),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(again.join("src/sub/y")).unwrap(), b"y");
+}

@@ -47,10 +47,12 @@ mod ssh;
 mod sys;
 pub mod testing;
 mod transfer;
+mod tree;
 
 pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
 pub use transfer::{Progress, TransferOptions};
+pub use tree::{DEFAULT_FILES_AT_ONCE, TreeEvent, TreeReport};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
 
 /// The README's examples, compiled and run as doctests so they cannot rot (this crate

@@ -1,0 +1,321 @@
+//! Whole directory trees, both ways, pipelined across the tree: directory listings
+//! (or, for `put`, directory creations a level at a time) and whole-file transfers run
+//! many at once on the one session, instead of one file after another as OpenSSH's
+//! `sftp -r` does. Each file is a [`SftpClient::get`] or [`SftpClient::put`] of its own
+//! (many requests in flight within it too). Symbolic links are skipped and reported; a
+//! file that fails is reported by path and the rest go on.
+
+use core::future::Future;
+use core::pin::Pin;
+use std::collections::VecDeque;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+
+use crate::client::{SftpClient, SftpError};
+use crate::{FileAttrs, TransferOptions, printable};
+
+/// Files moved at once when the server states no limit on open handles.
+pub const DEFAULT_FILES_AT_ONCE: usize = 16;
+/// Directory listings in flight at once.
+const LISTINGS_AT_ONCE: usize = 16;
+
+/// What happened to one entry of a tree, as it happens.
+#[derive(Debug)]
+pub enum TreeEvent<'a> {
+    /// A file arrived whole: its path (as given in the tree) and size.
+    Done(&'a str, u64),
+    /// A symbolic link, not followed.
+    Skipped(&'a str),
+    /// An entry that failed, and why; the rest go on.
+    Failed(&'a str, &'a SftpError),
+    /// More bytes known to be coming (a directory was listed).
+    Found(u64),
+}
+
+/// What a tree transfer did.
+#[derive(Debug, Default)]
+pub struct TreeReport {
+    /// Files copied whole.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Symbolic links skipped.
+    pub skipped: u64,
+    /// Entries that failed.
+    pub failed: u64,
+}
+
+type Task<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+
+enum Outcome {
+    Listed {
+        remote: Vec<u8>,
+        local: PathBuf,
+        entries: Result<Vec<crate::DirEntry>, SftpError>,
+    },
+    Copied {
+        path: String,
+        result: Result<u64, SftpError>,
+    },
+}
+
+impl SftpClient {
+    /// How many files a tree moves at once: what the server's stated open-handle limit
+    /// allows (keeping two for listings and the like), else [`DEFAULT_FILES_AT_ONCE`];
+    /// at most 64.
+    pub fn files_at_once(&self) -> usize {
+        match self.limits().map(|l| l.max_open_handles) {
+            Some(n) if n > 2 => usize::try_from(n - 2).unwrap_or(64).min(64),
+            Some(1..=2) => 1,
+            _ => DEFAULT_FILES_AT_ONCE,
+        }
+    }
+
+    /// Copies the remote directory `remote` to `local` (created if missing, with every
+    /// directory under it before its files), many listings and files at once. Each file
+    /// lands whole or not at all (see [`SftpClient::get`]). A name the server lists with
+    /// a `/` in it, or `.`/`..` as a directory to enter, is refused as that entry's
+    /// failure.
+    pub async fn get_tree(
+        &self,
+        remote: &[u8],
+        local: &Path,
+        opts: &TransferOptions,
+        mut event: impl FnMut(TreeEvent<'_>),
+    ) -> Result<TreeReport, SftpError> {
+        let attrs = self.stat(remote).await?;
+        if !attrs.is_dir() {
+            return Err(SftpError::Local {
+                path: printable(&String::from_utf8_lossy(remote)),
+                problem: "is not a directory (get -r copies directories)".into(),
+            });
+        }
+        let mut report = TreeReport::default();
+        let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf())]);
+        let mut files: VecDeque<(Vec<u8>, PathBuf)> = VecDeque::new();
+        let mut tasks: FuturesUnordered<Task<'_>> = FuturesUnordered::new();
+        let (mut listing, mut copying) = (0, 0);
+        let files_at_once = self.files_at_once();
+        loop {
+            while listing < LISTINGS_AT_ONCE {
+                let Some((remote, local)) = dirs.pop_front() else {
+                    break;
+                };
+                listing += 1;
+                tasks.push(Box::pin(async move {
+                    let entries = match std::fs::create_dir_all(&local) {
+                        Ok(()) => self.read_dir(&remote).await,
+                        Err(source) => Err(SftpError::Io {
+                            what: format!("cannot create {}", local.display()),
+                            source,
+                        }),
+                    };
+                    Outcome::Listed {
+                        remote,
+                        local,
+                        entries,
+                    }
+                }));
+            }
+            while copying < files_at_once {
+                let Some((remote, local)) = files.pop_front() else {
+                    break;
+                };
+                copying += 1;
+                tasks.push(Box::pin(async move {
+                    let result = self.get(&remote, &local, opts, |_| {}).await;
+                    Outcome::Copied {
+                        path: shown(&remote),
+                        result,
+                    }
+                }));
+            }
+            let Some(outcome) = tasks.next().await else {
+                break;
+            };
+            match outcome {
+                Outcome::Listed {
+                    remote,
+                    local,
+                    entries,
+                } => {
+                    listing -= 1;
+                    let entries = match entries {
+                        Ok(entries) => entries,
+                        Err(e) => {
+                            report.failed += 1;
+                            event(TreeEvent::Failed(&shown(&remote), &e));
+                            continue;
+                        }
+                    };
+                    let mut found = 0;
+                    for entry in entries {
+                        if entry.name == b"." || entry.name == b".." {
+                            continue;
+                        }
+                        let child = join(&remote, &entry.name);
+                        if entry.name.contains(&b'/') {
+                            report.failed += 1;
+                            let e = bad_name(&child);
+                            event(TreeEvent::Failed(&shown(&child), &e));
+                            continue;
+                        }
+                        let local = local.join(OsStr::from_bytes(&entry.name));
+                        if entry.attrs.is_symlink() {
+                            report.skipped += 1;
+                            event(TreeEvent::Skipped(&shown(&child)));
+                        } else if entry.attrs.is_dir() {
+                            dirs.push_back((child, local));
+                        } else {
+                            found += entry.attrs.size.unwrap_or(0);
+                            files.push_back((child, local));
+                        }
+                    }
+                    event(TreeEvent::Found(found));
+                }
+                Outcome::Copied { path, result } => {
+                    copying -= 1;
+                    match result {
+                        Ok(n) => {
+                            report.files += 1;
+                            report.bytes += n;
+                            event(TreeEvent::Done(&path, n));
+                        }
+                        Err(e) => {
+                            report.failed += 1;
+                            event(TreeEvent::Failed(&path, &e));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Copies the local directory `local` to `remote` (created if missing; directories
+    /// are made a level at a time, many at once, before any file), many files at once.
+    /// Symbolic links are skipped.
+    pub async fn put_tree(
+        &self,
+        local: &Path,
+        remote: &[u8],
+        opts: &TransferOptions,
+        mut event: impl FnMut(TreeEvent<'_>),
+    ) -> Result<TreeReport, SftpError> {
+        let mut report = TreeReport::default();
+        // The local walk: directories by depth, then the files.
+        let mut levels: Vec<Vec<Vec<u8>>> = vec![vec![remote.to_vec()]];
+        let mut files = VecDeque::new();
+        let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize)]);
+        while let Some((dir, rdir, depth)) = walk.pop_front() {
+            let listing = std::fs::read_dir(&dir).map_err(|source| SftpError::Io {
+                what: format!("cannot read {}", dir.display()),
+                source,
+            });
+            let listing = match listing {
+                Ok(l) => l,
+                Err(e) if depth > 0 => {
+                    report.failed += 1;
+                    event(TreeEvent::Failed(&dir.display().to_string(), &e));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut found = 0;
+            for entry in listing.flatten() {
+                let path = entry.path();
+                let rpath = join(&rdir, entry.file_name().as_bytes());
+                match entry.file_type() {
+                    Ok(t) if t.is_symlink() => {
+                        report.skipped += 1;
+                        event(TreeEvent::Skipped(&path.display().to_string()));
+                    }
+                    Ok(t) if t.is_dir() => {
+                        if levels.len() <= depth + 1 {
+                            levels.push(Vec::new());
+                        }
+                        levels[depth + 1].push(rpath.clone());
+                        walk.push_back((path, rpath, depth + 1));
+                    }
+                    _ => {
+                        found += entry.metadata().map_or(0, |m| m.len());
+                        files.push_back((path, rpath));
+                    }
+                }
+            }
+            event(TreeEvent::Found(found));
+        }
+        for level in &levels {
+            let made: Vec<_> = futures::stream::iter(level)
+                .map(|dir| async move { (dir, self.mkdir_or_exists(dir).await) })
+                .buffer_unordered(LISTINGS_AT_ONCE)
+                .collect()
+                .await;
+            for (dir, result) in made {
+                if let Err(e) = result {
+                    if dir.as_slice() == remote {
+                        return Err(e);
+                    }
+                    report.failed += 1;
+                    event(TreeEvent::Failed(&shown(dir), &e));
+                }
+            }
+        }
+        let mut copies = futures::stream::iter(files)
+            .map(|(local, remote)| async move {
+                let result = self.put(&local, &remote, opts, |_| {}).await;
+                (local, result)
+            })
+            .buffer_unordered(self.files_at_once());
+        while let Some((local, result)) = copies.next().await {
+            let path = local.display().to_string();
+            match result {
+                Ok(n) => {
+                    report.files += 1;
+                    report.bytes += n;
+                    event(TreeEvent::Done(&path, n));
+                }
+                Err(e) => {
+                    report.failed += 1;
+                    event(TreeEvent::Failed(&path, &e));
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// MKDIR, taking an existing directory as success.
+    async fn mkdir_or_exists(&self, dir: &[u8]) -> Result<(), SftpError> {
+        match self.mkdir(dir, FileAttrs::with_permissions(0o777)).await {
+            Ok(()) => Ok(()),
+            Err(e) => match self.stat(dir).await {
+                Ok(a) if a.is_dir() => Ok(()),
+                _ => Err(e),
+            },
+        }
+    }
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = dir.to_vec();
+    if !path.is_empty() && !path.ends_with(b"/") {
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    path
+}
+
+fn shown(path: &[u8]) -> String {
+    printable(&String::from_utf8_lossy(path))
+}
+
+fn bad_name(path: &[u8]) -> SftpError {
+    SftpError::Local {
+        path: shown(path),
+        problem: "the server listed a name with a `/` in it; refused".into(),
+    }
+}
