@@ -33,6 +33,9 @@ pub(crate) enum SftpCommand {
         /// skipped and listed). An existing directory DST receives `DST/basename(SRC)`.
         #[arg(short = 'r')]
         recursive: bool,
+        /// Give each copy its source's modification and access times and permission bits.
+        #[arg(short = 'p')]
+        preserve: bool,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         src: String,
         /// Local path.
@@ -56,6 +59,9 @@ pub(crate) enum SftpCommand {
         /// `DST/basename(SRC)`.
         #[arg(short = 'r')]
         recursive: bool,
+        /// Give each copy its source's modification and access times and permission bits.
+        #[arg(short = 'p')]
+        preserve: bool,
         /// Local path.
         src: PathBuf,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
@@ -216,22 +222,40 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         transfer => transfer,
     };
     // The remote argument names the path on the server; the local one a file here.
-    let (server, what, send_from_file, allow_shrink, recursive, remote_arg, local_arg) =
+    let (server, what, send_from_file, allow_shrink, (recursive, preserve), remote_arg, local_arg) =
         match &command {
             SftpCommand::Get {
                 server,
                 allow_shrink,
                 recursive,
+                preserve,
                 src,
                 dst,
-            } => (server, "get", false, *allow_shrink, *recursive, src, dst),
+            } => (
+                server,
+                "get",
+                false,
+                *allow_shrink,
+                (*recursive, *preserve),
+                src,
+                dst,
+            ),
             SftpCommand::Put {
                 server,
                 sendfile,
                 recursive,
+                preserve,
                 src,
                 dst,
-            } => (server, "put", *sendfile, false, *recursive, dst, src),
+            } => (
+                server,
+                "put",
+                *sendfile,
+                false,
+                (*recursive, *preserve),
+                dst,
+                src,
+            ),
             _ => unreachable!("remote operations returned above"),
         };
     let (remote_arg, local_arg) = (remote_arg.as_str(), local_arg.as_path());
@@ -266,6 +290,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         chunk: server.chunk,
         send_from_file,
         allow_shrink,
+        preserve,
     };
     if recursive {
         let done = tree(&sftp, what, &remote_path, local_arg, &opts).await;

@@ -271,3 +271,63 @@ async fn trees_both_ways_with_awkward_names() {
     );
     assert_eq!(std::fs::read(again.join("src/sub/y")).unwrap(), b"y");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dash_p_keeps_times_and_modes_both_ways() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let local = dir.join("old");
+    std::fs::write(&local, pattern(10_000)).unwrap();
+    // 2001-09-09 01:46:40 UTC, mode 0640.
+    let when = std::time::UNIX_EPOCH + core::time::Duration::from_secs(1_000_000_000);
+    std::fs::File::open(&local)
+        .unwrap()
+        .set_times(
+            std::fs::FileTimes::new()
+                .set_accessed(when)
+                .set_modified(when),
+        )
+        .unwrap();
+    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let remote = dir.join("remote-old");
+    let target = format!("{}:{}", Sshd::HOST, remote.display());
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "-p",
+        local.to_str().unwrap(),
+        &target,
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    let meta = std::fs::metadata(&remote).unwrap();
+    assert_eq!((meta.mtime(), meta.atime()), (1_000_000_000, 1_000_000_000));
+    assert_eq!(meta.mode() & 0o7777, 0o640);
+    // Back with -p; without it, the copy is new.
+    std::fs::set_permissions(&remote, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let back = dir.join("back-old");
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-p",
+        &target,
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    let meta = std::fs::metadata(&back).unwrap();
+    assert_eq!(meta.mtime(), 1_000_000_000);
+    assert_eq!(meta.mode() & 0o7777, 0o604);
+    let plain = dir.join("plain");
+    let (ok, _, stderr) =
+        run_out(&["sftp", "get", "-F", cfg, &target, plain.to_str().unwrap()]).await;
+    assert!(ok, "{stderr}");
+    assert!(std::fs::metadata(&plain).unwrap().mtime() > 1_000_000_000);
+}

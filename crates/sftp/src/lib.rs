@@ -43,6 +43,7 @@
 //! ```
 
 mod client;
+mod preserve;
 mod ssh;
 mod sys;
 pub mod testing;

@@ -33,6 +33,10 @@ pub struct TransferOptions {
     /// at the start (a file that shrank while it was read). Off by default: such a copy
     /// fails with [`SftpError::Shrank`] and the destination is left as it was.
     pub allow_shrink: bool,
+    /// Give the copy the source's modification and access times and permission bits
+    /// (`get`: from the server's attributes; `put`: set with SETSTAT once written), as
+    /// `sftp -p` does. Off by default.
+    pub preserve: bool,
 }
 
 /// Where a transfer is.
@@ -55,6 +59,7 @@ impl Default for TransferOptions {
             chunk: None,
             send_from_file: false,
             allow_shrink: false,
+            preserve: false,
         }
     }
 }
@@ -87,8 +92,10 @@ impl SftpClient {
             .open(remote, OpenFlags::READ, FileAttrs::default())
             .await?;
         let mut target = None;
+        let mut stated = FileAttrs::default();
         let result = async {
-            let size = self.fstat(&handle).await?.size;
+            stated = self.fstat(&handle).await?;
+            let size = stated.size;
             let file = &target.insert(Destination::prepare(local)?).file;
             let chunk = self.chunk(opts.chunk, self.limits().map(|l| l.max_read_len)) as u64;
             let mut pipeline = self.conn.pipeline();
@@ -177,7 +184,13 @@ impl SftpClient {
         let closed = self.close_named(&handle, remote).await;
         let result = result.and_then(|done| closed.map(|()| done));
         match (result, target) {
-            (Ok(done), Some(target)) => target.commit(done).map(|()| done),
+            (Ok(done), Some(target)) => {
+                target.commit(done)?;
+                if opts.preserve {
+                    crate::preserve::to_local(local, stated)?;
+                }
+                Ok(done)
+            }
             (result, target) => {
                 if let Some(target) = target {
                     target.discard();
@@ -327,6 +340,10 @@ impl SftpClient {
         let closed = self.close_named(&handle, remote).await;
         let done = result?;
         closed?;
+        if opts.preserve {
+            self.setstat(remote, crate::preserve::of_local(&meta))
+                .await?;
+        }
         Ok(done)
     }
 }
