@@ -243,6 +243,8 @@ impl SshOptions {
 
 /// The last bytes of ssh's stderr kept for an error message.
 const STDERR_KEPT: usize = 4096;
+/// How long an exited ssh's stderr is read for before its error is reported.
+const STDERR_GRACE: core::time::Duration = core::time::Duration::from_secs(1);
 
 impl SftpClient {
     /// Runs ssh to `destination`'s SFTP subsystem with `options` (see
@@ -257,10 +259,11 @@ impl SftpClient {
         command.args(&args).stderr(Stdio::piped());
         crate::sys::ignore_sigint_in_child(&mut command);
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut reader = None;
         let started = Self::spawn_inspecting(&mut command, |child| {
             if let Some(mut pipe) = child.stderr.take() {
                 let kept = stderr.clone();
-                tokio::spawn(async move {
+                reader = Some(tokio::spawn(async move {
                     let mut buf = [0u8; 1024];
                     while let Ok(n @ 1..) = pipe.read(&mut buf).await {
                         let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
@@ -268,13 +271,18 @@ impl SftpClient {
                         let excess = kept.len().saturating_sub(STDERR_KEPT);
                         kept.drain(..excess);
                     }
-                });
+                }));
             }
         })
         .await;
         match started {
             Ok(client) => Ok(client),
             Err(SftpError::ServerExited { status, .. }) => {
+                // ssh has exited: its last words are in the pipe until the reader takes
+                // them (a second at most, in case ssh left a child holding it open).
+                if let Some(reader) = reader {
+                    let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
+                }
                 let said = stderr
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
