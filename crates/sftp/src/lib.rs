@@ -43,6 +43,7 @@
 //! ```
 
 mod client;
+mod landing;
 mod preserve;
 mod ssh;
 mod sys;
@@ -51,6 +52,7 @@ mod transfer;
 mod tree;
 
 pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
+pub use landing::PART_SUFFIX;
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
 pub use transfer::{Progress, TransferOptions};
 pub use tree::{DEFAULT_FILES_AT_ONCE, TreeEvent, TreeReport};

@@ -259,7 +259,9 @@ impl SftpClient {
             None => Source::Stream(tokio::fs::File::from_std(file), false),
         };
         let flags = OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC;
-        let handle = self.open(remote, flags, FileAttrs::default()).await?;
+        let part = crate::landing::part_for(self, remote).await;
+        let written = part.as_deref().unwrap_or(remote);
+        let handle = self.open(written, flags, FileAttrs::default()).await?;
         let result = async {
             let chunk = self.chunk(opts.chunk, self.limits().map(|l| l.max_write_len));
             let mut pipeline = self.conn.pipeline();
@@ -337,9 +339,20 @@ impl SftpClient {
             Ok(done)
         }
         .await;
-        let closed = self.close_named(&handle, remote).await;
-        let done = result?;
-        closed?;
+        let closed = self.close_named(&handle, written).await;
+        let done = match result.and_then(|done| closed.map(|()| done)) {
+            Ok(done) => done,
+            Err(e) => {
+                if let Some(part) = &part {
+                    // Nothing half-written is left under either name.
+                    let _ = self.remove(part).await;
+                }
+                return Err(e);
+            }
+        };
+        if let Some(part) = &part {
+            crate::landing::land(self, part, remote).await?;
+        }
         if opts.preserve {
             self.setstat(remote, crate::preserve::of_local(&meta))
                 .await?;

@@ -4,6 +4,7 @@
 //! openssh-server when it is missing.
 
 use core::time::Duration;
+use std::os::unix::ffi::OsStrExt;
 
 use volley_sftp::testing::sshd::Sshd;
 use volley_sftp::{Destination, SftpClient, SftpError, SshOptions, TransferOptions};
@@ -134,4 +135,39 @@ async fn ssh_failures_are_ssh_words_not_timeouts() {
     .unwrap_err();
     assert!(e.to_string().contains("cannot run /nonexistent/ssh"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_lands_under_a_part_name_then_replaces_the_target() {
+    use std::os::unix::fs::FileTypeExt;
+    let sshd = within(20, Sshd::start()).await.expect("sshd starts");
+    let dir = sshd.dir().to_owned();
+    let sftp = within(20, SftpClient::ssh(&host(None), &options(&sshd)))
+        .await
+        .expect("an SFTP session over ssh");
+    let local = dir.join("new");
+    std::fs::write(&local, content(100_000)).unwrap();
+    let remote = dir.join("target");
+    std::fs::write(&remote, b"old content").unwrap();
+    let opts = TransferOptions::default();
+    let rpath = remote.to_str().unwrap().as_bytes();
+    within(30, sftp.put(&local, rpath, &opts, |_| {}))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&remote).unwrap(), content(100_000));
+    let mut part = remote.clone().into_os_string();
+    part.push(std::ffi::OsStr::from_bytes(volley_sftp::PART_SUFFIX));
+    assert!(!std::path::Path::new(&part).exists(), "no part file left");
+    // A device is written in place, never renamed over.
+    within(30, sftp.put(&local, b"/dev/null", &opts, |_| {}))
+        .await
+        .unwrap();
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    assert!(!std::path::Path::new("/dev/null.volley-part").exists());
+    within(10, sftp.shutdown()).await.unwrap();
 }
