@@ -36,6 +36,10 @@ pub(crate) enum SftpCommand {
         /// Give each copy its source's modification and access times and permission bits.
         #[arg(short = 'p')]
         preserve: bool,
+        /// Flush each copy to disk before it is put in place (on the server with
+        /// fsync@openssh.com where it offers it).
+        #[arg(long)]
+        fsync: bool,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         src: String,
         /// Local path.
@@ -62,6 +66,10 @@ pub(crate) enum SftpCommand {
         /// Give each copy its source's modification and access times and permission bits.
         #[arg(short = 'p')]
         preserve: bool,
+        /// Flush each copy to disk before it is put in place (on the server with
+        /// fsync@openssh.com where it offers it).
+        #[arg(long)]
+        fsync: bool,
         /// Local path.
         src: PathBuf,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
@@ -222,42 +230,51 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         transfer => transfer,
     };
     // The remote argument names the path on the server; the local one a file here.
-    let (server, what, send_from_file, allow_shrink, (recursive, preserve), remote_arg, local_arg) =
-        match &command {
-            SftpCommand::Get {
-                server,
-                allow_shrink,
-                recursive,
-                preserve,
-                src,
-                dst,
-            } => (
-                server,
-                "get",
-                false,
-                *allow_shrink,
-                (*recursive, *preserve),
-                src,
-                dst,
-            ),
-            SftpCommand::Put {
-                server,
-                sendfile,
-                recursive,
-                preserve,
-                src,
-                dst,
-            } => (
-                server,
-                "put",
-                *sendfile,
-                false,
-                (*recursive, *preserve),
-                dst,
-                src,
-            ),
-            _ => unreachable!("remote operations returned above"),
-        };
+    let (
+        server,
+        what,
+        send_from_file,
+        allow_shrink,
+        (recursive, preserve, fsync),
+        remote_arg,
+        local_arg,
+    ) = match &command {
+        SftpCommand::Get {
+            server,
+            allow_shrink,
+            recursive,
+            preserve,
+            fsync,
+            src,
+            dst,
+        } => (
+            server,
+            "get",
+            false,
+            *allow_shrink,
+            (*recursive, *preserve, *fsync),
+            src,
+            dst,
+        ),
+        SftpCommand::Put {
+            server,
+            sendfile,
+            recursive,
+            preserve,
+            fsync,
+            src,
+            dst,
+        } => (
+            server,
+            "put",
+            *sendfile,
+            false,
+            (*recursive, *preserve, *fsync),
+            dst,
+            src,
+        ),
+        _ => unreachable!("remote operations returned above"),
+    };
     let (remote_arg, local_arg) = (remote_arg.as_str(), local_arg.as_path());
     let direct = server.direct();
     let local_is_remote = local_arg
@@ -291,6 +308,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         send_from_file,
         allow_shrink,
         preserve,
+        fsync,
     };
     if recursive {
         let done = tree(&sftp, what, &remote_path, local_arg, &opts).await;

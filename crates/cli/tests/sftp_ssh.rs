@@ -330,4 +330,32 @@ async fn dash_p_keeps_times_and_modes_both_ways() {
         run_out(&["sftp", "get", "-F", cfg, &target, plain.to_str().unwrap()]).await;
     assert!(ok, "{stderr}");
     assert!(std::fs::metadata(&plain).unwrap().mtime() > 1_000_000_000);
+    // --fsync: the server's fsync@openssh.com on put (a malformed request would come
+    // back as an error status), fsync(2) on get.
+    let synced = format!("{}:{}", Sshd::HOST, dir.join("synced").display());
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "--fsync",
+        local.to_str().unwrap(),
+        &synced,
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    assert_eq!(std::fs::read(dir.join("synced")).unwrap(), pattern(10_000));
+    let synced_back = dir.join("synced-back");
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "--fsync",
+        &synced,
+        synced_back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    assert_eq!(std::fs::read(&synced_back).unwrap(), pattern(10_000));
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use volley_proto::wire::sftp::{OpenFlags, Request};
+use volley_proto::wire::sftp::{FSYNC_EXTENSION, OpenFlags, Request};
 use volley_transport_tcp::FileRegion;
 
 use crate::client::{SftpClient, SftpError, data_or_eof, expect_ok};
@@ -37,6 +37,10 @@ pub struct TransferOptions {
     /// (`get`: from the server's attributes; `put`: set with SETSTAT once written), as
     /// `sftp -p` does. Off by default.
     pub preserve: bool,
+    /// Flush each copy to disk before it is put in place: `get` with `fsync(2)` on the
+    /// local file, `put` with `fsync@openssh.com` where the server offers it (where it
+    /// does not, the put goes on without, as OpenSSH's `sftp -f` does). Off by default.
+    pub fsync: bool,
 }
 
 /// Where a transfer is.
@@ -60,6 +64,7 @@ impl Default for TransferOptions {
             send_from_file: false,
             allow_shrink: false,
             preserve: false,
+            fsync: false,
         }
     }
 }
@@ -185,6 +190,12 @@ impl SftpClient {
         let result = result.and_then(|done| closed.map(|()| done));
         match (result, target) {
             (Ok(done), Some(target)) => {
+                if opts.fsync {
+                    target.file.sync_all().map_err(|source| SftpError::Io {
+                        what: format!("cannot flush {} to disk", local.display()),
+                        source,
+                    })?;
+                }
                 target.commit(done)?;
                 if opts.preserve {
                     crate::preserve::to_local(local, stated)?;
@@ -339,6 +350,12 @@ impl SftpClient {
             Ok(done)
         }
         .await;
+        let result = match result {
+            Ok(done) if opts.fsync && self.has_extension(FSYNC_EXTENSION) => {
+                self.fsync(&handle).await.map(|()| done)
+            }
+            other => other,
+        };
         let closed = self.close_named(&handle, written).await;
         let done = match result.and_then(|done| closed.map(|()| done)) {
             Ok(done) => done,

@@ -53,7 +53,14 @@ async fn put_then_get_over_ssh_byte_for_byte() {
     let sftp = within(20, SftpClient::ssh(&host(None), &options(&sshd)))
         .await
         .expect("an SFTP session over ssh");
-    let opts = TransferOptions::default();
+    assert!(
+        sftp.has_extension(b"fsync@openssh.com"),
+        "OpenSSH offers fsync, which --fsync uses"
+    );
+    let opts = TransferOptions {
+        fsync: true,
+        ..TransferOptions::default()
+    };
     let put = within(
         60,
         sftp.put(&local, remote.to_str().unwrap().as_bytes(), &opts, |_| {}),

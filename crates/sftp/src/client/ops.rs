@@ -1,7 +1,9 @@
 //! One method per SFTP request: files, directories, links and names.
 
 use bytes::Bytes;
-use volley_proto::wire::sftp::{OpenFlags, POSIX_RENAME_EXTENSION, Request, Response, StatusCode};
+use volley_proto::wire::sftp::{
+    FSYNC_EXTENSION, OpenFlags, POSIX_RENAME_EXTENSION, Request, Response, StatusCode,
+};
 
 use super::{
     DirEntry, FileAttrs, Handle, SftpClient, SftpError, data_or_eof, expect_ok, parse,
@@ -250,6 +252,21 @@ impl SftpClient {
             data: &data,
         };
         self.status_reply(&request, "posix-rename", from).await
+    }
+
+    /// Asks the server to flush an open file to its disk (`fsync@openssh.com`; check
+    /// [`SftpClient::has_extension`] first: a server without it answers an error).
+    pub async fn fsync(&self, handle: &Handle) -> Result<(), SftpError> {
+        let mut data = Vec::with_capacity(4 + handle.0.len());
+        data.extend_from_slice(&(handle.0.len() as u32).to_be_bytes());
+        data.extend_from_slice(&handle.0);
+        let request = Request::Extended {
+            id: 0,
+            request: FSYNC_EXTENSION,
+            data: &data,
+        };
+        self.status_reply(&request, "fsync", &handle.to_string().into_bytes())
+            .await
     }
 
     /// The canonical absolute form of `path`.

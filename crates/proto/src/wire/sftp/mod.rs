@@ -46,6 +46,8 @@ pub const VERSION: u32 = 3;
 pub const LIMITS_EXTENSION: &[u8] = b"limits@openssh.com";
 /// The extension for a rename that replaces an existing target.
 pub const POSIX_RENAME_EXTENSION: &[u8] = b"posix-rename@openssh.com";
+/// The extension that flushes an open file to the server's disk.
+pub const FSYNC_EXTENSION: &[u8] = b"fsync@openssh.com";
 
 open_enum! {
     /// An SFTP message type.
