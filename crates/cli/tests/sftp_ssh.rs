@@ -359,3 +359,66 @@ async fn dash_p_keeps_times_and_modes_both_ways() {
     assert!(ok, "{stderr}");
     assert_eq!(std::fs::read(&synced_back).unwrap(), pattern(10_000));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trees_with_dash_p_keep_directory_times_too() {
+    use std::os::unix::fs::MetadataExt;
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let src = dir.join("dated");
+    std::fs::create_dir_all(src.join("inner")).unwrap();
+    std::fs::write(src.join("inner/f"), b"f").unwrap();
+    let when = std::time::UNIX_EPOCH + core::time::Duration::from_secs(1_000_000_000);
+    for path in [src.join("inner/f"), src.join("inner"), src.clone()] {
+        std::fs::File::open(&path)
+            .unwrap()
+            .set_times(
+                std::fs::FileTimes::new()
+                    .set_accessed(when)
+                    .set_modified(when),
+            )
+            .unwrap();
+    }
+    let remote = format!("{}:{}", Sshd::HOST, dir.join("up").display());
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "-r",
+        "-p",
+        src.to_str().unwrap(),
+        &remote,
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    for path in ["up", "up/inner", "up/inner/f"] {
+        assert_eq!(
+            std::fs::metadata(dir.join(path)).unwrap().mtime(),
+            1_000_000_000,
+            "{path}"
+        );
+    }
+    let back = dir.join("down");
+    let (ok, _, stderr) = run_out(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-r",
+        "-p",
+        &remote,
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    for path in ["down", "down/inner", "down/inner/f"] {
+        assert_eq!(
+            std::fs::metadata(dir.join(path)).unwrap().mtime(),
+            1_000_000_000,
+            "{path}"
+        );
+    }
+}

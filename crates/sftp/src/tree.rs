@@ -96,6 +96,8 @@ impl SftpClient {
         }
         let mut report = TreeReport::default();
         let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf())]);
+        // Every directory made, with its attributes, for -p once its files are in.
+        let mut made = vec![(local.to_path_buf(), attrs)];
         let mut files: VecDeque<(Vec<u8>, PathBuf)> = VecDeque::new();
         let mut tasks: FuturesUnordered<Task<'_>> = FuturesUnordered::new();
         let (mut listing, mut copying) = (0, 0);
@@ -169,6 +171,7 @@ impl SftpClient {
                             report.skipped += 1;
                             event(TreeEvent::Skipped(&shown(&child)));
                         } else if entry.attrs.is_dir() {
+                            made.push((local.clone(), entry.attrs));
                             dirs.push_back((child, local));
                         } else {
                             found += entry.attrs.size.unwrap_or(0);
@@ -193,6 +196,16 @@ impl SftpClient {
                 }
             }
         }
+        if opts.preserve {
+            // Deepest first: setting a directory's times before its last entry was
+            // written would be undone by the write.
+            for (dir, attrs) in made.iter().rev().filter(|(d, _)| d.is_dir()) {
+                if let Err(e) = crate::preserve::to_local(dir, *attrs) {
+                    report.failed += 1;
+                    event(TreeEvent::Failed(&dir.display().to_string(), &e));
+                }
+            }
+        }
         Ok(report)
     }
 
@@ -208,7 +221,8 @@ impl SftpClient {
     ) -> Result<TreeReport, SftpError> {
         let mut report = TreeReport::default();
         // The local walk: directories by depth, then the files.
-        let mut levels: Vec<Vec<Vec<u8>>> = vec![vec![remote.to_vec()]];
+        let mut levels: Vec<Vec<(Vec<u8>, PathBuf)>> =
+            vec![vec![(remote.to_vec(), local.to_path_buf())]];
         let mut files = VecDeque::new();
         let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize)]);
         while let Some((dir, rdir, depth)) = walk.pop_front() {
@@ -238,7 +252,7 @@ impl SftpClient {
                         if levels.len() <= depth + 1 {
                             levels.push(Vec::new());
                         }
-                        levels[depth + 1].push(rpath.clone());
+                        levels[depth + 1].push((rpath.clone(), path.clone()));
                         walk.push_back((path, rpath, depth + 1));
                     }
                     _ => {
@@ -251,7 +265,7 @@ impl SftpClient {
         }
         for level in &levels {
             let made: Vec<_> = futures::stream::iter(level)
-                .map(|dir| async move { (dir, self.mkdir_or_exists(dir).await) })
+                .map(|(dir, _)| async move { (dir, self.mkdir_or_exists(dir).await) })
                 .buffer_unordered(LISTINGS_AT_ONCE)
                 .collect()
                 .await;
@@ -282,6 +296,18 @@ impl SftpClient {
                 Err(e) => {
                     report.failed += 1;
                     event(TreeEvent::Failed(&path, &e));
+                }
+            }
+        }
+        if opts.preserve {
+            // Deepest first, once every file is written (a write would change them).
+            for (dir, path) in levels.iter().rev().flatten() {
+                let Ok(meta) = std::fs::metadata(path) else {
+                    continue;
+                };
+                if let Err(e) = self.setstat(dir, crate::preserve::of_local(&meta)).await {
+                    report.failed += 1;
+                    event(TreeEvent::Failed(&shown(dir), &e));
                 }
             }
         }
