@@ -1,0 +1,258 @@
+//! Acknowledgements, loss detection and timers: what the sender learns from the peer's
+//! acks (RTT samples, the congestion window, fragments done), when a packet counts as
+//! lost (packet and time thresholds, tail-loss probes, the retransmission timeout), and
+//! the deadlines `poll_timeout` reports and `handle_timeout` acts on.
+
+use alloc::vec::Vec;
+
+use super::*;
+
+impl Connection {
+    pub(super) fn on_ack(&mut self, now: Instant, ack: &wire::Ack<'_>) {
+        self.peer_window = self.peer_window.max(ack.window);
+        let newly_largest = self.largest_acked.is_none_or(|l| ack.largest > l);
+        let mut acked_any = false;
+        let mut sample = None;
+        for (lo, hi) in ack.ranges() {
+            // Sent packets are in packet-number order.
+            let from = self.sent.partition_point(|p| p.pn < lo);
+            let to = self.sent.partition_point(|p| p.pn <= hi);
+            let mut acked = core::mem::take(&mut self.scratch);
+            acked.extend(self.sent.drain(from..to));
+            for p in acked.drain(..) {
+                acked_any = true;
+                if p.pn == ack.largest && newly_largest && p.in_flight {
+                    sample = Some(now.saturating_duration_since(p.time));
+                }
+                if p.in_flight {
+                    self.in_flight -= p.size;
+                    self.cc.on_ack(p.size, p.time);
+                }
+                for f in &p.fragments {
+                    self.fragment_acked(*f);
+                }
+            }
+            self.scratch = acked;
+        }
+        if !acked_any {
+            return;
+        }
+        self.probed = false;
+        if newly_largest {
+            self.largest_acked = Some(ack.largest);
+        }
+        if let Some(rtt) = sample {
+            let delay = Duration::from_micros(u64::from(ack.delay_us));
+            let adjusted = if rtt > delay + Duration::from_micros(1) {
+                Duration::from_micros(rtt.as_micros() - delay.as_micros())
+            } else {
+                rtt
+            };
+            self.rtt.sample(adjusted);
+            self.backoff = 0;
+        }
+        self.detect_losses(now);
+        self.pop_acked_messages();
+    }
+
+    pub(super) fn fragment_acked(&mut self, f: Fragment) {
+        let i = self.out.partition_point(|m| m.start < f.start);
+        if let Some(m) = self.out.get_mut(i).filter(|m| m.start == f.start) {
+            if f.offset == 0 && f.len as usize == m.data.len() {
+                m.whole = true;
+                return;
+            }
+            // An empty message's one fragment stands for its first (absent) byte.
+            let end = u64::from(f.offset) + u64::from(f.len.max(1));
+            m.acked.insert(u64::from(f.offset), end);
+        }
+    }
+
+    /// Drops whole, acknowledged messages from the front of the queue.
+    pub(super) fn pop_acked_messages(&mut self) {
+        // Only messages sent whole (before the cursor) can be whole acknowledged.
+        while self.cursor > 0 {
+            let Some(m) = self.out.front() else {
+                break;
+            };
+            let len = m.data.len() as u64;
+            if !m.whole && !m.acked.contains_all(0, len.max(1)) {
+                break;
+            }
+            self.out_bytes -= len;
+            self.out.pop_front();
+            self.cursor -= 1;
+        }
+    }
+
+    pub(super) fn detect_losses(&mut self, now: Instant) {
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
+        let threshold = self.loss_threshold();
+        let mut lost = Vec::new();
+        while let Some(p) = self.sent.front() {
+            if p.pn >= largest {
+                break;
+            }
+            let by_count = largest - p.pn >= PACKET_THRESHOLD;
+            let by_time = now.saturating_duration_since(p.time) >= threshold;
+            if !(by_count || by_time) {
+                break;
+            }
+            lost.push(self.sent.pop_front().expect("front exists"));
+        }
+        for p in lost {
+            self.packet_lost(now, p);
+        }
+    }
+
+    /// How long after a later packet was acknowledged an earlier one counts as lost:
+    /// 9/8 of the larger of the smoothed and the latest RTT (RFC 9002 §6.1.2).
+    pub(super) fn loss_threshold(&self) -> Duration {
+        let rtt = self.rtt.srtt().unwrap_or(self.rtt.rto());
+        let latest = self.rtt.latest().unwrap_or(rtt);
+        Duration::from_micros(rtt.max(latest).as_micros() * 9 / 8)
+    }
+
+    /// When the oldest packet still unacknowledged, with a later one acknowledged, counts
+    /// as lost by time: the loss timer, so it is not left to the next acknowledgement.
+    pub(super) fn loss_deadline(&self) -> Option<Instant> {
+        let largest = self.largest_acked?;
+        let p = self.sent.front().filter(|p| p.pn < largest)?;
+        Some(p.time + self.loss_threshold())
+    }
+
+    /// When to send a tail-loss probe: RFC 9002's probe timeout (SRTT + max(4 RTTVAR,
+    /// 1 ms) + the peer's ack delay) after the last packet that asks for an ack, once per
+    /// flight, and only if it comes before the retransmission timeout. A lost last
+    /// packet has no later one to reveal it; the probe does, without the timeout's
+    /// collapse of the congestion window.
+    pub(super) fn probe_deadline(&self) -> Option<Instant> {
+        if self.probed || self.backoff > 0 || self.sent.is_empty() {
+            return None;
+        }
+        let srtt = self.rtt.srtt()?;
+        let pto = srtt
+            + self
+                .rtt
+                .rttvar()
+                .saturating_mul(4)
+                .max(Duration::from_millis(1))
+            + ACK_DELAY;
+        let at = self.last_eliciting_sent? + pto;
+        self.rto_deadline().filter(|rto| at < *rto).map(|_| at)
+    }
+
+    pub(super) fn packet_lost(&mut self, now: Instant, p: SentPacket) {
+        self.stats.lost += 1;
+        if p.in_flight {
+            self.in_flight -= p.size;
+            self.cc.on_loss(p.time, now);
+        }
+        self.retransmit.extend(p.fragments);
+        if p.handshake {
+            self.handshake_due = true;
+        }
+    }
+
+    /// The receive window we advertise: what the application took plus our window.
+    pub(super) fn window(&self) -> u64 {
+        self.taken + self.config.window
+    }
+
+    /// The next instant [`Connection::handle_timeout`] must be called, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state == State::Closed {
+            return None;
+        }
+        let mut next = self.last_heard? + self.config.idle_timeout;
+        let mut earliest = |t: Instant| {
+            if t < next {
+                next = t;
+            }
+        };
+        if let Some(t) = self.ack_timer {
+            earliest(t);
+        }
+        if let Some(t) = self.rto_deadline() {
+            earliest(t);
+        }
+        if let Some(t) = self.loss_deadline() {
+            earliest(t);
+        }
+        if let Some(t) = self.probe_deadline() {
+            earliest(t);
+        }
+        if self.state == State::Established {
+            earliest(self.last_sent + self.config.keep_alive);
+        }
+        if let Some(t) = self.pace_until {
+            earliest(t);
+        }
+        Some(next)
+    }
+
+    pub(super) fn rto_deadline(&self) -> Option<Instant> {
+        let last = self.last_eliciting_sent?;
+        if self.sent.is_empty() {
+            return None;
+        }
+        let mut rto = self.rtt.rto();
+        for _ in 0..self.backoff.min(16) {
+            rto = self.rtt.backoff(rto);
+        }
+        Some(last + rto)
+    }
+
+    /// Acts on time passing: idle timeout, delayed acknowledgements, retransmission.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Closed {
+            return;
+        }
+        let heard = *self.last_heard.get_or_insert(now);
+        if now >= heard + self.config.idle_timeout {
+            self.fail(Closed::TimedOut);
+            return;
+        }
+        if self.ack_timer.is_some_and(|t| now >= t) {
+            self.ack_timer = None;
+            self.ack_due = true;
+        }
+        if self.pace_until.is_some_and(|t| now >= t) {
+            self.pace_until = None;
+        }
+        if self.loss_deadline().is_some_and(|t| now >= t) {
+            self.detect_losses(now);
+        }
+        if self.probe_deadline().is_some_and(|t| now >= t) {
+            // The newest packet's fragments go again, ahead of the window (the packet
+            // stays outstanding: whichever copy is acknowledged first counts).
+            self.probed = true;
+            self.stats.probes += 1;
+            if let Some(p) = self.sent.iter().rev().find(|p| !p.fragments.is_empty()) {
+                for f in p.fragments.iter().rev() {
+                    self.retransmit.push_front(*f);
+                }
+            }
+            self.probe_due = true;
+        }
+        if self.rto_deadline().is_some_and(|t| now >= t) {
+            self.stats.timeouts += 1;
+            self.backoff += 1;
+            self.cc.on_timeout(now);
+            // Everything outstanding is retransmitted (RFC 6298 §5.4).
+            let lost: Vec<SentPacket> = self.sent.drain(..).collect();
+            for p in lost {
+                if p.in_flight {
+                    self.in_flight -= p.size;
+                }
+                self.retransmit.extend(p.fragments);
+                if p.handshake {
+                    self.handshake_due = true;
+                }
+            }
+            self.probe_due = true;
+        }
+    }
+}
