@@ -1,0 +1,290 @@
+//! ARTIQ's `test_performance` shapes as a volley service (bytes, i32 lists and arrays,
+//! byte lists, each way, and one-way arrivals), its router, and the table the suite
+//! fills in with them over volley TCP.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// ARTIQ's test_performance shapes, as a volley service.
+
+volley_rpc::service! {
+    /// ARTIQ's payload shapes, each way.
+    pub(crate) service Artiq {
+        /// D2H bytes: the payload comes as a segment.
+        1 => TakeBytes(()) -> ();
+        /// H2D bytes: this many bytes back as a segment.
+        2 => GiveBytes(u64) -> ();
+        /// D2H i32 list, through serde.
+        3 => TakeI32List(Vec<i32>) -> ();
+        /// H2D i32 list, through serde.
+        4 => GiveI32List(u64) -> Vec<i32>;
+        /// D2H i32 array: a raw little-endian segment, summed in place.
+        5 => TakeI32Array(()) -> i64;
+        /// H2D i32 array: this many elements back as a segment.
+        6 => GiveI32Array(u64) -> ();
+        /// D2H bytes list: 64 segments.
+        7 => TakeBytesList(()) -> ();
+        /// H2D bytes list: 64 segments totalling this many bytes.
+        8 => GiveBytesList(u64) -> ();
+        /// One way: a payload; the server notes when it arrived.
+        9 => AsyncBytes(()) -> ();
+        /// Waits for this many AsyncBytes arrivals; returns first and last arrival (ns
+        /// since the server started) and the count.
+        10 => AsyncSpan(u64) -> (u64, u64, u64);
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Arrivals {
+    first: AtomicU64,
+    last: AtomicU64,
+    count: AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+pub(super) fn artiq_router(
+    zeros: Bytes,
+    array: Bytes,
+    arrivals: Arc<Arrivals>,
+    epoch: Instant,
+) -> Router<Artiq> {
+    let z1 = zeros.clone();
+    let z2 = zeros;
+    let a2 = arrivals.clone();
+    Router::new()
+        .route::<TakeBytes, _, _>(|_call| async move { Ok(Reply::new(())) })
+        .route::<GiveBytes, _, _>(move |call| {
+            let zeros = z1.clone();
+            async move {
+                Ok(Reply::with_segments(
+                    (),
+                    vec![zeros.slice(..call.args as usize)],
+                ))
+            }
+        })
+        .route::<TakeI32List, _, _>(|call| async move {
+            core::hint::black_box(&call.args);
+            Ok(Reply::new(()))
+        })
+        .route::<GiveI32List, _, _>(|call| async move {
+            Ok(Reply::new(vec![123i32; call.args as usize]))
+        })
+        .route::<TakeI32Array, _, _>(|call| async move {
+            let array = LeArray::<i32>::new(call.segments.into_iter().next().unwrap_or_default())?;
+            Ok(Reply::new(array.iter().map(i64::from).sum()))
+        })
+        .route::<GiveI32Array, _, _>(move |call| {
+            let array = array.clone();
+            async move {
+                Ok(Reply::with_segments(
+                    (),
+                    vec![array.slice(..4 * call.args as usize)],
+                ))
+            }
+        })
+        .route::<TakeBytesList, _, _>(|_call| async move { Ok(Reply::new(())) })
+        .route::<GiveBytesList, _, _>(move |call| {
+            let zeros = z2.clone();
+            async move {
+                let each = call.args as usize / 64;
+                Ok(Reply::with_segments(
+                    (),
+                    (0..64)
+                        .map(|i| zeros.slice(i * each..(i + 1) * each))
+                        .collect(),
+                ))
+            }
+        })
+        .route::<AsyncBytes, _, _>(move |_call| {
+            let arrivals = a2.clone();
+            async move {
+                let now = epoch.elapsed().as_nanos() as u64;
+                if arrivals.count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    arrivals.first.store(now, Ordering::SeqCst);
+                }
+                arrivals.last.store(now, Ordering::SeqCst);
+                arrivals.notify.notify_waiters();
+                Ok(Reply::new(()))
+            }
+        })
+        .route::<AsyncSpan, _, _>(move |call| {
+            let arrivals = arrivals.clone();
+            async move {
+                loop {
+                    let notified = arrivals.notify.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    let count = arrivals.count.load(Ordering::SeqCst);
+                    if count >= call.args {
+                        let span = (
+                            arrivals.first.load(Ordering::SeqCst),
+                            arrivals.last.load(Ordering::SeqCst),
+                            count,
+                        );
+                        arrivals.count.store(0, Ordering::SeqCst);
+                        return Ok(Reply::new(span));
+                    }
+                    notified.await;
+                }
+            }
+        })
+}
+
+/// ARTIQ's test_performance table over volley TCP: mean and std MiB/s per shape.
+pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Report) -> Table {
+    let link = FramedLink::connect_tcp(servers.artiq, 16 * MIB)
+        .await
+        .expect("connect");
+    let peer: Peer<Artiq> = volley(Config::default(), link).await;
+    let iterations = match mode {
+        Mode::Quick => 20,
+        Mode::Full => 50,
+    };
+    let mut table = Table {
+        title: format!(
+            "ARTIQ test_performance shapes over volley TCP ({iterations} iterations each)"
+        ),
+        columns: vec![
+            "payload",
+            "size",
+            "H2D MiB/s",
+            "H2D std",
+            "D2H MiB/s",
+            "D2H std",
+        ],
+        rows: Vec::new(),
+    };
+    let zeros = Bytes::from(vec![0u8; MIB]);
+    for (shape, unit) in [
+        ("bytes", 1usize),
+        ("i32 list", 4),
+        ("i32 array", 4),
+        ("bytes list", 1),
+    ] {
+        for size in [MIB, 1024] {
+            let n = (size / unit) as u64;
+            let mut h2d = Vec::new();
+            let mut d2h = Vec::new();
+            let list = vec![123i32; n as usize];
+            let array = LeArray::from_slice(&list).into_bytes();
+            for _ in 0..iterations {
+                let start = Instant::now();
+                match shape {
+                    "bytes" => {
+                        let r = peer
+                            .call_with::<GiveBytes>(&n, Vec::new(), None)
+                            .await
+                            .expect("call");
+                        assert_eq!(r.segments[0].len(), size);
+                    }
+                    "i32 list" => assert_eq!(
+                        peer.call::<GiveI32List>(&n).await.expect("call").len(),
+                        n as usize
+                    ),
+                    "i32 array" => {
+                        let r = peer
+                            .call_with::<GiveI32Array>(&n, Vec::new(), None)
+                            .await
+                            .expect("call");
+                        let a = LeArray::<i32>::new(r.segments[0].clone()).expect("whole");
+                        assert_eq!(a.get(a.len() - 1), Some(123));
+                    }
+                    _ => {
+                        let r = peer
+                            .call_with::<GiveBytesList>(&(size as u64), Vec::new(), None)
+                            .await
+                            .expect("call");
+                        assert_eq!(r.segments.len(), 64);
+                    }
+                }
+                h2d.push(size as f64 / MIB as f64 / start.elapsed().as_secs_f64());
+                let start = Instant::now();
+                match shape {
+                    "bytes" => {
+                        peer.call_with::<TakeBytes>(&(), vec![zeros.slice(..size)], None)
+                            .await
+                            .expect("call")
+                            .value
+                    }
+                    "i32 list" => peer.call::<TakeI32List>(&list).await.expect("call"),
+                    "i32 array" => {
+                        let sum = peer
+                            .call_with::<TakeI32Array>(&(), vec![array.clone()], None)
+                            .await
+                            .expect("call")
+                            .value;
+                        assert_eq!(sum, 123 * n as i64);
+                    }
+                    _ => {
+                        let each = size / 64;
+                        let segs = (0..64)
+                            .map(|i| zeros.slice(i * each..(i + 1) * each))
+                            .collect();
+                        peer.call_with::<TakeBytesList>(&(), segs, None)
+                            .await
+                            .expect("call")
+                            .value
+                    }
+                }
+                d2h.push(size as f64 / MIB as f64 / start.elapsed().as_secs_f64());
+            }
+            let (hm, hs) = mean_std(&h2d);
+            let (dm, ds) = mean_std(&d2h);
+            let size_name = if size == MIB { "1 MB" } else { "1 KB" };
+            table.rows.push(vec![
+                shape.into(),
+                size_name.into(),
+                format!("{hm:.1}"),
+                format!("{hs:.1}"),
+                format!("{dm:.1}"),
+                format!("{ds:.1}"),
+            ]);
+            report.data.push(json!({
+                "artiq": shape, "size": size_name, "h2d_mean": hm, "h2d_std": hs,
+                "d2h_mean": dm, "d2h_std": ds,
+            }));
+        }
+    }
+    // Async throughput: 128 one-way calls of 1 MiB, first arrival to last.
+    let mut rates = Vec::new();
+    for _ in 0..match mode {
+        Mode::Quick => 5,
+        Mode::Full => 15,
+    } {
+        for _ in 0..128 {
+            peer.send::<AsyncBytes>(&(), vec![zeros.clone()])
+                .await
+                .expect("send");
+        }
+        let (first, last, count) = peer.call::<AsyncSpan>(&128).await.expect("span");
+        assert_eq!(count, 128);
+        rates.push((count - 1) as f64 / ((last - first) as f64 / 1e9));
+    }
+    let (am, asd) = mean_std(&rates);
+    table.rows.push(vec![
+        "async (128 x 1 MiB one-way)".into(),
+        "1 MB".into(),
+        "-".into(),
+        "-".into(),
+        format!("{am:.1}"),
+        format!("{asd:.1}"),
+    ]);
+    report
+        .data
+        .push(json!({ "artiq": "async", "mib_per_sec_mean": am, "mib_per_sec_std": asd }));
+    report.notes.push(
+        "ARTIQ shapes: H2D times a call that returns the payload, D2H one that takes it; bytes and \
+         i32 array travel as bulk segments (the array as raw little-endian i32, read in place), \
+         i32 list through serde, bytes list as 64 segments; async = (n - 1) MiB over first to last arrival"
+            .into(),
+    );
+    table
+}
+
+pub(super) fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
