@@ -29,17 +29,8 @@ pub(crate) enum SftpCommand {
         /// such a copy is discarded and the command fails.
         #[arg(long)]
         allow_shrink: bool,
-        /// Copy a directory and everything under it, many files at once (symbolic links
-        /// skipped and listed). An existing directory DST receives `DST/basename(SRC)`.
-        #[arg(short = 'r')]
-        recursive: bool,
-        /// Give each copy its source's modification and access times and permission bits.
-        #[arg(short = 'p')]
-        preserve: bool,
-        /// Flush each copy to disk before it is put in place (on the server with
-        /// fsync@openssh.com where it offers it).
-        #[arg(long)]
-        fsync: bool,
+        #[command(flatten)]
+        copy: Copy,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
         src: String,
         /// Local path.
@@ -58,18 +49,8 @@ pub(crate) enum SftpCommand {
         /// slower, against a local sftp-server.
         #[arg(long)]
         sendfile: bool,
-        /// Copy a directory and everything under it, many files at once (symbolic links
-        /// skipped and listed). An existing remote directory DST receives
-        /// `DST/basename(SRC)`.
-        #[arg(short = 'r')]
-        recursive: bool,
-        /// Give each copy its source's modification and access times and permission bits.
-        #[arg(short = 'p')]
-        preserve: bool,
-        /// Flush each copy to disk before it is put in place (on the server with
-        /// fsync@openssh.com where it offers it).
-        #[arg(long)]
-        fsync: bool,
+        #[command(flatten)]
+        copy: Copy,
         /// Local path.
         src: PathBuf,
         /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
@@ -141,6 +122,23 @@ pub(crate) struct Server {
     /// (Linux doubles it and caps it at net.core.wmem_max); 0 leaves the kernel's default.
     #[arg(long, default_value_t = volley_transport_tcp::SOCKET_BUFFER, conflicts_with = "connect")]
     socket_buffer: usize,
+}
+
+/// How `get` and `put` copy, beyond one file's bytes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Copy {
+    /// Copy a directory and everything under it, many files at once (symbolic links
+    /// skipped and listed). An existing directory DST (local for get, remote for put)
+    /// receives `DST/basename(SRC)`.
+    #[arg(short = 'r')]
+    recursive: bool,
+    /// Give each copy its source's modification and access times and permission bits.
+    #[arg(short = 'p')]
+    preserve: bool,
+    /// Flush each copy to disk before it is put in place (on the server with
+    /// fsync@openssh.com where it offers it).
+    #[arg(long)]
+    fsync: bool,
 }
 
 /// OpenSSH's pass-through options, given to ssh after sftp's own defaults (so they
@@ -230,49 +228,21 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         transfer => transfer,
     };
     // The remote argument names the path on the server; the local one a file here.
-    let (
-        server,
-        what,
-        send_from_file,
-        allow_shrink,
-        (recursive, preserve, fsync),
-        remote_arg,
-        local_arg,
-    ) = match &command {
+    let (server, what, send_from_file, allow_shrink, copy, remote_arg, local_arg) = match &command {
         SftpCommand::Get {
             server,
             allow_shrink,
-            recursive,
-            preserve,
-            fsync,
+            copy,
             src,
             dst,
-        } => (
-            server,
-            "get",
-            false,
-            *allow_shrink,
-            (*recursive, *preserve, *fsync),
-            src,
-            dst,
-        ),
+        } => (server, "get", false, *allow_shrink, copy, src, dst),
         SftpCommand::Put {
             server,
             sendfile,
-            recursive,
-            preserve,
-            fsync,
+            copy,
             src,
             dst,
-        } => (
-            server,
-            "put",
-            *sendfile,
-            false,
-            (*recursive, *preserve, *fsync),
-            dst,
-            src,
-        ),
+        } => (server, "put", *sendfile, false, copy, dst, src),
         _ => unreachable!("remote operations returned above"),
     };
     let (remote_arg, local_arg) = (remote_arg.as_str(), local_arg.as_path());
@@ -307,10 +277,10 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         chunk: server.chunk,
         send_from_file,
         allow_shrink,
-        preserve,
-        fsync,
+        preserve: copy.preserve,
+        fsync: copy.fsync,
     };
-    if recursive {
+    if copy.recursive {
         let done = tree(&sftp, what, &remote_path, local_arg, &opts).await;
         sftp.shutdown().await?;
         return done;

@@ -98,25 +98,6 @@ async fn what_cannot_work_says_why() {
     assert!(!ok && stderr.contains("nohost:/nonexistent"), "{stderr}");
 }
 
-/// Runs `volley ARGS` and returns (success, stdout, stderr).
-async fn run_out(args: &[&str]) -> (bool, String, String) {
-    let output = tokio::time::timeout(
-        core::time::Duration::from_secs(60),
-        tokio::process::Command::new(VOLLEY)
-            .args(args)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("volley {args:?} did not finish within 60 s"))
-    .expect("volley runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_mkdir_rm_mv_on_the_host() {
     let sshd = sshd().await;

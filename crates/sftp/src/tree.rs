@@ -49,6 +49,28 @@ pub struct TreeReport {
     pub failed: u64,
 }
 
+impl TreeReport {
+    /// Counts one file's outcome and tells `event`.
+    fn file(
+        &mut self,
+        path: &str,
+        result: Result<u64, SftpError>,
+        event: &mut impl FnMut(TreeEvent<'_>),
+    ) {
+        match result {
+            Ok(n) => {
+                self.files += 1;
+                self.bytes += n;
+                event(TreeEvent::Done(path, n));
+            }
+            Err(e) => {
+                self.failed += 1;
+                event(TreeEvent::Failed(path, &e));
+            }
+        }
+    }
+}
+
 type Task<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 
 enum Outcome {
@@ -182,17 +204,7 @@ impl SftpClient {
                 }
                 Outcome::Copied { path, result } => {
                     copying -= 1;
-                    match result {
-                        Ok(n) => {
-                            report.files += 1;
-                            report.bytes += n;
-                            event(TreeEvent::Done(&path, n));
-                        }
-                        Err(e) => {
-                            report.failed += 1;
-                            event(TreeEvent::Failed(&path, &e));
-                        }
-                    }
+                    report.file(&path, result, &mut event);
                 }
             }
         }
@@ -286,18 +298,7 @@ impl SftpClient {
             })
             .buffer_unordered(self.files_at_once());
         while let Some((local, result)) = copies.next().await {
-            let path = local.display().to_string();
-            match result {
-                Ok(n) => {
-                    report.files += 1;
-                    report.bytes += n;
-                    event(TreeEvent::Done(&path, n));
-                }
-                Err(e) => {
-                    report.failed += 1;
-                    event(TreeEvent::Failed(&path, &e));
-                }
-            }
+            report.file(&local.display().to_string(), result, &mut event);
         }
         if opts.preserve {
             // Deepest first, once every file is written (a write would change them).

@@ -40,6 +40,13 @@ pub async fn spawn_with(command: &mut Command) -> (Child, String) {
 
 /// Runs a `volley` command to completion (60 s at most) and returns (success, stderr).
 pub async fn run(args: &[&str]) -> (bool, String) {
+    let (ok, _, stderr) = run_out(args).await;
+    (ok, stderr)
+}
+
+/// Runs a `volley` command to completion (60 s at most) and returns (success, stdout,
+/// stderr).
+pub async fn run_out(args: &[&str]) -> (bool, String, String) {
     let output = timeout(
         Duration::from_secs(60),
         Command::new(VOLLEY).args(args).kill_on_drop(true).output(),
@@ -49,6 +56,7 @@ pub async fn run(args: &[&str]) -> (bool, String) {
     .expect("volley runs");
     (
         output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
