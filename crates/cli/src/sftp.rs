@@ -15,8 +15,9 @@ use volley_sftp::{Progress, Remote, SftpClient, SshOptions, TransferOptions, Tre
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum SftpCommand {
-    /// Copy a remote file to a local one. The copy goes to a temporary file beside the
-    /// destination and replaces it only once complete.
+    /// Copy a remote file to a local one. The copy goes to DST.volley-part and replaces
+    /// DST only once complete; if it fails after bytes arrived, the part keeps them and
+    /// `get -a` resumes.
     ///
     /// SRC is `[user@]host:path` or `sftp://[user@]host[:port]/path` (over the system's
     /// ssh, as OpenSSH's sftp runs it), or, with --server-cmd or --connect, or with no
@@ -139,6 +140,12 @@ pub(crate) struct Copy {
     /// fsync@openssh.com where it offers it).
     #[arg(long)]
     fsync: bool,
+    /// Resume: continue from DST.volley-part, left by a copy that failed or was
+    /// interrupted (for put, else from the end of the remote file, as `reput`); a
+    /// destination that already has the source's size is left as it is. Only the
+    /// missing bytes travel; a part longer than the source is refused.
+    #[arg(short = 'a')]
+    resume: bool,
 }
 
 /// OpenSSH's pass-through options, given to ssh after sftp's own defaults (so they
@@ -279,9 +286,10 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         allow_shrink,
         preserve: copy.preserve,
         fsync: copy.fsync,
+        resume: copy.resume,
     };
     if copy.recursive {
-        let done = tree(&sftp, what, &remote_path, local_arg, &opts).await;
+        let done = interruptible(what, tree(&sftp, what, &remote_path, local_arg, &opts)).await;
         sftp.shutdown().await?;
         return done;
     }
@@ -296,27 +304,31 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
     } else {
         ProgressBar::hidden()
     };
-    let mut stated = None;
+    let (mut stated, mut reached) = (None, 0);
     let on_progress = |p: Progress| {
         if let Some(total) = p.total {
             bar.set_length(total);
         }
         stated = p.total;
+        reached = p.done;
         bar.set_position(p.done);
     };
     let start = Instant::now();
-    let moved = if what == "get" {
-        sftp.get(remote_path.as_bytes(), local_arg, &opts, on_progress)
-            .await
-    } else {
-        sftp.put(local_arg, remote_path.as_bytes(), &opts, on_progress)
-            .await
-    }
-    .with_context(|| format!("{what} failed"))?;
+    let transfer = async {
+        if what == "get" {
+            sftp.get(remote_path.as_bytes(), local_arg, &opts, on_progress)
+                .await
+        } else {
+            sftp.put(local_arg, remote_path.as_bytes(), &opts, on_progress)
+                .await
+        }
+        .map_err(|e| resumable(what, e))
+    };
+    let moved = interruptible(what, transfer).await?;
     if let ("get", Some(stated)) = (what, stated) {
-        if moved < stated {
+        if reached < stated {
             eprintln!(
-                "volley: warning: {}: the server stated {stated} bytes but the file ended at {moved}; kept the short copy (--allow-shrink)",
+                "volley: warning: {}: the server stated {stated} bytes but the file ended at {reached}; kept the short copy (--allow-shrink)",
                 volley_sftp::printable(&remote_path)
             );
         }
@@ -330,6 +342,31 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
     );
     Ok(())
+}
+
+/// Runs `transfer` until it ends or the user presses Ctrl-C (SIGINT; ssh ignores it, so
+/// the session is still up). Interrupted, the transfer is dropped, which keeps what
+/// arrived in the part files, and the command fails saying so.
+async fn interruptible<T>(
+    what: &str,
+    transfer: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        done = transfer => done,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!(
+            "{what} interrupted; what arrived is kept in the .volley-part files, and `{what} -a` resumes"
+        ),
+    }
+}
+
+/// The error of a failed transfer, with how to resume it when bytes were kept.
+fn resumable(what: &str, e: volley_sftp::SftpError) -> anyhow::Error {
+    let hint = if matches!(e, volley_sftp::SftpError::Kept { .. }) {
+        format!(" (`{what} -a` resumes)")
+    } else {
+        String::new()
+    };
+    anyhow::Error::new(e).context(format!("{what} failed{hint}"))
 }
 
 /// `get -r` / `put -r`: the tree, with per-entry problems printed as they happen and

@@ -68,7 +68,7 @@ async fn put_reads_a_pipe_to_its_end_and_names_a_directory() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_get_leaves_the_destination_as_it_was() {
+async fn a_failed_get_leaves_the_destination_and_keeps_what_arrived() {
     let dir = scratch("sftp-get");
     let dst = dir.join("dst");
     let dst_arg = dst.to_str().unwrap();
@@ -95,7 +95,28 @@ async fn a_failed_get_leaves_the_destination_as_it_was() {
     .await;
     assert!(!ok, "{stderr}");
     assert!(old(), "a failed get truncated or wrote the destination");
-    assert_eq!(listing(&dir), ["dst"], "a failed get left litter");
+    // What arrived is kept in the part, named in the error, for get -a.
+    assert_eq!(listing(&dir), ["dst", "dst.volley-part"]);
+    let part = dir.join("dst.volley-part");
+    let kept = std::fs::read(&part).unwrap();
+    assert!(!kept.is_empty() && kept == pattern(4 << 20)[..kept.len()]);
+    assert!(
+        stderr.contains(&format!("{} bytes kept in {}", kept.len(), part.display()))
+            && stderr.contains("`get -a` resumes"),
+        "{stderr}"
+    );
+    let addr = scripted(Script {
+        content: pattern(4 << 20),
+        ..Script::default()
+    })
+    .await;
+    let (ok, stderr) = run(&["sftp", "get", "-a", "--connect", &addr, "/f", dst_arg]).await;
+    assert!(ok, "{stderr}");
+    let rest = (4 << 20) - kept.len();
+    assert!(stderr.starts_with(&format!("{rest} bytes in ")), "{stderr}");
+    assert!(std::fs::read(&dst).unwrap() == pattern(4 << 20));
+    assert_eq!(listing(&dir), ["dst"]);
+    std::fs::write(&dst, b"the old copy").unwrap();
 
     // FSTAT says 100000, EOF comes at 32768.
     let short = Script {
@@ -143,7 +164,10 @@ async fn a_failed_get_leaves_the_destination_as_it_was() {
         "{stderr}"
     );
     assert!(old());
-    assert_eq!(listing(&dir), ["dst"]);
+    // Every byte had arrived: they are kept for -a.
+    assert_eq!(listing(&dir), ["dst", "dst.volley-part"]);
+    assert!(std::fs::read(dir.join("dst.volley-part")).unwrap() == pattern(1000));
+    std::fs::remove_file(dir.join("dst.volley-part")).unwrap();
 
     // A device is written in place; a directory is refused.
     let addr = scripted(Script {

@@ -1,27 +1,283 @@
-//! A file put to the server lands whole or not at all: it is written as
-//! `REMOTE.volley-part`, then renamed over `REMOTE` once every byte is acknowledged, by
-//! `posix-rename@openssh.com` (which replaces the target in one step) where the server
-//! offers it, else by removing the target and a plain RENAME (SFTP v3's RENAME fails on
-//! an existing target).
+//! Each copy lands whole or not at all, and an interrupted one can be resumed.
+//!
+//! A get writes `LOCAL.volley-part` and renames it over `LOCAL` once complete. If it
+//! fails or is dropped after bytes arrived, the part is cut to the bytes that arrived
+//! without a gap before them and kept, for [`TransferOptions::resume`] to continue from;
+//! a part of no bytes is removed.
+//!
+//! A put writes `REMOTE.volley-part`, then renames it over `REMOTE` once every byte is
+//! acknowledged, by `posix-rename@openssh.com` (which replaces the target in one step)
+//! where the server offers it, else by removing the target and a plain RENAME (SFTP v3's
+//! RENAME fails on an existing target). A put that fails with the connection still up
+//! cuts the part to its acknowledged prefix with FSETSTAT and keeps it.
+//!
+//! [`TransferOptions::resume`]: crate::TransferOptions::resume
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 
 use crate::client::{SftpClient, SftpError};
 
-/// Appended to a remote name while its file is being written.
+/// Appended to a file's name while its copy is being written, on either side.
 pub const PART_SUFFIX: &[u8] = b".volley-part";
 
-/// The name to write `remote` under: its part name, or `None` to write in place when
-/// `remote` exists and is not a regular file (a device such as `/dev/null`, a FIFO),
-/// which a rename would replace.
-pub(crate) async fn part_for(sftp: &SftpClient, remote: &[u8]) -> Option<Vec<u8>> {
-    if let Ok(attrs) = sftp.stat(remote).await {
+/// Where a get lands: `LOCAL.volley-part`, renamed over `LOCAL` once complete; or, for a
+/// device, `LOCAL` itself. Dropped before [`LocalPart::commit`], it keeps what arrived
+/// without a gap (see [`LocalPart::set_kept`]) or, if that is nothing, removes itself.
+#[derive(Debug)]
+pub(crate) struct LocalPart {
+    pub(crate) file: File,
+    /// The part file, or `None` when writing a device in place.
+    part: Option<PathBuf>,
+    path: PathBuf,
+    /// Bytes the part held when it was opened (resumed from).
+    pub(crate) start: u64,
+    /// Bytes from the start known to be written with no gap before them.
+    kept: u64,
+    placed: bool,
+}
+
+/// What a resumed get finds at its destination.
+pub(crate) enum Found {
+    /// Write through this.
+    Part(LocalPart),
+    /// No part, and the destination is a regular file of the source's size: nothing to
+    /// move.
+    Complete,
+}
+
+impl LocalPart {
+    /// Opens the part for `local`: created empty, or with `resume`, opened as it is (a
+    /// part longer than `size`, the source's, is refused and left alone). A `local` that
+    /// is a symbolic link is followed, so it stays a link to the new copy.
+    pub(crate) fn open(local: &Path, resume: bool, size: Option<u64>) -> Result<Found, SftpError> {
+        let path = match std::fs::symlink_metadata(local) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                std::fs::canonicalize(local).unwrap_or_else(|_| local.to_owned())
+            }
+            _ => local.to_owned(),
+        };
+        let refuse = |path: &Path, problem: &str| SftpError::Local {
+            path: path.display().to_string(),
+            problem: problem.to_owned(),
+        };
+        let existing = std::fs::metadata(&path).ok();
+        if let Some(meta) = &existing {
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                return Err(refuse(&path, "is a directory"));
+            }
+            if kind.is_fifo() || kind.is_socket() {
+                return Err(refuse(
+                    &path,
+                    "is a FIFO or a socket: a download writes at offsets, so it needs a regular file or a device",
+                ));
+            }
+            if !kind.is_file() {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|source| SftpError::Io {
+                        what: format!("cannot open {}", path.display()),
+                        source,
+                    })?;
+                return Ok(Found::Part(Self {
+                    file,
+                    part: None,
+                    path,
+                    start: 0,
+                    kept: 0,
+                    placed: false,
+                }));
+            }
+        }
+        let mut name: OsString = path
+            .file_name()
+            .ok_or_else(|| refuse(&path, "names no file"))?
+            .to_owned();
+        name.push(std::ffi::OsStr::from_bytes(PART_SUFFIX));
+        let part = path.with_file_name(name);
+        let have = std::fs::metadata(&part).ok().filter(|m| m.is_file());
+        let start = match (&have, resume) {
+            (Some(meta), true) => meta.len(),
+            (None, true) => {
+                let same = existing
+                    .as_ref()
+                    .is_some_and(|m| m.is_file() && Some(m.len()) == size);
+                if same {
+                    return Ok(Found::Complete);
+                }
+                0
+            }
+            (_, false) => 0,
+        };
+        if let Some(size) = size.filter(|&s| start > s) {
+            return Err(refuse(
+                &part,
+                &format!(
+                    "is longer than the source ({start} > {size} bytes): not resumed; remove it to start over"
+                ),
+            ));
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(start == 0)
+            .open(&part)
+            .map_err(|source| SftpError::Io {
+                what: format!("cannot create {}", part.display()),
+                source,
+            })?;
+        if let (Some(meta), 0) = (&existing, start) {
+            // The copy keeps the mode of the file it replaces.
+            let _ = file.set_permissions(meta.permissions());
+        }
+        Ok(Found::Part(Self {
+            file,
+            part: Some(part),
+            path,
+            start,
+            kept: start,
+            placed: false,
+        }))
+    }
+
+    /// Records that every byte before `prefix` is written.
+    pub(crate) fn set_kept(&mut self, prefix: u64) {
+        self.kept = prefix;
+    }
+
+    /// The part file and the bytes it keeps if dropped now, when it would keep any.
+    pub(crate) fn kept(&self) -> Option<(&Path, u64)> {
+        self.part
+            .as_deref()
+            .filter(|_| self.kept > 0)
+            .map(|p| (p, self.kept))
+    }
+
+    /// Drops the part whatever it holds (the source changed under it).
+    pub(crate) fn discard(mut self) {
+        self.kept = 0;
+    }
+
+    /// Sizes the copy to `len` and renames it into place.
+    pub(crate) fn commit(mut self, len: u64) -> Result<(), SftpError> {
+        let Some(part) = &self.part else {
+            self.placed = true;
+            return Ok(());
+        };
+        let placed = self
+            .file
+            .set_len(len)
+            .and_then(|()| std::fs::rename(part, &self.path));
+        placed.map_err(|source| SftpError::Io {
+            what: format!("cannot put the copy in place at {}", self.path.display()),
+            source,
+        })?;
+        self.placed = true;
+        Ok(())
+    }
+}
+
+impl Drop for LocalPart {
+    fn drop(&mut self) {
+        if self.placed {
+            return;
+        }
+        if let Some(part) = &self.part {
+            // Bytes past a gap may be on disk too: cut them, so a resume never reads a
+            // hole as data.
+            if self.kept == 0 || self.file.set_len(self.kept).is_err() {
+                let _ = std::fs::remove_file(part);
+            }
+        }
+    }
+}
+
+/// Where a put writes.
+pub(crate) enum PutTarget {
+    /// Write `name` from `start` (truncating it first when `start` is 0); `part` says it
+    /// is the part file, renamed over the target once complete.
+    Write {
+        name: Vec<u8>,
+        part: bool,
+        start: u64,
+    },
+    /// With resume: the remote file already has every byte.
+    Complete,
+}
+
+/// Where a put of a source of `len` bytes (`None`: not known up front) to `remote`
+/// writes: its part file; or `remote` itself when it exists and is not a regular file (a
+/// device such as `/dev/null`, a FIFO, which a rename would replace). With `resume`,
+/// from the end of an existing part, else from the end of the remote file itself, as
+/// OpenSSH's `reput` does; either one longer than the source is refused.
+pub(crate) async fn put_target(
+    sftp: &SftpClient,
+    remote: &[u8],
+    resume: bool,
+    len: Option<u64>,
+) -> Result<PutTarget, SftpError> {
+    let shown = |p: &[u8]| crate::printable(&String::from_utf8_lossy(p));
+    let target = sftp.stat(remote).await.ok();
+    if let Some(attrs) = target {
         let regular = attrs.permissions.is_none_or(|p| p & 0o170000 == 0o100000);
         if !regular {
-            return None;
+            return Ok(PutTarget::Write {
+                name: remote.to_vec(),
+                part: false,
+                start: 0,
+            });
         }
     }
     let mut part = remote.to_vec();
     part.extend_from_slice(PART_SUFFIX);
-    Some(part)
+    if !resume {
+        return Ok(PutTarget::Write {
+            name: part,
+            part: true,
+            start: 0,
+        });
+    }
+    let Some(len) = len else {
+        return Err(SftpError::Local {
+            path: shown(remote),
+            problem: "cannot be resumed from a source of no known size (a pipe, a device)".into(),
+        });
+    };
+    let longer = |path: &[u8], have: u64| SftpError::Local {
+        path: shown(path),
+        problem: format!(
+            "is longer than the source ({have} > {len} bytes): not resumed; remove it to start over"
+        ),
+    };
+    if let Some(have) = sftp.stat(&part).await.ok().and_then(|a| a.size) {
+        if have > len {
+            return Err(longer(&part, have));
+        }
+        return Ok(PutTarget::Write {
+            name: part,
+            part: true,
+            start: have,
+        });
+    }
+    match target.and_then(|a| a.size) {
+        Some(have) if have > len => Err(longer(remote, have)),
+        Some(have) if have == len => Ok(PutTarget::Complete),
+        Some(have) => Ok(PutTarget::Write {
+            name: remote.to_vec(),
+            part: false,
+            start: have,
+        }),
+        None => Ok(PutTarget::Write {
+            name: part,
+            part: true,
+            start: 0,
+        }),
+    }
 }
 
 /// Renames the finished `part` over `remote`.

@@ -1,9 +1,9 @@
 //! Whole-file transfers with many requests in flight.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, FileTypeExt};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -11,6 +11,7 @@ use volley_proto::wire::sftp::{FSYNC_EXTENSION, OpenFlags, Request};
 use volley_transport_tcp::FileRegion;
 
 use crate::client::{SftpClient, SftpError, data_or_eof, expect_ok};
+use crate::landing::{Found, LocalPart, PutTarget};
 use crate::{FileAttrs, Handle};
 
 /// How a transfer runs.
@@ -41,6 +42,13 @@ pub struct TransferOptions {
     /// local file, `put` with `fsync@openssh.com` where the server offers it (where it
     /// does not, the put goes on without, as OpenSSH's `sftp -f` does). Off by default.
     pub fsync: bool,
+    /// Continue an earlier copy instead of starting over, as `sftp -a` does: `get` from
+    /// `LOCAL.volley-part` (left by a get that failed or was interrupted), or, when there
+    /// is none and `LOCAL` already has the source's size, not at all; `put` from
+    /// `REMOTE.volley-part`, else from the end of `REMOTE` itself (as OpenSSH's `reput`).
+    /// Only the missing bytes travel; a part longer than the source is refused. Off by
+    /// default: a copy starts from nothing (an old part is overwritten).
+    pub resume: bool,
 }
 
 /// Where a transfer is.
@@ -65,6 +73,7 @@ impl Default for TransferOptions {
             allow_shrink: false,
             preserve: false,
             fsync: false,
+            resume: false,
         }
     }
 }
@@ -78,13 +87,17 @@ impl SftpClient {
     }
 
     /// Copies the remote file at `remote` to the local file `local`, `opts.requests`
-    /// READs in flight; returns the bytes copied. A short read is re-requested for its
-    /// tail; the transfer ends at the first offset the server calls end of file.
+    /// READs in flight; returns the bytes moved (with [`TransferOptions::resume`], only
+    /// the missing ones). A short read is re-requested for its tail; the transfer ends at
+    /// the first offset the server calls end of file. Progress is reported as the
+    /// position in the file.
     ///
-    /// The copy goes into a temporary file beside `local` that is renamed into place
-    /// only once complete, so a failure leaves an existing `local` untouched and nothing
-    /// behind. A `local` that is a symbolic link is followed; a device (`/dev/null`) is
-    /// written in place; a directory or a FIFO is refused.
+    /// The copy goes into `local` + [`PART_SUFFIX`](crate::PART_SUFFIX), renamed into
+    /// place only once complete, so a failure leaves an existing `local` untouched. If
+    /// bytes arrived before the failure (or before the future was dropped), the part
+    /// keeps those that arrived without a gap, and the error is [`SftpError::Kept`];
+    /// otherwise nothing is left behind. A `local` that is a symbolic link is followed;
+    /// a device (`/dev/null`) is written in place; a directory or a FIFO is refused.
     pub async fn get(
         &self,
         remote: &[u8],
@@ -101,11 +114,19 @@ impl SftpClient {
         let result = async {
             stated = self.fstat(&handle).await?;
             let size = stated.size;
-            let file = &target.insert(Destination::prepare(local)?).file;
+            let part = match LocalPart::open(local, opts.resume, size)? {
+                Found::Part(part) => target.insert(part),
+                Found::Complete => return Ok(None),
+            };
+            let start = part.start;
+            progress(Progress {
+                done: start,
+                total: size,
+            });
             let chunk = self.chunk(opts.chunk, self.limits().map(|l| l.max_read_len)) as u64;
             let mut pipeline = self.conn.pipeline();
             let mut in_flight: HashMap<u32, (u64, u32)> = HashMap::new();
-            let mut next = 0u64;
+            let mut next = start;
             let mut eof: Option<u64> = None;
             // Ask up to the stated size, then once past it to see the end (or growth).
             let mut horizon = size.unwrap_or(u64::MAX);
@@ -144,13 +165,17 @@ impl SftpClient {
                                 expected: u64::from(len),
                             });
                         }
-                        file.write_all_at(&data, offset)
+                        part.file
+                            .write_all_at(&data, offset)
                             .map_err(|source| SftpError::Io {
                                 what: format!("cannot write {}", local.display()),
                                 source,
                             })?;
                         done += data.len() as u64;
-                        progress(Progress { done, total: size });
+                        progress(Progress {
+                            done: start + done,
+                            total: size,
+                        });
                         let got = data.len() as u32;
                         if got < len {
                             // A short read is not the end: ask again for the rest.
@@ -167,12 +192,15 @@ impl SftpClient {
                     // End of file (or an empty DATA, which OpenSSH never sends mid-file).
                     _ => eof = Some(eof.map_or(offset, |e| e.min(offset))),
                 }
+                // Every byte below the lowest read still out has been written.
+                let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(next);
+                part.set_kept(gapless.min(eof.unwrap_or(u64::MAX)));
             }
-            let end = eof.unwrap_or(done);
-            if done != end {
+            let end = eof.unwrap_or(start + done);
+            if start + done != end {
                 return Err(SftpError::SizeMismatch {
                     path: rpath.clone(),
-                    got: done,
+                    got: start + done,
                     expected: end,
                 });
             }
@@ -183,32 +211,43 @@ impl SftpClient {
                     got: end,
                 });
             }
-            Ok(done)
+            Ok(Some((done, end)))
         }
         .await;
         let closed = self.close_named(&handle, remote).await;
-        let result = result.and_then(|done| closed.map(|()| done));
-        match (result, target) {
-            (Ok(done), Some(target)) => {
+        let result = result.and_then(|moved| closed.map(|()| moved));
+        let done = match (result, target) {
+            (Ok(None), _) => 0,
+            (Ok(Some((done, end))), Some(target)) => {
                 if opts.fsync {
                     target.file.sync_all().map_err(|source| SftpError::Io {
                         what: format!("cannot flush {} to disk", local.display()),
                         source,
                     })?;
                 }
-                target.commit(done)?;
-                if opts.preserve {
-                    crate::preserve::to_local(local, stated)?;
-                }
-                Ok(done)
+                target.commit(end)?;
+                done
             }
-            (result, target) => {
-                if let Some(target) = target {
-                    target.discard();
-                }
-                result
+            (Err(e @ SftpError::Shrank { .. }), Some(target)) => {
+                target.discard();
+                return Err(e);
             }
+            (Err(e), Some(target)) => {
+                return Err(match target.kept() {
+                    Some((part, kept)) => SftpError::Kept {
+                        part: part.display().to_string(),
+                        kept,
+                        source: Box::new(e),
+                    },
+                    None => e,
+                });
+            }
+            (result, None) => return result.map(|_| 0),
+        };
+        if opts.preserve {
+            crate::preserve::to_local(local, stated)?;
         }
+        Ok(done)
     }
 
     async fn issue_read(
@@ -230,8 +269,11 @@ impl SftpClient {
         Ok(())
     }
 
-    /// Copies the local file `local` to `remote` (created or truncated), `opts.requests`
-    /// WRITEs in flight; returns the bytes copied. Each WRITE's data is a region of the
+    /// Copies the local file `local` to `remote`, `opts.requests` WRITEs in flight;
+    /// returns the bytes moved (with [`TransferOptions::resume`], only the missing ones).
+    /// The copy is written as `remote` + [`PART_SUFFIX`](crate::PART_SUFFIX) and renamed
+    /// over `remote` once complete (see the crate's landing rules); a put that fails
+    /// after bytes were acknowledged keeps them in the part ([`SftpError::Kept`]). Each WRITE's data is a region of the
     /// file that the connection's writer reads in itself, a piece at a time as the socket
     /// takes it, or, with [`TransferOptions::send_from_file`], that the kernel sends from
     /// the page cache (see [`FileRegion::read_in`]). The file's size is taken at the
@@ -269,33 +311,41 @@ impl SftpClient {
             Some(_) => Source::Regions(Arc::new(file)),
             None => Source::Stream(tokio::fs::File::from_std(file), false),
         };
-        let flags = OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC;
-        let part = crate::landing::part_for(self, remote).await;
-        let written = part.as_deref().unwrap_or(remote);
-        let handle = self.open(written, flags, FileAttrs::default()).await?;
+        let sized = meta.is_file().then_some(meta.len());
+        let (written, is_part, start) =
+            match crate::landing::put_target(self, remote, opts.resume, sized).await? {
+                PutTarget::Complete => return self.put_done(remote, opts, &meta, 0).await,
+                PutTarget::Write { name, part, start } => (name, part, start),
+            };
+        let flags = if start == 0 {
+            OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC
+        } else {
+            OpenFlags::WRITE
+        };
+        let handle = self.open(&written, flags, FileAttrs::default()).await?;
+        // Bytes from the start acknowledged with no gap before them.
+        let mut acked = start;
         let result = async {
             let chunk = self.chunk(opts.chunk, self.limits().map(|l| l.max_write_len));
             let mut pipeline = self.conn.pipeline();
-            let mut offset = 0u64;
-            // Request id -> its data's length.
-            let mut in_flight: HashMap<u32, usize> = HashMap::new();
+            let mut offset = start;
+            // Request id -> its data's offset and length.
+            let mut in_flight: HashMap<u32, (u64, usize)> = HashMap::new();
             let mut done = 0u64;
+            progress(Progress { done: start, total });
             loop {
                 while in_flight.len() < opts.requests.max(1) {
                     let sent = match &mut source {
                         Source::Regions(file) => {
-                            let left = total.unwrap_or(0) - offset;
+                            let left = total.unwrap_or(0).saturating_sub(offset);
                             if left == 0 {
                                 break;
                             }
                             let len = chunk.min(left as usize);
                             let region = FileRegion::new(file.clone(), offset, len);
-                            // Read in by the writer unless asked otherwise. A read here,
+                            // Read in by the writer unless asked otherwise: a read here,
                             // on the runtime's thread, could land just when the socket
-                            // wants refilling: with the 416 KiB socket buffers a stock
-                            // kernel allows (net.core.wmem_max), that let sftp-server run
-                            // dry (put at 0.85x OpenSSH's sftp, against 0.99-1.11x read
-                            // in by the writer).
+                            // wants refilling and let the server run dry.
                             let region = if opts.send_from_file {
                                 region
                             } else {
@@ -334,7 +384,7 @@ impl SftpClient {
                             )
                         }
                     };
-                    in_flight.insert(sent.0, sent.1);
+                    in_flight.insert(sent.0, (offset, sent.1));
                     offset += sent.1 as u64;
                 }
                 if in_flight.is_empty() {
@@ -342,10 +392,14 @@ impl SftpClient {
                 }
                 let reply = self.recv(&mut pipeline, "write").await?;
                 expect_ok(&reply, "write", &rpath)?;
-                if let Some(len) = in_flight.remove(&reply.id) {
+                if let Some((_, len)) = in_flight.remove(&reply.id) {
                     done += len as u64;
                 }
-                progress(Progress { done, total });
+                acked = in_flight.values().map(|&(o, _)| o).min().unwrap_or(offset);
+                progress(Progress {
+                    done: start + done,
+                    total,
+                });
             }
             Ok(done)
         }
@@ -354,24 +408,51 @@ impl SftpClient {
             Ok(done) if opts.fsync && self.has_extension(FSYNC_EXTENSION) => {
                 self.fsync(&handle).await.map(|()| done)
             }
+            Err(e) if is_part && acked > 0 => {
+                // Keep what was acknowledged without a gap, cut to that, for a resume.
+                let cut = FileAttrs {
+                    size: Some(acked),
+                    ..FileAttrs::default()
+                };
+                match self.fsetstat(&handle, cut).await {
+                    Ok(()) => Err(SftpError::Kept {
+                        part: crate::printable(&String::from_utf8_lossy(&written)),
+                        kept: acked,
+                        source: Box::new(e),
+                    }),
+                    Err(_) => Err(e),
+                }
+            }
             other => other,
         };
-        let closed = self.close_named(&handle, written).await;
+        let closed = self.close_named(&handle, &written).await;
         let done = match result.and_then(|done| closed.map(|()| done)) {
             Ok(done) => done,
             Err(e) => {
-                if let Some(part) = &part {
-                    // Nothing half-written is left under either name.
-                    let _ = self.remove(part).await;
+                if is_part && acked == 0 {
+                    // Nothing worth keeping: no half-written file under either name.
+                    let _ = self.remove(&written).await;
                 }
                 return Err(e);
             }
         };
-        if let Some(part) = &part {
-            crate::landing::land(self, part, remote).await?;
+        if is_part {
+            crate::landing::land(self, &written, remote).await?;
         }
+        self.put_done(remote, opts, &meta, done).await
+    }
+
+    /// What follows a put's last byte: with `opts.preserve`, the source's times and
+    /// permission bits set on `remote`.
+    async fn put_done(
+        &self,
+        remote: &[u8],
+        opts: &TransferOptions,
+        meta: &std::fs::Metadata,
+        done: u64,
+    ) -> Result<u64, SftpError> {
         if opts.preserve {
-            self.setstat(remote, crate::preserve::of_local(&meta))
+            self.setstat(remote, crate::preserve::of_local(meta))
                 .await?;
         }
         Ok(done)
@@ -398,117 +479,4 @@ async fn read_chunk(reader: &mut tokio::fs::File, len: usize) -> std::io::Result
         }
     }
     Ok(buf.freeze())
-}
-
-/// Where a download lands: a temporary file beside the destination, renamed over it once
-/// the copy is complete; or, for a device, the destination itself.
-#[derive(Debug)]
-struct Destination {
-    file: File,
-    /// The temporary file, or `None` when writing a device in place.
-    temp: Option<PathBuf>,
-    path: PathBuf,
-}
-
-impl Destination {
-    fn prepare(local: &Path) -> Result<Self, SftpError> {
-        // A link is followed, so it stays a link to the new copy.
-        let path = match std::fs::symlink_metadata(local) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                std::fs::canonicalize(local).unwrap_or_else(|_| local.to_owned())
-            }
-            _ => local.to_owned(),
-        };
-        let refuse = |problem: &str| SftpError::Local {
-            path: path.display().to_string(),
-            problem: problem.to_owned(),
-        };
-        let existing = std::fs::metadata(&path).ok();
-        if let Some(meta) = &existing {
-            let kind = meta.file_type();
-            if kind.is_dir() {
-                return Err(refuse("is a directory"));
-            }
-            if kind.is_fifo() || kind.is_socket() {
-                return Err(refuse(
-                    "is a FIFO or a socket: a download writes at offsets, so it needs a regular file or a device",
-                ));
-            }
-            if !kind.is_file() {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|source| SftpError::Io {
-                        what: format!("cannot open {}", path.display()),
-                        source,
-                    })?;
-                return Ok(Self {
-                    file,
-                    temp: None,
-                    path,
-                });
-            }
-        }
-        let name = path
-            .file_name()
-            .ok_or_else(|| refuse("names no file"))?
-            .to_string_lossy()
-            .into_owned();
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        for attempt in 0..100 {
-            let temp = dir.join(format!(
-                ".{name}.volley-{}-{attempt}.part",
-                std::process::id()
-            ));
-            match OpenOptions::new().write(true).create_new(true).open(&temp) {
-                Ok(file) => {
-                    if let Some(meta) = &existing {
-                        // The copy keeps the mode of the file it replaces.
-                        let _ = file.set_permissions(meta.permissions());
-                    }
-                    return Ok(Self {
-                        file,
-                        temp: Some(temp),
-                        path,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(source) => {
-                    return Err(SftpError::Io {
-                        what: format!("cannot create {}", temp.display()),
-                        source,
-                    });
-                }
-            }
-        }
-        Err(refuse("no free name for a temporary file beside it"))
-    }
-
-    /// Sizes the copy to `len` and renames it into place.
-    fn commit(self, len: u64) -> Result<(), SftpError> {
-        let Some(temp) = &self.temp else {
-            return Ok(());
-        };
-        let placed = self
-            .file
-            .set_len(len)
-            .and_then(|()| std::fs::rename(temp, &self.path));
-        placed.map_err(|source| {
-            let _ = std::fs::remove_file(temp);
-            SftpError::Io {
-                what: format!("cannot put the copy in place at {}", self.path.display()),
-                source,
-            }
-        })
-    }
-
-    /// Removes the temporary file; the destination is as it was.
-    fn discard(self) {
-        if let Some(temp) = &self.temp {
-            let _ = std::fs::remove_file(temp);
-        }
-    }
 }

@@ -102,6 +102,18 @@ pub enum SftpError {
         /// Where end of file came.
         got: u64,
     },
+    /// A transfer failed after bytes arrived: they are kept in the part file, for a
+    /// transfer with [`TransferOptions::resume`](crate::TransferOptions::resume) to
+    /// continue from.
+    #[error("{source}; {kept} bytes kept in {} to resume from", printable(part))]
+    Kept {
+        /// The part file (a local path for a get, a remote one for a put).
+        part: String,
+        /// Its length: the bytes it holds with no gap before them.
+        kept: u64,
+        /// Why the transfer stopped.
+        source: Box<Self>,
+    },
     /// A transfer ended with a different size than the server reported.
     #[error("{path}: transfer ended at {got} bytes, but {expected} were expected")]
     SizeMismatch {

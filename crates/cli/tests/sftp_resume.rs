@@ -1,0 +1,273 @@
+//! `volley sftp get|put -a` against a real OpenSSH `sshd`: a transfer interrupted
+//! halfway keeps its `.volley-part`, and the resume sends only the rest, byte for byte.
+
+mod common;
+
+use core::time::Duration;
+use std::path::Path;
+use std::process::Stdio;
+
+use common::*;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tokio::time::timeout;
+use volley_sftp::testing::sshd::Sshd;
+
+async fn sshd() -> Sshd {
+    timeout(Duration::from_secs(20), Sshd::start())
+        .await
+        .expect("sshd started within 20 s")
+        .expect("sshd starts")
+}
+
+/// Starts `volley ARGS`, its stderr piped.
+fn start(args: &[&str]) -> Child {
+    Command::new(VOLLEY)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("volley starts")
+}
+
+/// Waits (30 s at most) until `part` holds at least `bytes`, then interrupts `child` as
+/// a Ctrl-C would, and returns its stderr once it exits (it must fail).
+async fn interrupt_at(mut child: Child, part: &Path, bytes: u64) -> String {
+    let grown = async {
+        while std::fs::metadata(part).map_or(0, |m| m.len()) < bytes {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    timeout(Duration::from_secs(30), grown)
+        .await
+        .unwrap_or_else(|_| panic!("{} reached {bytes} bytes within 30 s", part.display()));
+    let pid = child.id().expect("still running").to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().await;
+    assert!(sent.expect("kill runs").success());
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().expect("piped");
+    let status = timeout(Duration::from_secs(20), async {
+        pipe.read_to_string(&mut stderr).await.expect("stderr");
+        child.wait().await.expect("waits")
+    })
+    .await
+    .expect("volley exited within 20 s of Ctrl-C");
+    assert!(!status.success(), "an interrupted transfer fails: {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    stderr
+}
+
+/// The bytes a `N bytes in T ms` line (or a tree's summary) says moved.
+fn moved(stderr: &str) -> u64 {
+    let line = stderr.lines().last().unwrap_or_default();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "bytes").expect(line);
+    words[at - 1].parse().expect(line)
+}
+
+fn part_of(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".volley-part");
+    name.into()
+}
+
+const SIZE: usize = 48 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_interrupted_halfway_resumes_with_only_the_rest() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let data = pattern(SIZE);
+    let remote = dir.join("source");
+    std::fs::write(&remote, &data).unwrap();
+    let from = format!("{}:{}", Sshd::HOST, remote.display());
+    let local = dir.join("copy");
+    let part = part_of(&local);
+    // One small READ at a time, so the interrupt comes mid-file.
+    let slow = [
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "--requests",
+        "1",
+        "--chunk",
+        "1024",
+        &from,
+    ];
+    let mut args = slow.to_vec();
+    args.push(local.to_str().unwrap());
+    let stderr = interrupt_at(start(&args), &part, 1 << 20).await;
+    assert!(!local.exists(), "nothing lands under the name itself");
+    let kept = std::fs::read(&part).unwrap_or_else(|e| panic!("part kept: {e}; {stderr}"));
+    assert!(kept.len() < SIZE && !kept.is_empty(), "{}", kept.len());
+    assert!(
+        kept == data[..kept.len()],
+        "the part is the source's prefix"
+    );
+    // get -a: only the rest travels, and the copy is whole.
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-a",
+        &from,
+        local.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    assert_eq!(moved(&stderr), (SIZE - kept.len()) as u64, "{stderr}");
+    assert!(
+        std::fs::read(&local).unwrap() == data,
+        "the resumed copy differs"
+    );
+    assert!(!part.exists());
+    // Again: the copy is complete, nothing travels.
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-a",
+        &from,
+        local.to_str().unwrap(),
+    ])
+    .await;
+    assert!(ok && moved(&stderr) == 0, "{stderr}");
+    // A part longer than the source is refused and left alone.
+    std::fs::write(&part, pattern(SIZE + 1)).unwrap();
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-a",
+        &from,
+        local.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        !ok && stderr.contains("is longer than the source"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::metadata(&part).unwrap().len(), SIZE as u64 + 1);
+    // Without -a the part is started over.
+    let (ok, stderr) = run(&["sftp", "get", "-F", cfg, &from, local.to_str().unwrap()]).await;
+    assert!(ok && moved(&stderr) == SIZE as u64, "{stderr}");
+    assert!(std::fs::read(&local).unwrap() == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_interrupted_halfway_resumes_with_only_the_rest() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let data = pattern(SIZE);
+    let local = dir.join("source");
+    std::fs::write(&local, &data).unwrap();
+    let remote = dir.join("remote copy");
+    let to = format!("{}:{}", Sshd::HOST, remote.display());
+    let part = part_of(&remote);
+    let args = [
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "--requests",
+        "1",
+        "--chunk",
+        "1024",
+        local.to_str().unwrap(),
+        &to,
+    ];
+    interrupt_at(start(&args), &part, 1 << 20).await;
+    assert!(!remote.exists());
+    let kept = std::fs::read(&part).unwrap();
+    assert!(kept.len() < SIZE && !kept.is_empty(), "{}", kept.len());
+    assert!(
+        kept == data[..kept.len()],
+        "the part is the source's prefix"
+    );
+    let resume = ["sftp", "put", "-F", cfg, "-a", local.to_str().unwrap(), &to];
+    let (ok, stderr) = run(&resume).await;
+    assert!(ok, "{stderr}");
+    assert_eq!(moved(&stderr), (SIZE - kept.len()) as u64, "{stderr}");
+    assert!(
+        std::fs::read(&remote).unwrap() == data,
+        "the resumed copy differs"
+    );
+    assert!(!part.exists());
+    // With no part, -a continues the remote file itself (reput), and a complete one
+    // moves nothing.
+    let (ok, stderr) = run(&resume).await;
+    assert!(ok && moved(&stderr) == 0, "{stderr}");
+    std::fs::write(&remote, &data[..1000]).unwrap();
+    let (ok, stderr) = run(&resume).await;
+    assert!(ok && moved(&stderr) == SIZE as u64 - 1000, "{stderr}");
+    assert!(std::fs::read(&remote).unwrap() == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_resumes_with_only_what_is_missing() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let src = dir.join("tree");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let files: Vec<_> = (0..20)
+        .map(|i| {
+            let path = src
+                .join(if i % 2 == 0 { "sub" } else { "" })
+                .join(format!("f{i}"));
+            let data = pattern(10_000 + i * 1000);
+            std::fs::write(&path, &data).unwrap();
+            (path, data)
+        })
+        .collect();
+    let from = format!("{}:{}", Sshd::HOST, src.display());
+    // Into an existing directory, so both runs land in back/tree.
+    let back = dir.join("back");
+    std::fs::create_dir(&back).unwrap();
+    let get = [
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-r",
+        "-a",
+        &from,
+        back.to_str().unwrap(),
+    ];
+    let (ok, stderr) = run(&get).await;
+    assert!(ok, "{stderr}");
+    let all: usize = files.iter().map(|(_, d)| d.len()).sum();
+    assert_eq!(moved(&stderr), all as u64, "{stderr}");
+    // Lose one file, cut another back to a part: only those bytes come again.
+    let copy = |p: &Path| back.join("tree").join(p.strip_prefix(&src).unwrap());
+    std::fs::remove_file(copy(&files[3].0)).unwrap();
+    let cut = copy(&files[4].0);
+    std::fs::rename(&cut, part_of(&cut)).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(part_of(&cut))
+        .unwrap()
+        .set_len(5000)
+        .unwrap();
+    let (ok, stderr) = run(&get).await;
+    assert!(ok, "{stderr}");
+    let missing = files[3].1.len() + files[4].1.len() - 5000;
+    assert_eq!(moved(&stderr), missing as u64, "{stderr}");
+    for (path, data) in &files {
+        assert!(
+            &std::fs::read(copy(path)).unwrap() == data,
+            "{}",
+            path.display()
+        );
+    }
+}
