@@ -24,6 +24,9 @@ pub struct Script {
     pub die_after_reads: Option<usize>,
     /// Answer CLOSE with a failure.
     pub fail_close: bool,
+    /// Never answer the READ at this offset (the stream stays open): a gap in the file
+    /// that the later READs' answers land beyond.
+    pub withhold_read_at: Option<u64>,
 }
 
 /// Serves `script` on `stream` until the client closes it (or the script dies); returns
@@ -48,6 +51,12 @@ pub async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, script: Scri
                 return reads;
             };
             let id = request.id();
+            if let Request::Read { offset, .. } = request {
+                if script.withhold_read_at == Some(offset) {
+                    let _ = buf.split_to(used);
+                    continue;
+                }
+            }
             let status = |code, message| Response::Status {
                 id,
                 code,

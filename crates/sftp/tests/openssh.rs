@@ -419,8 +419,13 @@ async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
             .await
             .unwrap_err();
         assert!(killed);
-        assert!(matches!(err, SftpError::Connection { .. }), "{err}");
+        // Bytes had arrived: they are kept in the part, and the error says why it ended.
+        let SftpError::Kept { part, kept, source } = &err else {
+            panic!("the error names the kept part: {err}");
+        };
+        assert!(matches!(**source, SftpError::Connection { .. }), "{err}");
         assert!(err.to_string().contains("closed"), "{err}");
+        assert_eq!(std::fs::metadata(part).unwrap().len(), *kept);
     })
     .await;
 }

@@ -160,13 +160,15 @@ async fn a_file_shorter_than_stated_is_refused_unless_allowed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_get_leaves_the_old_file_and_no_litter() {
+async fn a_failed_get_leaves_the_old_file_and_keeps_what_arrived() {
     within(async {
         let dir = scratch("dies");
         let local = dir.join("dst");
+        let part = dir.join("dst.volley-part");
         std::fs::write(&local, b"the old copy").unwrap();
+        let data = content(1 << 20);
         let (sftp, _server) = client(Script {
-            content: content(1 << 20),
+            content: data.clone(),
             die_after_reads: Some(10),
             ..Script::default()
         })
@@ -175,9 +177,73 @@ async fn a_failed_get_leaves_the_old_file_and_no_litter() {
             .get(b"/f", &local, &small(4, 8192), |_| {})
             .await
             .unwrap_err();
-        assert!(matches!(err, SftpError::Connection { .. }), "{err:?}");
+        let SftpError::Kept { kept, source, .. } = &err else {
+            panic!("the part is kept: {err:?}");
+        };
+        assert!(matches!(**source, SftpError::Connection { .. }), "{err:?}");
+        // At most the ten READs answered (replies still queued when a send fails on
+        // the closed stream are not waited for).
+        let kept = *kept as usize;
+        assert!(kept > 0 && kept <= 10 * 8192 && kept % 8192 == 0, "{kept}");
         assert_eq!(std::fs::read(&local).unwrap(), b"the old copy");
+        assert_eq!(listing(&dir), ["dst", "dst.volley-part"]);
+        assert!(std::fs::read(&part).unwrap() == data[..kept]);
+        // Resumed: only the rest is asked for.
+        let (sftp, server) = client(Script {
+            content: data.clone(),
+            ..Script::default()
+        })
+        .await;
+        let opts = TransferOptions {
+            resume: true,
+            ..small(4, 8192)
+        };
+        let got = sftp.get(b"/f", &local, &opts, |_| {}).await.unwrap();
+        assert_eq!(got as usize, (1 << 20) - kept);
+        sftp.shutdown().await.unwrap();
+        let reads = server.await.unwrap();
+        assert_eq!(reads, ((1 << 20) - kept) / 8192, "no byte asked twice");
+        assert!(std::fs::read(&local).unwrap() == data);
         assert_eq!(listing(&dir), ["dst"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
+
+/// A get dropped with a READ unanswered keeps only the bytes before it, though later
+/// ones were written: a resume must never take a hole for data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_get_keeps_its_gapless_prefix() {
+    within(async {
+        let dir = scratch("dropped");
+        let local = dir.join("dst");
+        let data = content(64 * 8192);
+        let hole = 20 * 8192;
+        let (sftp, _server) = client(Script {
+            content: data.clone(),
+            withhold_read_at: Some(hole),
+            ..Script::default()
+        })
+        .await;
+        // Everything but the withheld READ has arrived when the progress says so.
+        let (all_but_one, arrived) = tokio::sync::oneshot::channel();
+        let mut all_but_one = Some(all_but_one);
+        let opts = small(8, 8192);
+        let get = sftp.get(b"/f", &local, &opts, |p| {
+            if p.done == data.len() as u64 - 8192 {
+                if let Some(tx) = all_but_one.take() {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        tokio::select! {
+            result = get => panic!("the get cannot finish with a READ unanswered: {result:?}"),
+            _ = arrived => {}
+        }
+        let part = std::fs::read(dir.join("dst.volley-part")).unwrap();
+        assert_eq!(part.len() as u64, hole, "cut at the gap");
+        assert!(part == data[..hole as usize]);
+        assert_eq!(listing(&dir), ["dst.volley-part"]);
         std::fs::remove_dir_all(&dir).unwrap();
     })
     .await;
