@@ -315,8 +315,8 @@ async fn sftp_loop(dir: PathBuf, tally: Arc<Tally>) {
             let sftp = SftpClient::spawn(&mut server).await?;
             let path = remote.as_os_str().as_encoded_bytes();
             let opts = TransferOptions::default();
-            sftp.put(&local, path, &opts, |_| {}).await?;
-            sftp.get(path, &back, &opts, |_| {}).await?;
+            sftp.put(&local, path, &opts).await?;
+            sftp.get(path, &back, &opts).await?;
             let requests = sftp.connection().stats().frames_sent;
             sftp.shutdown().await?;
             Ok::<_, volley_sftp::SftpError>(requests)

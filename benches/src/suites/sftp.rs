@@ -480,9 +480,7 @@ async fn put_in_process(source: &Path, target: &Path, chunk: usize) -> (f64, u64
     let remote = target.as_os_str().as_encoded_bytes().to_vec();
     let before = crate::alloc_counts();
     let start = Instant::now();
-    sftp.put(source, &remote, &opts, |_| {})
-        .await
-        .expect("volley put");
+    sftp.put(source, &remote, &opts).await.expect("volley put");
     let secs = start.elapsed().as_secs_f64();
     let (allocations, bytes) = before
         .zip(crate::alloc_counts())

@@ -5,12 +5,16 @@
 use core::net::SocketAddr;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use anyhow::Context;
+use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{Progress, Remote, SftpClient, SshOptions, TransferOptions, TreeEvent};
+use volley_sftp::{
+    LOGINS_AT_ONCE, Progress, Remote, Sessions, SftpClient, SshOptions, TransferOptions, TreeEvent,
+};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -140,6 +144,14 @@ pub(crate) struct Copy {
     /// fsync@openssh.com where it offers it).
     #[arg(long)]
     fsync: bool,
+    /// Sessions to open, 1 to 32: over ssh, separate logins, each authenticating on its
+    /// own (ControlMaster stays off). A tree's files are spread over them, and a file of
+    /// 16 MiB or more is read or written in ranges, one a session, so a long round trip
+    /// is not held to one ssh channel window. Logins start at most 8 at once; the server
+    /// must allow them: OpenSSH's MaxStartups refuses some unauthenticated connections
+    /// past 10 by default.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
+    sessions: u16,
     /// Resume: continue from DST.volley-part, left by a copy that failed or was
     /// interrupted (for put, else from the end of the remote file, as `reput`); a
     /// destination that already has the source's size is left as it is. Only the
@@ -268,8 +280,9 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
             }
         );
     }
-    let (sftp, remote_path) = open(server, what, remote_arg).await?;
-    if let (Some(chunk), Some(limits)) = (server.chunk, sftp.limits()) {
+    let (sftp, remote_path) =
+        open_sessions(server, what, remote_arg, usize::from(copy.sessions)).await?;
+    if let (Some(chunk), Some(limits)) = (server.chunk, sftp.first().limits()) {
         let max = if what == "get" {
             limits.max_read_len
         } else {
@@ -287,6 +300,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         preserve: copy.preserve,
         fsync: copy.fsync,
         resume: copy.resume,
+        progress: None,
     };
     if copy.recursive {
         let done = interruptible(what, tree(&sftp, what, &remote_path, local_arg, &opts)).await;
@@ -304,28 +318,31 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
     } else {
         ProgressBar::hidden()
     };
-    let (mut stated, mut reached) = (None, 0);
-    let on_progress = |p: Progress| {
+    let last = Arc::new(Mutex::new(Progress {
+        done: 0,
+        total: None,
+    }));
+    let (told, shown) = (last.clone(), bar.clone());
+    let opts = opts.with_progress(move |p: Progress| {
         if let Some(total) = p.total {
-            bar.set_length(total);
+            shown.set_length(total);
         }
-        stated = p.total;
-        reached = p.done;
-        bar.set_position(p.done);
-    };
+        shown.set_position(p.done);
+        *told.lock().unwrap_or_else(PoisonError::into_inner) = p;
+    });
     let start = Instant::now();
     let transfer = async {
         if what == "get" {
-            sftp.get(remote_path.as_bytes(), local_arg, &opts, on_progress)
-                .await
+            sftp.get(&remote_path, local_arg, &opts).await
         } else {
-            sftp.put(local_arg, remote_path.as_bytes(), &opts, on_progress)
-                .await
+            sftp.put(local_arg, &remote_path, &opts).await
         }
         .map_err(|e| resumable(what, e))
     };
     let moved = interruptible(what, transfer).await?;
-    if let ("get", Some(stated)) = (what, stated) {
+    let last = *last.lock().unwrap_or_else(PoisonError::into_inner);
+    if let ("get", Some(stated)) = (what, last.total) {
+        let reached = last.done;
         if reached < stated {
             eprintln!(
                 "volley: warning: {}: the server stated {stated} bytes but the file ended at {reached}; kept the short copy (--allow-shrink)",
@@ -372,7 +389,7 @@ fn resumable(what: &str, e: volley_sftp::SftpError) -> anyhow::Error {
 /// `get -r` / `put -r`: the tree, with per-entry problems printed as they happen and
 /// the summary line `F files, N bytes in T ms, X MB/s (S skipped, E failed)`.
 async fn tree(
-    sftp: &SftpClient,
+    sftp: &Sessions,
     what: &str,
     remote: &str,
     local: &std::path::Path,
@@ -420,7 +437,11 @@ async fn tree(
             .await
     } else {
         let name = local.file_name().map(|n| n.to_string_lossy().into_owned());
-        let exists = sftp.stat(remote.as_bytes()).await.is_ok_and(|a| a.is_dir());
+        let exists = sftp
+            .first()
+            .stat(remote.as_bytes())
+            .await
+            .is_ok_and(|a| a.is_dir());
         let target = match name {
             Some(name) if exists => format!("{}/{name}", remote.trim_end_matches('/')),
             _ => remote.to_owned(),
@@ -479,6 +500,30 @@ pub(crate) async fn open(
         None => connect(server).await?,
     };
     Ok((sftp, path))
+}
+
+/// [`open`], `n` times (at most [`LOGINS_AT_ONCE`] starting at once), as one
+/// [`Sessions`].
+async fn open_sessions(
+    server: &Server,
+    what: &str,
+    remote_arg: &str,
+    n: usize,
+) -> anyhow::Result<(Sessions, String)> {
+    let (first, path) = open(server, what, remote_arg).await?;
+    let mut sessions = Sessions::new(first);
+    let more: Vec<_> = futures::stream::iter(2..=n)
+        .map(|i| async move {
+            let opened = open(server, what, remote_arg).await;
+            opened.with_context(|| format!("session {i} of {n}"))
+        })
+        .buffered(LOGINS_AT_ONCE)
+        .collect()
+        .await;
+    for opened in more {
+        sessions.push(opened?.0);
+    }
+    Ok((sessions, path))
 }
 
 async fn connect(server: &Server) -> anyhow::Result<SftpClient> {

@@ -13,6 +13,7 @@
 //!
 //! [`TransferOptions::resume`]: crate::TransferOptions::resume
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
@@ -36,7 +37,7 @@ pub(crate) struct LocalPart {
     /// Bytes the part held when it was opened (resumed from).
     pub(crate) start: u64,
     /// Bytes from the start known to be written with no gap before them.
-    kept: u64,
+    kept: AtomicU64,
     placed: bool,
 }
 
@@ -89,7 +90,7 @@ impl LocalPart {
                     part: None,
                     path,
                     start: 0,
-                    kept: 0,
+                    kept: AtomicU64::new(0),
                     placed: false,
                 }));
             }
@@ -140,27 +141,25 @@ impl LocalPart {
             part: Some(part),
             path,
             start,
-            kept: start,
+            kept: AtomicU64::new(start),
             placed: false,
         }))
     }
 
     /// Records that every byte before `prefix` is written.
-    pub(crate) fn set_kept(&mut self, prefix: u64) {
-        self.kept = prefix;
+    pub(crate) fn set_kept(&self, prefix: u64) {
+        self.kept.store(prefix, Ordering::Relaxed);
     }
 
     /// The part file and the bytes it keeps if dropped now, when it would keep any.
     pub(crate) fn kept(&self) -> Option<(&Path, u64)> {
-        self.part
-            .as_deref()
-            .filter(|_| self.kept > 0)
-            .map(|p| (p, self.kept))
+        let kept = self.kept.load(Ordering::Relaxed);
+        self.part.as_deref().filter(|_| kept > 0).map(|p| (p, kept))
     }
 
     /// Drops the part whatever it holds (the source changed under it).
-    pub(crate) fn discard(mut self) {
-        self.kept = 0;
+    pub(crate) fn discard(self) {
+        self.kept.store(0, Ordering::Relaxed);
     }
 
     /// Sizes the copy to `len` and renames it into place.
@@ -190,7 +189,8 @@ impl Drop for LocalPart {
         if let Some(part) = &self.part {
             // Bytes past a gap may be on disk too: cut them, so a resume never reads a
             // hole as data.
-            if self.kept == 0 || self.file.set_len(self.kept).is_err() {
+            let kept = *self.kept.get_mut();
+            if kept == 0 || self.file.set_len(kept).is_err() {
                 let _ = std::fs::remove_file(part);
             }
         }

@@ -12,6 +12,11 @@
 //!   default) requests in flight; a short read is asked again for its tail, never taken
 //!   for end of file. With [`TransferOptions::send_from_file`], a put's WRITE data goes
 //!   from the file to the socket by `sendfile(2)`, never entering this process.
+//! - [`SftpClient::ssh`] reaches a host as OpenSSH's `sftp` does; [`Sessions`] holds
+//!   several sessions to one server, a tree's files spread over them and a large file
+//!   cut into ranges, one a session.
+//! - Each copy lands whole or not at all (`.volley-part`, renamed into place); an
+//!   interrupted one keeps what arrived, and [`TransferOptions::resume`] continues it.
 //! - A spawned server that exits is reported as [`SftpError::ServerExited`], with its
 //!   exit status, at once.
 //!
@@ -32,8 +37,8 @@
 //! let remote = dir.join("remote.bin");
 //! let remote = remote.to_str().ok_or("a UTF-8 temp dir")?.as_bytes();
 //! let opts = TransferOptions::default(); // 64 requests in flight
-//! let sent = sftp.put(&dir.join("local.bin"), remote, &opts, |_| {}).await?;
-//! let got = sftp.get(remote, &dir.join("back.bin"), &opts, |_| {}).await?;
+//! let sent = sftp.put(&dir.join("local.bin"), remote, &opts).await?;
+//! let got = sftp.get(remote, &dir.join("back.bin"), &opts).await?;
 //! assert_eq!((sent, got), (1 << 20, 1 << 20));
 //! assert_eq!(std::fs::read(dir.join("back.bin"))?, vec![42u8; 1 << 20]);
 //! sftp.shutdown().await?;
@@ -45,6 +50,8 @@
 mod client;
 mod landing;
 mod preserve;
+mod sessions;
+mod span;
 mod ssh;
 mod sys;
 pub mod testing;
@@ -53,8 +60,9 @@ mod tree;
 
 pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
 pub use landing::PART_SUFFIX;
+pub use sessions::{LOGINS_AT_ONCE, Sessions};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
-pub use transfer::{Progress, TransferOptions};
+pub use transfer::{Progress, ProgressFn, RANGE_LEAST, TransferOptions};
 pub use tree::{DEFAULT_FILES_AT_ONCE, TreeEvent, TreeReport};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
 

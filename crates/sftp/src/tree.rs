@@ -16,6 +16,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use crate::client::{SftpClient, SftpError};
+use crate::transfer::{get_on, put_on};
 use crate::{FileAttrs, TransferOptions, printable};
 
 /// Files moved at once when the server states no limit on open handles.
@@ -86,6 +87,36 @@ enum Outcome {
 }
 
 impl SftpClient {
+    /// Copies the remote directory `remote` to `local` (created if missing, with every
+    /// directory under it before its files), many listings and files at once. Each file
+    /// lands whole or not at all (see [`SftpClient::get`]). A name the server lists with
+    /// a `/` in it, or `.`/`..` as a directory to enter, is refused as that entry's
+    /// failure. Progress is told through `event`, not `opts.progress`.
+    pub async fn get_tree(
+        &self,
+        remote: impl AsRef<[u8]>,
+        local: impl AsRef<Path>,
+        opts: &TransferOptions,
+        event: impl FnMut(TreeEvent<'_>),
+    ) -> Result<TreeReport, SftpError> {
+        let me = core::slice::from_ref(self);
+        get_tree_on(me, remote.as_ref(), local.as_ref(), opts, event).await
+    }
+
+    /// Copies the local directory `local` to `remote` (created if missing; directories
+    /// are made a level at a time, many at once, before any file), many files at once.
+    /// Symbolic links are skipped. Progress is told through `event`.
+    pub async fn put_tree(
+        &self,
+        local: impl AsRef<Path>,
+        remote: impl AsRef<[u8]>,
+        opts: &TransferOptions,
+        event: impl FnMut(TreeEvent<'_>),
+    ) -> Result<TreeReport, SftpError> {
+        let me = core::slice::from_ref(self);
+        put_tree_on(me, local.as_ref(), remote.as_ref(), opts, event).await
+    }
+
     /// How many files a tree moves at once: what the server's stated open-handle limit
     /// allows (keeping two for listings and the like), else [`DEFAULT_FILES_AT_ONCE`];
     /// at most 64.
@@ -95,224 +126,6 @@ impl SftpClient {
             Some(1..=2) => 1,
             _ => DEFAULT_FILES_AT_ONCE,
         }
-    }
-
-    /// Copies the remote directory `remote` to `local` (created if missing, with every
-    /// directory under it before its files), many listings and files at once. Each file
-    /// lands whole or not at all (see [`SftpClient::get`]). A name the server lists with
-    /// a `/` in it, or `.`/`..` as a directory to enter, is refused as that entry's
-    /// failure.
-    pub async fn get_tree(
-        &self,
-        remote: &[u8],
-        local: &Path,
-        opts: &TransferOptions,
-        mut event: impl FnMut(TreeEvent<'_>),
-    ) -> Result<TreeReport, SftpError> {
-        let attrs = self.stat(remote).await?;
-        if !attrs.is_dir() {
-            return Err(SftpError::Local {
-                path: printable(&String::from_utf8_lossy(remote)),
-                problem: "is not a directory (get -r copies directories)".into(),
-            });
-        }
-        let mut report = TreeReport::default();
-        let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf())]);
-        // Every directory made, with its attributes, for -p once its files are in.
-        let mut made = vec![(local.to_path_buf(), attrs)];
-        let mut files: VecDeque<(Vec<u8>, PathBuf)> = VecDeque::new();
-        let mut tasks: FuturesUnordered<Task<'_>> = FuturesUnordered::new();
-        let (mut listing, mut copying) = (0, 0);
-        let files_at_once = self.files_at_once();
-        loop {
-            while listing < LISTINGS_AT_ONCE {
-                let Some((remote, local)) = dirs.pop_front() else {
-                    break;
-                };
-                listing += 1;
-                tasks.push(Box::pin(async move {
-                    let entries = match std::fs::create_dir_all(&local) {
-                        Ok(()) => self.read_dir(&remote).await,
-                        Err(source) => Err(SftpError::Io {
-                            what: format!("cannot create {}", local.display()),
-                            source,
-                        }),
-                    };
-                    Outcome::Listed {
-                        remote,
-                        local,
-                        entries,
-                    }
-                }));
-            }
-            while copying < files_at_once {
-                let Some((remote, local)) = files.pop_front() else {
-                    break;
-                };
-                copying += 1;
-                tasks.push(Box::pin(async move {
-                    let result = self.get(&remote, &local, opts, |_| {}).await;
-                    Outcome::Copied {
-                        path: shown(&remote),
-                        result,
-                    }
-                }));
-            }
-            let Some(outcome) = tasks.next().await else {
-                break;
-            };
-            match outcome {
-                Outcome::Listed {
-                    remote,
-                    local,
-                    entries,
-                } => {
-                    listing -= 1;
-                    let entries = match entries {
-                        Ok(entries) => entries,
-                        Err(e) => {
-                            report.failed += 1;
-                            event(TreeEvent::Failed(&shown(&remote), &e));
-                            continue;
-                        }
-                    };
-                    let mut found = 0;
-                    for entry in entries {
-                        if entry.name == b"." || entry.name == b".." {
-                            continue;
-                        }
-                        let child = join(&remote, &entry.name);
-                        if entry.name.contains(&b'/') {
-                            report.failed += 1;
-                            let e = bad_name(&child);
-                            event(TreeEvent::Failed(&shown(&child), &e));
-                            continue;
-                        }
-                        let local = local.join(OsStr::from_bytes(&entry.name));
-                        if entry.attrs.is_symlink() {
-                            report.skipped += 1;
-                            event(TreeEvent::Skipped(&shown(&child)));
-                        } else if entry.attrs.is_dir() {
-                            made.push((local.clone(), entry.attrs));
-                            dirs.push_back((child, local));
-                        } else {
-                            found += entry.attrs.size.unwrap_or(0);
-                            files.push_back((child, local));
-                        }
-                    }
-                    event(TreeEvent::Found(found));
-                }
-                Outcome::Copied { path, result } => {
-                    copying -= 1;
-                    report.file(&path, result, &mut event);
-                }
-            }
-        }
-        if opts.preserve {
-            // Deepest first: setting a directory's times before its last entry was
-            // written would be undone by the write.
-            for (dir, attrs) in made.iter().rev().filter(|(d, _)| d.is_dir()) {
-                if let Err(e) = crate::preserve::to_local(dir, *attrs) {
-                    report.failed += 1;
-                    event(TreeEvent::Failed(&dir.display().to_string(), &e));
-                }
-            }
-        }
-        Ok(report)
-    }
-
-    /// Copies the local directory `local` to `remote` (created if missing; directories
-    /// are made a level at a time, many at once, before any file), many files at once.
-    /// Symbolic links are skipped.
-    pub async fn put_tree(
-        &self,
-        local: &Path,
-        remote: &[u8],
-        opts: &TransferOptions,
-        mut event: impl FnMut(TreeEvent<'_>),
-    ) -> Result<TreeReport, SftpError> {
-        let mut report = TreeReport::default();
-        // The local walk: directories by depth, then the files.
-        let mut levels: Vec<Vec<(Vec<u8>, PathBuf)>> =
-            vec![vec![(remote.to_vec(), local.to_path_buf())]];
-        let mut files = VecDeque::new();
-        let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize)]);
-        while let Some((dir, rdir, depth)) = walk.pop_front() {
-            let listing = std::fs::read_dir(&dir).map_err(|source| SftpError::Io {
-                what: format!("cannot read {}", dir.display()),
-                source,
-            });
-            let listing = match listing {
-                Ok(l) => l,
-                Err(e) if depth > 0 => {
-                    report.failed += 1;
-                    event(TreeEvent::Failed(&dir.display().to_string(), &e));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let mut found = 0;
-            for entry in listing.flatten() {
-                let path = entry.path();
-                let rpath = join(&rdir, entry.file_name().as_bytes());
-                match entry.file_type() {
-                    Ok(t) if t.is_symlink() => {
-                        report.skipped += 1;
-                        event(TreeEvent::Skipped(&path.display().to_string()));
-                    }
-                    Ok(t) if t.is_dir() => {
-                        if levels.len() <= depth + 1 {
-                            levels.push(Vec::new());
-                        }
-                        levels[depth + 1].push((rpath.clone(), path.clone()));
-                        walk.push_back((path, rpath, depth + 1));
-                    }
-                    _ => {
-                        found += entry.metadata().map_or(0, |m| m.len());
-                        files.push_back((path, rpath));
-                    }
-                }
-            }
-            event(TreeEvent::Found(found));
-        }
-        for level in &levels {
-            let made: Vec<_> = futures::stream::iter(level)
-                .map(|(dir, _)| async move { (dir, self.mkdir_or_exists(dir).await) })
-                .buffer_unordered(LISTINGS_AT_ONCE)
-                .collect()
-                .await;
-            for (dir, result) in made {
-                if let Err(e) = result {
-                    if dir.as_slice() == remote {
-                        return Err(e);
-                    }
-                    report.failed += 1;
-                    event(TreeEvent::Failed(&shown(dir), &e));
-                }
-            }
-        }
-        let mut copies = futures::stream::iter(files)
-            .map(|(local, remote)| async move {
-                let result = self.put(&local, &remote, opts, |_| {}).await;
-                (local, result)
-            })
-            .buffer_unordered(self.files_at_once());
-        while let Some((local, result)) = copies.next().await {
-            report.file(&local.display().to_string(), result, &mut event);
-        }
-        if opts.preserve {
-            // Deepest first, once every file is written (a write would change them).
-            for (dir, path) in levels.iter().rev().flatten() {
-                let Ok(meta) = std::fs::metadata(path) else {
-                    continue;
-                };
-                if let Err(e) = self.setstat(dir, crate::preserve::of_local(&meta)).await {
-                    report.failed += 1;
-                    event(TreeEvent::Failed(&shown(dir), &e));
-                }
-            }
-        }
-        Ok(report)
     }
 
     /// MKDIR, taking an existing directory as success.
@@ -345,4 +158,228 @@ fn bad_name(path: &[u8]) -> SftpError {
         path: shown(path),
         problem: "the server listed a name with a `/` in it; refused".into(),
     }
+}
+
+/// [`SftpClient::get_tree`] over `clients` (at least one): listings on the first, the
+/// files spread over all.
+pub(crate) async fn get_tree_on(
+    clients: &[SftpClient],
+    remote: &[u8],
+    local: &Path,
+    opts: &TransferOptions,
+    mut event: impl FnMut(TreeEvent<'_>),
+) -> Result<TreeReport, SftpError> {
+    let sftp = &clients[0];
+    let attrs = sftp.stat(remote).await?;
+    if !attrs.is_dir() {
+        return Err(SftpError::Local {
+            path: printable(&String::from_utf8_lossy(remote)),
+            problem: "is not a directory (get -r copies directories)".into(),
+        });
+    }
+    let mut report = TreeReport::default();
+    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf())]);
+    // Every directory made, with its attributes, for -p once its files are in.
+    let mut made = vec![(local.to_path_buf(), attrs)];
+    let mut files: VecDeque<(Vec<u8>, PathBuf)> = VecDeque::new();
+    let quiet = opts.quiet();
+    let mut tasks: FuturesUnordered<Task<'_>> = FuturesUnordered::new();
+    let (mut listing, mut copying) = (0, 0);
+    let files_at_once: usize = clients.iter().map(SftpClient::files_at_once).sum();
+    let quiet = &quiet;
+    let mut turn = 0usize;
+    loop {
+        while listing < LISTINGS_AT_ONCE {
+            let Some((remote, local)) = dirs.pop_front() else {
+                break;
+            };
+            listing += 1;
+            tasks.push(Box::pin(async move {
+                let entries = match std::fs::create_dir_all(&local) {
+                    Ok(()) => sftp.read_dir(&remote).await,
+                    Err(source) => Err(SftpError::Io {
+                        what: format!("cannot create {}", local.display()),
+                        source,
+                    }),
+                };
+                Outcome::Listed {
+                    remote,
+                    local,
+                    entries,
+                }
+            }));
+        }
+        while copying < files_at_once {
+            let Some((remote, local)) = files.pop_front() else {
+                break;
+            };
+            copying += 1;
+            let client = core::slice::from_ref(&clients[turn % clients.len()]);
+            turn += 1;
+            tasks.push(Box::pin(async move {
+                let result = get_on(client, &remote, &local, quiet).await;
+                Outcome::Copied {
+                    path: shown(&remote),
+                    result,
+                }
+            }));
+        }
+        let Some(outcome) = tasks.next().await else {
+            break;
+        };
+        match outcome {
+            Outcome::Listed {
+                remote,
+                local,
+                entries,
+            } => {
+                listing -= 1;
+                let entries = match entries {
+                    Ok(entries) => entries,
+                    Err(e) => {
+                        report.failed += 1;
+                        event(TreeEvent::Failed(&shown(&remote), &e));
+                        continue;
+                    }
+                };
+                let mut found = 0;
+                for entry in entries {
+                    if entry.name == b"." || entry.name == b".." {
+                        continue;
+                    }
+                    let child = join(&remote, &entry.name);
+                    if entry.name.contains(&b'/') {
+                        report.failed += 1;
+                        let e = bad_name(&child);
+                        event(TreeEvent::Failed(&shown(&child), &e));
+                        continue;
+                    }
+                    let local = local.join(OsStr::from_bytes(&entry.name));
+                    if entry.attrs.is_symlink() {
+                        report.skipped += 1;
+                        event(TreeEvent::Skipped(&shown(&child)));
+                    } else if entry.attrs.is_dir() {
+                        made.push((local.clone(), entry.attrs));
+                        dirs.push_back((child, local));
+                    } else {
+                        found += entry.attrs.size.unwrap_or(0);
+                        files.push_back((child, local));
+                    }
+                }
+                event(TreeEvent::Found(found));
+            }
+            Outcome::Copied { path, result } => {
+                copying -= 1;
+                report.file(&path, result, &mut event);
+            }
+        }
+    }
+    if opts.preserve {
+        // Deepest first: setting a directory's times before its last entry was
+        // written would be undone by the write.
+        for (dir, attrs) in made.iter().rev().filter(|(d, _)| d.is_dir()) {
+            if let Err(e) = crate::preserve::to_local(dir, *attrs) {
+                report.failed += 1;
+                event(TreeEvent::Failed(&dir.display().to_string(), &e));
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// [`SftpClient::put_tree`] over `clients` (at least one): directories made on the
+/// first, the files spread over all.
+pub(crate) async fn put_tree_on(
+    clients: &[SftpClient],
+    local: &Path,
+    remote: &[u8],
+    opts: &TransferOptions,
+    mut event: impl FnMut(TreeEvent<'_>),
+) -> Result<TreeReport, SftpError> {
+    let sftp = &clients[0];
+    let mut report = TreeReport::default();
+    // The local walk: directories by depth, then the files.
+    let mut levels: Vec<Vec<(Vec<u8>, PathBuf)>> =
+        vec![vec![(remote.to_vec(), local.to_path_buf())]];
+    let mut files = VecDeque::new();
+    let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize)]);
+    while let Some((dir, rdir, depth)) = walk.pop_front() {
+        let listing = std::fs::read_dir(&dir).map_err(|source| SftpError::Io {
+            what: format!("cannot read {}", dir.display()),
+            source,
+        });
+        let listing = match listing {
+            Ok(l) => l,
+            Err(e) if depth > 0 => {
+                report.failed += 1;
+                event(TreeEvent::Failed(&dir.display().to_string(), &e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut found = 0;
+        for entry in listing.flatten() {
+            let path = entry.path();
+            let rpath = join(&rdir, entry.file_name().as_bytes());
+            match entry.file_type() {
+                Ok(t) if t.is_symlink() => {
+                    report.skipped += 1;
+                    event(TreeEvent::Skipped(&path.display().to_string()));
+                }
+                Ok(t) if t.is_dir() => {
+                    if levels.len() <= depth + 1 {
+                        levels.push(Vec::new());
+                    }
+                    levels[depth + 1].push((rpath.clone(), path.clone()));
+                    walk.push_back((path, rpath, depth + 1));
+                }
+                _ => {
+                    found += entry.metadata().map_or(0, |m| m.len());
+                    files.push_back((path, rpath));
+                }
+            }
+        }
+        event(TreeEvent::Found(found));
+    }
+    for level in &levels {
+        let made: Vec<_> = futures::stream::iter(level)
+            .map(|(dir, _)| async move { (dir, sftp.mkdir_or_exists(dir).await) })
+            .buffer_unordered(LISTINGS_AT_ONCE)
+            .collect()
+            .await;
+        for (dir, result) in made {
+            if let Err(e) = result {
+                if dir.as_slice() == remote {
+                    return Err(e);
+                }
+                report.failed += 1;
+                event(TreeEvent::Failed(&shown(dir), &e));
+            }
+        }
+    }
+    let quiet = opts.quiet();
+    let quiet = &quiet;
+    let mut copies = futures::stream::iter(files.into_iter().enumerate())
+        .map(|(i, (local, remote))| async move {
+            let client = core::slice::from_ref(&clients[i % clients.len()]);
+            let result = put_on(client, &local, &remote, quiet).await;
+            (local, result)
+        })
+        .buffer_unordered(clients.iter().map(SftpClient::files_at_once).sum());
+    while let Some((local, result)) = copies.next().await {
+        report.file(&local.display().to_string(), result, &mut event);
+    }
+    if opts.preserve {
+        // Deepest first, once every file is written (a write would change them).
+        for (dir, path) in levels.iter().rev().flatten() {
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
+            if let Err(e) = sftp.setstat(dir, crate::preserve::of_local(&meta)).await {
+                report.failed += 1;
+                event(TreeEvent::Failed(&shown(dir), &e));
+            }
+        }
+    }
+    Ok(report)
 }

@@ -2,10 +2,12 @@
 //! file and directory operations, errors, and a server that dies mid-transfer.
 //! `cargo xtask test` installs the server (Debian's openssh-sftp-server) when missing.
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use tokio::process::Command;
 use volley_sftp::{FileAttrs, OpenFlags, SftpClient, SftpError, StatusCode, TransferOptions};
@@ -103,20 +105,19 @@ async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
             let back = dir.path(&format!("back-{i}"));
             std::fs::write(&local, pattern(size, i as u64)).unwrap();
             let remote = dir.bytes(&format!("remote-{i}"));
-            let mut last = 0;
+            let last = Arc::new(AtomicU64::new(0));
+            let told = last.clone();
             let opts = TransferOptions {
                 send_from_file,
                 ..TransferOptions::default()
-            };
-            let put = sftp
-                .put(&local, &remote, &opts, |p| last = p.done)
-                .await
-                .unwrap();
+            }
+            .with_progress(move |p| told.store(p.done, Ordering::Relaxed));
+            let put = sftp.put(&local, &remote, &opts).await.unwrap();
             assert_eq!(put, size as u64);
-            assert_eq!(last, size as u64);
+            assert_eq!(last.load(Ordering::Relaxed), size as u64);
             assert_eq!(sftp.stat(&remote).await.unwrap().size, Some(size as u64));
             let got = sftp
-                .get(&remote, &back, &TransferOptions::default(), |_| {})
+                .get(&remote, &back, &TransferOptions::default())
                 .await
                 .unwrap();
             assert_eq!(got, size as u64, "size {size}");
@@ -137,17 +138,12 @@ async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
         };
         let local = dir.path("odd");
         std::fs::write(&local, pattern(123_457, 99)).unwrap();
-        sftp.put(&local, &dir.bytes("odd-remote"), &opts, |_| {})
+        sftp.put(&local, &dir.bytes("odd-remote"), &opts)
             .await
             .unwrap();
-        sftp.get(
-            &dir.bytes("odd-remote"),
-            &dir.path("odd-back"),
-            &opts,
-            |_| {},
-        )
-        .await
-        .unwrap();
+        sftp.get(&dir.bytes("odd-remote"), &dir.path("odd-back"), &opts)
+            .await
+            .unwrap();
         assert!(same_file(&local, &dir.path("odd-back")));
         sftp.shutdown().await.unwrap();
     })
@@ -277,12 +273,7 @@ async fn errors_carry_the_status_and_path() {
             "{err}"
         );
         let err = sftp
-            .get(
-                missing,
-                Path::new("/dev/null"),
-                &TransferOptions::default(),
-                |_| {},
-            )
+            .get(missing, Path::new("/dev/null"), &TransferOptions::default())
             .await
             .unwrap_err();
         assert!(matches!(err, SftpError::Status { op: "open", .. }), "{err}");
@@ -291,7 +282,6 @@ async fn errors_carry_the_status_and_path() {
                 Path::new("/nonexistent/local"),
                 b"/tmp/x",
                 &TransferOptions::default(),
-                |_| {},
             )
             .await
             .unwrap_err();
@@ -334,7 +324,7 @@ async fn a_spawned_server_that_exits_says_how_at_once() {
             ..TransferOptions::default()
         };
         let err = sftp
-            .put(&dir.path("big"), &dir.bytes("copy"), &opts, |_| {})
+            .put(&dir.path("big"), &dir.bytes("copy"), &opts)
             .await
             .unwrap_err();
         match &err {
@@ -357,26 +347,27 @@ async fn a_local_file_that_shrinks_mid_put_is_a_clear_error() {
         for send_from_file in [false, true] {
             std::fs::write(dir.path("big"), pattern(32 << 20, 7)).unwrap();
             let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+            // At the first reply, at most a few MiB of the 32 have been read.
+            let cut = Arc::new(core::sync::atomic::AtomicBool::new(false));
+            let (done, big) = (cut.clone(), dir.path("big"));
             let opts = TransferOptions {
                 send_from_file,
                 ..TransferOptions::default()
-            };
-            // At the first reply, at most a few MiB of the 32 have been read.
-            let mut cut = false;
+            }
+            .with_progress(move |p| {
+                if p.done > 0 && !done.swap(true, Ordering::Relaxed) {
+                    std::fs::File::options()
+                        .write(true)
+                        .open(&big)
+                        .and_then(|f| f.set_len(0))
+                        .unwrap();
+                }
+            });
             let err = sftp
-                .put(&dir.path("big"), &dir.bytes("copy"), &opts, |_| {
-                    if !cut {
-                        cut = true;
-                        std::fs::File::options()
-                            .write(true)
-                            .open(dir.path("big"))
-                            .and_then(|f| f.set_len(0))
-                            .unwrap();
-                    }
-                })
+                .put(dir.path("big"), dir.bytes("copy"), &opts)
                 .await
                 .unwrap_err();
-            assert!(cut);
+            assert!(cut.load(Ordering::Relaxed));
             assert!(
                 err.to_string().contains("did the file shrink?"),
                 "send_from_file {send_from_file}: {err}"
@@ -403,22 +394,23 @@ async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
         ours.set_nonblocking(true).unwrap();
         let (read, write) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
         let sftp = SftpClient::connect(read, write).await.unwrap();
-        let mut killed = false;
-        let err = sftp
-            .get(
-                &dir.bytes("big"),
-                &dir.path("copy"),
-                &TransferOptions::default(),
-                |p| {
-                    if !killed && p.done > 0 {
-                        killed = true;
-                        child.start_kill().unwrap();
-                    }
-                },
-            )
-            .await
-            .unwrap_err();
-        assert!(killed);
+        // Killed once the first bytes have arrived.
+        let (arrived, first_bytes) = tokio::sync::oneshot::channel();
+        let arrived = std::sync::Mutex::new(Some(arrived));
+        let opts = TransferOptions::default().with_progress(move |p| {
+            if p.done > 0 {
+                if let Some(tx) = arrived.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let get = sftp.get(dir.bytes("big"), dir.path("copy"), &opts);
+        tokio::pin!(get);
+        tokio::select! {
+            done = &mut get => panic!("the get ended before the server was killed: {done:?}"),
+            _ = first_bytes => child.start_kill().unwrap(),
+        }
+        let err = get.await.unwrap_err();
         // Bytes had arrived: they are kept in the part, and the error says why it ended.
         let SftpError::Kept { part, kept, source } = &err else {
             panic!("the error names the kept part: {err}");
@@ -457,13 +449,18 @@ async fn sources_without_a_size_are_read_to_their_end() {
                 Ok::<_, std::io::Error>(())
             })
         };
-        let mut last = None;
+        let last = Arc::new(std::sync::Mutex::new(None));
+        let told = last.clone();
+        let with_progress = opts
+            .clone()
+            .with_progress(move |p| *told.lock().unwrap() = Some(p));
         let sent = sftp
-            .put(&fifo, &dir.bytes("from-fifo"), &opts, |p| last = Some(p))
+            .put(&fifo, dir.bytes("from-fifo"), &with_progress)
             .await
             .unwrap();
         feeder.join().unwrap().unwrap();
         assert_eq!(sent, data.len() as u64);
+        let last = *last.lock().unwrap();
         assert_eq!(last.map(|p| (p.done, p.total)), Some((sent, None)));
         assert!(
             std::fs::read(dir.path("from-fifo")).unwrap() == data,
@@ -473,7 +470,7 @@ async fn sources_without_a_size_are_read_to_their_end() {
         let proc_file = Path::new("/proc/self/mountinfo");
         assert_eq!(std::fs::metadata(proc_file).unwrap().len(), 0);
         let sent = sftp
-            .put(proc_file, &dir.bytes("from-proc"), &opts, |_| {})
+            .put(proc_file, &dir.bytes("from-proc"), &opts)
             .await
             .unwrap();
         let copy = std::fs::read(dir.path("from-proc")).unwrap();
@@ -482,7 +479,7 @@ async fn sources_without_a_size_are_read_to_their_end() {
         // An empty regular file is still an empty copy.
         std::fs::write(dir.path("empty"), b"").unwrap();
         let sent = sftp
-            .put(&dir.path("empty"), &dir.bytes("from-empty"), &opts, |_| {})
+            .put(&dir.path("empty"), &dir.bytes("from-empty"), &opts)
             .await
             .unwrap();
         assert_eq!(sent, 0);
@@ -490,7 +487,7 @@ async fn sources_without_a_size_are_read_to_their_end() {
 
         // A directory is named as one, not an I/O error on the connection.
         let err = sftp
-            .put(&dir.0, &dir.bytes("from-dir"), &opts, |_| {})
+            .put(&dir.0, &dir.bytes("from-dir"), &opts)
             .await
             .unwrap_err();
         assert_eq!(
@@ -521,13 +518,8 @@ async fn a_path_over_a_kilobyte_puts_and_gets() {
         std::fs::write(dir.path("local"), &data).unwrap();
         let sftp = SftpClient::spawn(&mut server()).await.unwrap();
         let opts = TransferOptions::default();
-        sftp.put(&dir.path("local"), remote, &opts, |_| {})
-            .await
-            .unwrap();
-        let got = sftp
-            .get(remote, &dir.path("back"), &opts, |_| {})
-            .await
-            .unwrap();
+        sftp.put(&dir.path("local"), remote, &opts).await.unwrap();
+        let got = sftp.get(remote, &dir.path("back"), &opts).await.unwrap();
         assert_eq!(got, data.len() as u64);
         assert!(same_file(&dir.path("local"), &dir.path("back")));
         assert_eq!(

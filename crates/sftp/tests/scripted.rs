@@ -5,6 +5,7 @@
 use core::time::Duration;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use volley_proto::wire::sftp::StatusCode;
 use volley_sftp::testing::{Script, serve};
@@ -60,10 +61,7 @@ async fn short_reads_are_asked_again_not_taken_for_eof() {
         assert_eq!(sftp.limits(), None);
         let dir = scratch("short");
         let local = dir.join("copy");
-        let got = sftp
-            .get(b"/file", &local, &small(8, 10_000), |_| {})
-            .await
-            .unwrap();
+        let got = sftp.get(b"/file", &local, &small(8, 10_000)).await.unwrap();
         assert_eq!(got, data.len() as u64);
         assert!(
             std::fs::read(&local).unwrap() == data,
@@ -91,7 +89,7 @@ async fn a_server_message_cannot_drive_the_terminal() {
         .await;
         let dir = scratch("escape");
         let err = sftp
-            .get(b"/f\x1bx", &dir.join("x"), &small(4, 4096), |_| {})
+            .get(b"/f\x1bx", &dir.join("x"), &small(4, 4096))
             .await
             .unwrap_err();
         let text = err.to_string();
@@ -121,10 +119,7 @@ async fn a_file_shorter_than_stated_is_refused_unless_allowed() {
         let local = dir.join("dst");
         std::fs::write(&local, b"the old copy").unwrap();
         let (sftp, _server) = client(script.clone()).await;
-        let err = sftp
-            .get(b"/f", &local, &small(4, 8192), |_| {})
-            .await
-            .unwrap_err();
+        let err = sftp.get(b"/f", &local, &small(4, 8192)).await.unwrap_err();
         assert!(
             matches!(
                 err,
@@ -146,12 +141,11 @@ async fn a_file_shorter_than_stated_is_refused_unless_allowed() {
             allow_shrink: true,
             ..small(4, 8192)
         };
-        let mut stated = None;
-        let got = sftp
-            .get(b"/f", &local, &opts, |p| stated = p.total)
-            .await
-            .unwrap();
-        assert_eq!((got, stated), (32_768, Some(100_000)));
+        let stated = Arc::new(std::sync::Mutex::new(None));
+        let told = stated.clone();
+        let opts = opts.with_progress(move |p| *told.lock().unwrap() = p.total);
+        let got = sftp.get(b"/f", &local, &opts).await.unwrap();
+        assert_eq!((got, *stated.lock().unwrap()), (32_768, Some(100_000)));
         assert!(std::fs::read(&local).unwrap() == data);
         assert_eq!(listing(&dir), ["dst"]);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -173,10 +167,7 @@ async fn a_failed_get_leaves_the_old_file_and_keeps_what_arrived() {
             ..Script::default()
         })
         .await;
-        let err = sftp
-            .get(b"/f", &local, &small(4, 8192), |_| {})
-            .await
-            .unwrap_err();
+        let err = sftp.get(b"/f", &local, &small(4, 8192)).await.unwrap_err();
         let SftpError::Kept { kept, source, .. } = &err else {
             panic!("the part is kept: {err:?}");
         };
@@ -198,7 +189,7 @@ async fn a_failed_get_leaves_the_old_file_and_keeps_what_arrived() {
             resume: true,
             ..small(4, 8192)
         };
-        let got = sftp.get(b"/f", &local, &opts, |_| {}).await.unwrap();
+        let got = sftp.get(b"/f", &local, &opts).await.unwrap();
         assert_eq!(got as usize, (1 << 20) - kept);
         sftp.shutdown().await.unwrap();
         let reads = server.await.unwrap();
@@ -227,15 +218,16 @@ async fn a_dropped_get_keeps_its_gapless_prefix() {
         .await;
         // Everything but the withheld READ has arrived when the progress says so.
         let (all_but_one, arrived) = tokio::sync::oneshot::channel();
-        let mut all_but_one = Some(all_but_one);
-        let opts = small(8, 8192);
-        let get = sftp.get(b"/f", &local, &opts, |p| {
-            if p.done == data.len() as u64 - 8192 {
-                if let Some(tx) = all_but_one.take() {
+        let all_but_one = std::sync::Mutex::new(Some(all_but_one));
+        let last = data.len() as u64 - 8192;
+        let opts = small(8, 8192).with_progress(move |p| {
+            if p.done == last {
+                if let Some(tx) = all_but_one.lock().unwrap().take() {
                     let _ = tx.send(());
                 }
             }
         });
+        let get = sftp.get(b"/f", &local, &opts);
         tokio::select! {
             result = get => panic!("the get cannot finish with a READ unanswered: {result:?}"),
             _ = arrived => {}
@@ -261,7 +253,7 @@ async fn special_destinations_are_written_in_place_or_refused() {
         // A device is written in place, never replaced.
         let (sftp, _server) = client(script.clone()).await;
         let got = sftp
-            .get(b"/f", Path::new("/dev/null"), &small(4, 8192), |_| {})
+            .get(b"/f", Path::new("/dev/null"), &small(4, 8192))
             .await
             .unwrap();
         assert_eq!(got, 50_000);
@@ -276,10 +268,7 @@ async fn special_destinations_are_written_in_place_or_refused() {
         mkfifo(&fifo);
         for (path, what) in [(&dir, "is a directory"), (&fifo, "is a FIFO")] {
             let (sftp, _server) = client(script.clone()).await;
-            let err = sftp
-                .get(b"/f", path, &small(4, 8192), |_| {})
-                .await
-                .unwrap_err();
+            let err = sftp.get(b"/f", path, &small(4, 8192)).await.unwrap_err();
             assert!(err.to_string().contains(what), "{err}");
         }
         assert!(dir.is_dir());
@@ -297,9 +286,7 @@ async fn special_destinations_are_written_in_place_or_refused() {
         let link = dir.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let (sftp, _server) = client(script).await;
-        sftp.get(b"/f", &link, &small(4, 8192), |_| {})
-            .await
-            .unwrap();
+        sftp.get(b"/f", &link, &small(4, 8192)).await.unwrap();
         assert!(
             std::fs::symlink_metadata(&link)
                 .unwrap()

@@ -63,7 +63,7 @@ async fn put_then_get_over_ssh_byte_for_byte() {
     };
     let put = within(
         60,
-        sftp.put(&local, remote.to_str().unwrap().as_bytes(), &opts, |_| {}),
+        sftp.put(&local, remote.to_str().unwrap().as_bytes(), &opts),
     )
     .await
     .unwrap();
@@ -76,7 +76,7 @@ async fn put_then_get_over_ssh_byte_for_byte() {
     let back = dir.join("back");
     let got = within(
         60,
-        sftp.get(remote.to_str().unwrap().as_bytes(), &back, &opts, |_| {}),
+        sftp.get(remote.to_str().unwrap().as_bytes(), &back, &opts),
     )
     .await
     .unwrap();
@@ -158,15 +158,13 @@ async fn a_put_lands_under_a_part_name_then_replaces_the_target() {
     std::fs::write(&remote, b"old content").unwrap();
     let opts = TransferOptions::default();
     let rpath = remote.to_str().unwrap().as_bytes();
-    within(30, sftp.put(&local, rpath, &opts, |_| {}))
-        .await
-        .unwrap();
+    within(30, sftp.put(&local, rpath, &opts)).await.unwrap();
     assert_eq!(std::fs::read(&remote).unwrap(), content(100_000));
     let mut part = remote.clone().into_os_string();
     part.push(std::ffi::OsStr::from_bytes(volley_sftp::PART_SUFFIX));
     assert!(!std::path::Path::new(&part).exists(), "no part file left");
     // A device is written in place, never renamed over.
-    within(30, sftp.put(&local, b"/dev/null", &opts, |_| {}))
+    within(30, sftp.put(&local, b"/dev/null", &opts))
         .await
         .unwrap();
     assert!(

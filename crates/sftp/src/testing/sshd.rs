@@ -21,6 +21,7 @@ pub struct Sshd {
     child: Child,
     dir: PathBuf,
     port: u16,
+    logins: tokio::sync::watch::Receiver<usize>,
 }
 
 impl Sshd {
@@ -112,9 +113,22 @@ impl Sshd {
             }
             Err(_) => return Err(io::Error::other("sshd did not listen within 10 s")),
         }
-        // Its log goes on being read, so that it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(Self { child, dir, port })
+        // Its log goes on being read, so that it never blocks on a full pipe, and the
+        // logins it accepts are counted.
+        let (count, logins) = tokio::sync::watch::channel(0);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("Accepted publickey") {
+                    count.send_modify(|n| *n += 1);
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            dir,
+            port,
+            logins,
+        })
     }
 
     /// The client's ssh_config (host [`Sshd::HOST`], its key, its known host).
@@ -135,6 +149,19 @@ impl Sshd {
     /// The port it listens on, on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Logins it has accepted so far (as its log has told).
+    pub fn logins(&self) -> usize {
+        *self.logins.borrow()
+    }
+
+    /// Waits up to `within` until it has accepted `n` logins in all; returns how many it
+    /// has then.
+    pub async fn wait_for_logins(&self, n: usize, within: Duration) -> usize {
+        let mut logins = self.logins.clone();
+        let _ = tokio::time::timeout(within, logins.wait_for(|&seen| seen >= n)).await;
+        self.logins()
     }
 
     /// The temporary directory it lives in (removed on drop).

@@ -1,5 +1,6 @@
-//! `volley sftp get|put -a` against a real OpenSSH `sshd`: a transfer interrupted
-//! halfway keeps its `.volley-part`, and the resume sends only the rest, byte for byte.
+//! `volley sftp get|put -a` and `--sessions N` against a real OpenSSH `sshd`: a
+//! transfer interrupted halfway keeps its `.volley-part`, and the resume sends only the
+//! rest, byte for byte; several logins carry one file in ranges, and a tree.
 
 mod common;
 
@@ -270,4 +271,86 @@ async fn a_tree_resumes_with_only_what_is_missing() {
             path.display()
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_sessions_carry_one_file_in_ranges_and_a_tree() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    // 40 MiB: five ranges of 8 MiB would do, so four sessions each take one.
+    let data = pattern(40 << 20);
+    let local = dir.join("big");
+    std::fs::write(&local, &data).unwrap();
+    let remote = dir.join("remote big");
+    let to = format!("{}:{}", Sshd::HOST, remote.display());
+    let before = sshd.logins();
+    let put = [
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "--sessions",
+        "4",
+        local.to_str().unwrap(),
+        &to,
+    ];
+    let (ok, stderr) = run(&put).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        std::fs::read(&remote).unwrap() == data,
+        "put in ranges differs"
+    );
+    let logins = sshd
+        .wait_for_logins(before + 4, Duration::from_secs(5))
+        .await;
+    assert_eq!(logins - before, 4, "one login a session");
+    let back = dir.join("back");
+    let get = [
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "--sessions",
+        "4",
+        &to,
+        back.to_str().unwrap(),
+    ];
+    let (ok, stderr) = run(&get).await;
+    assert!(ok && moved(&stderr) == data.len() as u64, "{stderr}");
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "get in ranges differs"
+    );
+    // A tree over three sessions.
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("d")).unwrap();
+    for i in 0..30 {
+        std::fs::write(tree.join(format!("d/{i}")), pattern(i * 100)).unwrap();
+    }
+    let from = format!("{}:{}", Sshd::HOST, tree.display());
+    let copy = dir.join("tree copy");
+    let args = [
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-r",
+        "--sessions",
+        "3",
+        &from,
+        copy.to_str().unwrap(),
+    ];
+    let (ok, stderr) = run(&args).await;
+    assert!(ok && stderr.contains("30 files, "), "{stderr}");
+    for i in 0..30 {
+        assert_eq!(
+            std::fs::read(copy.join(format!("d/{i}"))).unwrap(),
+            pattern(i * 100)
+        );
+    }
+    // Out of range is refused before anything starts.
+    let (ok, stderr) = run(&["sftp", "get", "--sessions", "0", &from, "x"]).await;
+    assert!(!ok && stderr.contains("--sessions"), "{stderr}");
 }

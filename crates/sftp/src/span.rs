@@ -1,0 +1,358 @@
+//! The transfer loops: one byte range of one open file, `requests` READs or WRITEs in
+//! flight on one session. A whole-file transfer is one range; with several sessions
+//! ([`Sessions`](crate::Sessions)) a large file is cut into one range per session.
+//! [`Ranges`] tracks how far each range has arrived without a gap, so a part file can be
+//! cut to the bytes that are surely there.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use volley_proto::wire::sftp::Request;
+use volley_transport_tcp::{FileRegion, Pipeline};
+
+use crate::Handle;
+use crate::client::{SftpClient, SftpError, data_or_eof, expect_ok};
+
+/// Consecutive ranges `[from, to)` of one file, each with how far it has arrived with no
+/// gap; the last may run to end of file.
+#[derive(Debug)]
+pub(crate) struct Ranges {
+    bounds: Vec<(u64, Option<u64>)>,
+    marks: Mutex<Vec<u64>>,
+}
+
+impl Ranges {
+    /// One range, `[from, to)`, or from `from` to end of file.
+    pub(crate) fn whole(from: u64, to: Option<u64>) -> Self {
+        Self::of(vec![(from, to)])
+    }
+
+    /// `[from, to)` cut into at most `n` ranges of at least `least` bytes each (one if
+    /// it is smaller).
+    pub(crate) fn split(from: u64, to: u64, n: usize, least: u64) -> Self {
+        let len = to.saturating_sub(from);
+        let n = (len / least.max(1)).clamp(1, n.max(1) as u64);
+        let step = len.div_ceil(n).max(1);
+        let bounds = (0..n)
+            .map(|i| (from + i * step, Some((from + (i + 1) * step).min(to))))
+            .filter(|&(a, b)| b.is_some_and(|b| b > a) || a == from)
+            .collect();
+        Self::of(bounds)
+    }
+
+    /// The same ranges with the last running to end of file (a get sees growth and end
+    /// of file as on one session).
+    pub(crate) fn open_ended(mut self) -> Self {
+        if let Some(last) = self.bounds.last_mut() {
+            last.1 = None;
+        }
+        self
+    }
+
+    fn of(bounds: Vec<(u64, Option<u64>)>) -> Self {
+        let marks = Mutex::new(bounds.iter().map(|&(a, _)| a).collect());
+        Self { bounds, marks }
+    }
+
+    /// The ranges, in order.
+    pub(crate) fn bounds(&self) -> &[(u64, Option<u64>)] {
+        &self.bounds
+    }
+
+    /// Records that range `i` has arrived without a gap up to `mark`; returns how far
+    /// the whole file has (up to the first range not complete).
+    pub(crate) fn mark(&self, i: usize, mark: u64) -> u64 {
+        let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        marks[i] = mark;
+        for (&(_, to), &mark) in self.bounds.iter().zip(marks.iter()) {
+            if to != Some(mark) {
+                return mark;
+            }
+        }
+        marks.last().copied().unwrap_or(0)
+    }
+}
+
+/// One range of a get.
+pub(crate) struct ReadSpan<'a> {
+    pub handle: &'a Handle,
+    pub file: &'a File,
+    pub local: &'a Path,
+    pub rpath: &'a str,
+    pub from: u64,
+    /// Where the range ends; `None`: at end of file, first asking up to `stated`, then
+    /// past it to see the end (or growth).
+    pub to: Option<u64>,
+    pub stated: Option<u64>,
+    pub requests: usize,
+    pub chunk: u64,
+}
+
+/// One range of a put.
+pub(crate) struct WriteSpan<'a> {
+    pub handle: &'a Handle,
+    pub local: &'a Path,
+    pub rpath: &'a str,
+    pub from: u64,
+    pub requests: usize,
+    pub chunk: usize,
+    pub send_from_file: bool,
+}
+
+/// Where a put's data comes from.
+pub(crate) enum Source {
+    /// A regular file, sent as regions the writer (or the kernel) reads, up to here.
+    Regions(Arc<File>, u64),
+    /// Anything else, read to its end chunk by chunk; `true` once it has ended.
+    Stream(tokio::fs::File, bool),
+}
+
+impl SftpClient {
+    /// Reads `span` into its file at the same offsets; `on_data(bytes, gapless)` after
+    /// each reply. Returns where the range ended: its `to`, or end of file.
+    pub(crate) async fn read_span(
+        &self,
+        span: ReadSpan<'_>,
+        mut on_data: impl FnMut(u64, u64),
+    ) -> Result<u64, SftpError> {
+        let mut pipeline = self.conn.pipeline();
+        let mut in_flight: HashMap<u32, (u64, u32)> = HashMap::new();
+        let mut next = span.from;
+        let mut eof: Option<u64> = None;
+        let mut horizon = span.to.or(span.stated).unwrap_or(u64::MAX);
+        let mut done = 0u64;
+        let rpath = span.rpath;
+        loop {
+            while in_flight.len() < span.requests.max(1)
+                && next < eof.unwrap_or(u64::MAX)
+                && next < horizon
+            {
+                let len = span.chunk.min(horizon - next).max(1) as u32;
+                self.issue_read(&mut pipeline, &mut in_flight, span.handle, next, len)
+                    .await?;
+                next += u64::from(len);
+            }
+            if in_flight.is_empty() {
+                if eof.is_some() || span.to.is_some() {
+                    break;
+                }
+                // Everything up to the stated size arrived: probe for the end.
+                horizon = u64::MAX;
+                let len = span.chunk as u32;
+                self.issue_read(&mut pipeline, &mut in_flight, span.handle, next, len)
+                    .await?;
+                next += u64::from(len);
+            }
+            let reply = self.recv(&mut pipeline, "read").await?;
+            let Some((offset, len)) = in_flight.remove(&reply.id) else {
+                continue;
+            };
+            let mut got = 0;
+            match data_or_eof(&reply, "read", rpath)? {
+                Some(data) if !data.is_empty() => {
+                    if data.len() > len as usize {
+                        return Err(SftpError::SizeMismatch {
+                            path: rpath.to_owned(),
+                            got: data.len() as u64,
+                            expected: u64::from(len),
+                        });
+                    }
+                    span.file
+                        .write_all_at(&data, offset)
+                        .map_err(|source| SftpError::Io {
+                            what: format!("cannot write {}", span.local.display()),
+                            source,
+                        })?;
+                    done += data.len() as u64;
+                    got = data.len() as u64;
+                    if (got as u32) < len {
+                        // A short read is not the end: ask again for the rest.
+                        self.issue_read(
+                            &mut pipeline,
+                            &mut in_flight,
+                            span.handle,
+                            offset + got,
+                            len - got as u32,
+                        )
+                        .await?;
+                    }
+                }
+                // End of file (or an empty DATA, which OpenSSH never sends mid-file).
+                _ => eof = Some(eof.map_or(offset, |e| e.min(offset))),
+            }
+            // Every byte below the lowest read still out has been written.
+            let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(next);
+            on_data(got, gapless.min(eof.unwrap_or(u64::MAX)));
+        }
+        let end = eof
+            .unwrap_or(span.from + done)
+            .min(span.to.unwrap_or(u64::MAX));
+        if span.from + done != end {
+            return Err(SftpError::SizeMismatch {
+                path: rpath.to_owned(),
+                got: span.from + done,
+                expected: end,
+            });
+        }
+        if let Some(to) = span.to.filter(|&to| end < to) {
+            // A range ends where the next begins: a file that shrank under it cannot
+            // be put together.
+            return Err(SftpError::Shrank {
+                path: rpath.to_owned(),
+                stated: span.stated.unwrap_or(to),
+                got: end,
+            });
+        }
+        Ok(end)
+    }
+
+    async fn issue_read(
+        &self,
+        pipeline: &mut Pipeline,
+        in_flight: &mut HashMap<u32, (u64, u32)>,
+        handle: &Handle,
+        offset: u64,
+        len: u32,
+    ) -> Result<(), SftpError> {
+        let request = Request::Read {
+            id: 0,
+            handle: &handle.0,
+            offset,
+            len,
+        };
+        let id = self.send(pipeline, &request, Bytes::new(), "read").await?;
+        in_flight.insert(id, (offset, len));
+        Ok(())
+    }
+
+    /// Writes `source` from `span.from` (to its end: the region limit, or end of input);
+    /// `on_ack(bytes, gapless)` after each acknowledgement. Returns the bytes written.
+    pub(crate) async fn write_span(
+        &self,
+        span: WriteSpan<'_>,
+        source: &mut Source,
+        mut on_ack: impl FnMut(u64, u64),
+    ) -> Result<u64, SftpError> {
+        let mut pipeline = self.conn.pipeline();
+        let mut offset = span.from;
+        // Request id -> its data's offset and length.
+        let mut in_flight: HashMap<u32, (u64, usize)> = HashMap::new();
+        let mut done = 0u64;
+        loop {
+            while in_flight.len() < span.requests.max(1) {
+                let sent = match source {
+                    Source::Regions(file, to) => {
+                        let left = to.saturating_sub(offset);
+                        if left == 0 {
+                            break;
+                        }
+                        let len = span.chunk.min(left as usize);
+                        let region = FileRegion::new(file.clone(), offset, len);
+                        // Read in by the writer unless asked otherwise: a read here, on
+                        // the runtime's thread, could land just when the socket wants
+                        // refilling and let the server run dry.
+                        let region = if span.send_from_file {
+                            region
+                        } else {
+                            region.read_in()
+                        };
+                        let id = self
+                            .send_write_from_file(&mut pipeline, &span.handle.0, region)
+                            .await?;
+                        (id, len)
+                    }
+                    Source::Stream(_, true) => break,
+                    Source::Stream(reader, ended) => {
+                        let data = read_chunk(reader, span.chunk).await.map_err(|source| {
+                            SftpError::Io {
+                                what: format!("cannot read {}", span.local.display()),
+                                source,
+                            }
+                        })?;
+                        if data.len() < span.chunk {
+                            *ended = true;
+                        }
+                        if data.is_empty() {
+                            break;
+                        }
+                        let request = Request::Write {
+                            id: 0,
+                            handle: &span.handle.0,
+                            offset,
+                            data: &data,
+                        };
+                        let len = data.len();
+                        let id = self
+                            .send(&mut pipeline, &request, data.clone(), "write")
+                            .await?;
+                        (id, len)
+                    }
+                };
+                in_flight.insert(sent.0, (offset, sent.1));
+                offset += sent.1 as u64;
+            }
+            if in_flight.is_empty() {
+                break;
+            }
+            let reply = self.recv(&mut pipeline, "write").await?;
+            expect_ok(&reply, "write", span.rpath)?;
+            let mut got = 0;
+            if let Some((_, len)) = in_flight.remove(&reply.id) {
+                got = len as u64;
+                done += got;
+            }
+            let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(offset);
+            on_ack(got, gapless);
+        }
+        Ok(done)
+    }
+}
+
+/// Reads up to `len` bytes, as many as come before end of input (a pipe gives them in
+/// pieces; a WRITE should not be smaller than it must).
+async fn read_chunk(reader: &mut tokio::fs::File, len: usize) -> std::io::Result<Bytes> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = bytes::BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let mut limited = (&mut *reader).take((len - buf.len()) as u64);
+        if limited.read_buf(&mut buf).await? == 0 {
+            break;
+        }
+    }
+    Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ranges;
+
+    #[test]
+    fn ranges_split_evenly_and_report_the_gapless_prefix() {
+        let r = Ranges::split(100, 1100, 4, 200);
+        assert_eq!(
+            r.bounds(),
+            [
+                (100, Some(350)),
+                (350, Some(600)),
+                (600, Some(850)),
+                (850, Some(1100))
+            ]
+        );
+        // Later ranges arriving do not move the prefix past an incomplete earlier one.
+        assert_eq!(r.mark(2, 850), 100);
+        assert_eq!(r.mark(0, 300), 300);
+        assert_eq!(r.mark(0, 350), 350);
+        assert_eq!(r.mark(1, 600), 850, "ranges 0-2 complete, 3 not begun");
+        // Too small to cut: one range; at least one even when empty.
+        assert_eq!(Ranges::split(0, 300, 4, 200).bounds(), [(0, Some(300))]);
+        assert_eq!(Ranges::split(5, 5, 4, 200).bounds(), [(5, Some(5))]);
+        let open = Ranges::split(0, 1000, 2, 100).open_ended();
+        assert_eq!(open.bounds(), [(0, Some(500)), (500, None)]);
+        assert_eq!(open.mark(0, 500), 500);
+        assert_eq!(open.mark(1, 777), 777);
+    }
+}
