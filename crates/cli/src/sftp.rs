@@ -137,6 +137,10 @@ pub(crate) struct Copy {
     /// receives `DST/basename(SRC)`.
     #[arg(short = 'r')]
     recursive: bool,
+    /// With -r: follow symbolic links, to files and directories, instead of skipping
+    /// them (a link back into a directory being walked is reported as a loop).
+    #[arg(short = 'L', requires = "recursive")]
+    follow_links: bool,
     /// Give each copy its source's modification and access times and permission bits.
     #[arg(short = 'p')]
     preserve: bool,
@@ -300,6 +304,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         preserve: copy.preserve,
         fsync: copy.fsync,
         resume: copy.resume,
+        follow_links: copy.follow_links,
         progress: None,
     };
     if copy.recursive {

@@ -354,3 +354,69 @@ async fn several_sessions_carry_one_file_in_ranges_and_a_tree() {
     let (ok, stderr) = run(&["sftp", "get", "--sessions", "0", &from, "x"]).await;
     assert!(!ok && stderr.contains("--sessions"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dash_l_follows_links_both_ways_and_stops_at_a_loop() {
+    let sshd = sshd().await;
+    let cfg = sshd.config();
+    let cfg = cfg.to_str().unwrap();
+    let dir = sshd.dir().to_owned();
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("o"), b"from outside").unwrap();
+    let src = dir.join("linked");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("file"), b"the file").unwrap();
+    std::os::unix::fs::symlink("file", src.join("to-file")).unwrap();
+    std::os::unix::fs::symlink(&outside, src.join("to-dir")).unwrap();
+    std::os::unix::fs::symlink("..", src.join("sub/up")).unwrap();
+    let check = |copy: &Path, stderr: &str| {
+        assert_eq!(std::fs::read(copy.join("to-file")).unwrap(), b"the file");
+        assert!(
+            !copy.join("to-file").is_symlink(),
+            "a link becomes its file"
+        );
+        assert_eq!(
+            std::fs::read(copy.join("to-dir/o")).unwrap(),
+            b"from outside"
+        );
+        assert!(
+            stderr.contains("up") && stderr.contains("a loop"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.trim_end().ends_with("volley: 1 of 4 files failed"),
+            "{stderr}"
+        );
+    };
+    let from = format!("{}:{}", Sshd::HOST, src.display());
+    let back = dir.join("back");
+    let get = [
+        "sftp",
+        "get",
+        "-F",
+        cfg,
+        "-r",
+        "-L",
+        &from,
+        back.to_str().unwrap(),
+    ];
+    let (ok, stderr) = run(&get).await;
+    assert!(!ok, "the loop is a failure: {stderr}");
+    check(&back, &stderr);
+    let there = dir.join("there");
+    let to = format!("{}:{}", Sshd::HOST, there.display());
+    let put = [
+        "sftp",
+        "put",
+        "-F",
+        cfg,
+        "-r",
+        "-L",
+        src.to_str().unwrap(),
+        &to,
+    ];
+    let (ok, stderr) = run(&put).await;
+    assert!(!ok, "the loop is a failure: {stderr}");
+    check(&there, &stderr);
+}

@@ -50,6 +50,7 @@
 mod client;
 mod landing;
 mod preserve;
+mod remote_file;
 mod sessions;
 mod span;
 mod ssh;
@@ -60,6 +61,7 @@ mod tree;
 
 pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
 pub use landing::PART_SUFFIX;
+pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
 pub use transfer::{Progress, ProgressFn, RANGE_LEAST, TransferOptions};

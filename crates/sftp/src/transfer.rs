@@ -52,6 +52,10 @@ pub struct TransferOptions {
     /// Only the missing bytes travel; a part longer than the source is refused. Off by
     /// default: a copy starts from nothing (an old part is overwritten).
     pub resume: bool,
+    /// Trees: follow symbolic links (to files and directories) instead of skipping
+    /// them, as `cp -L` does; a link back into a directory the walk is inside is
+    /// reported as a loop. Off by default.
+    pub follow_links: bool,
     /// Told the position in the file as bytes arrive or are acknowledged (first with
     /// where the transfer starts). `None` by default.
     pub progress: Option<ProgressFn>,
@@ -67,6 +71,7 @@ impl fmt::Debug for TransferOptions {
             .field("preserve", &self.preserve)
             .field("fsync", &self.fsync)
             .field("resume", &self.resume)
+            .field("follow_links", &self.follow_links)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -124,6 +129,7 @@ impl Default for TransferOptions {
             preserve: false,
             fsync: false,
             resume: false,
+            follow_links: false,
             progress: None,
         }
     }

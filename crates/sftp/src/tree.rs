@@ -9,8 +9,9 @@ use core::future::Future;
 use core::pin::Pin;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -74,11 +75,23 @@ impl TreeReport {
 
 type Task<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 
+/// The real paths of the directories that symbolic links led a branch of the walk
+/// into (and its root), with `-L`: a link to one of them, or above one, is a loop.
+type Seen = Arc<Vec<Vec<u8>>>;
+
 enum Outcome {
     Listed {
         remote: Vec<u8>,
         local: PathBuf,
+        seen: Seen,
         entries: Result<Vec<crate::DirEntry>, SftpError>,
+    },
+    /// A symbolic link followed (`-L`): what it leads to, and where that really is.
+    Followed {
+        remote: Vec<u8>,
+        local: PathBuf,
+        seen: Seen,
+        target: Result<(FileAttrs, Vec<u8>), SftpError>,
     },
     Copied {
         path: String,
@@ -153,6 +166,32 @@ fn shown(path: &[u8]) -> String {
     printable(&String::from_utf8_lossy(path))
 }
 
+/// The real path of a local directory, as bytes.
+fn real_local(path: &Path) -> Result<Vec<u8>, SftpError> {
+    let real = std::fs::canonicalize(path).map_err(|source| SftpError::Io {
+        what: format!("cannot resolve {}", path.display()),
+        source,
+    })?;
+    Ok(real.into_os_string().into_vec())
+}
+
+/// With `-L`: the error for a link to `real` (a directory) met at `path`, when `real` is
+/// a directory the walk came through (or one above it), so entering it would not end.
+fn a_loop(seen: &[Vec<u8>], real: &[u8], path: &[u8]) -> Option<SftpError> {
+    let above = |inside: &[u8]| {
+        inside == real
+            || (inside.starts_with(real)
+                && (real.ends_with(b"/") || inside.get(real.len()) == Some(&b'/')))
+    };
+    seen.iter().any(|s| above(s)).then(|| SftpError::Local {
+        path: shown(path),
+        problem: format!(
+            "is a symbolic link to {}, which the walk is already inside: a loop, not followed",
+            shown(real)
+        ),
+    })
+}
+
 fn bad_name(path: &[u8]) -> SftpError {
     SftpError::Local {
         path: shown(path),
@@ -178,7 +217,11 @@ pub(crate) async fn get_tree_on(
         });
     }
     let mut report = TreeReport::default();
-    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf())]);
+    let root_seen: Seen = Arc::new(match opts.follow_links {
+        true => vec![sftp.realpath(remote).await?],
+        false => Vec::new(),
+    });
+    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf(), root_seen)]);
     // Every directory made, with its attributes, for -p once its files are in.
     let mut made = vec![(local.to_path_buf(), attrs)];
     let mut files: VecDeque<(Vec<u8>, PathBuf)> = VecDeque::new();
@@ -190,7 +233,7 @@ pub(crate) async fn get_tree_on(
     let mut turn = 0usize;
     loop {
         while listing < LISTINGS_AT_ONCE {
-            let Some((remote, local)) = dirs.pop_front() else {
+            let Some((remote, local, seen)) = dirs.pop_front() else {
                 break;
             };
             listing += 1;
@@ -205,6 +248,7 @@ pub(crate) async fn get_tree_on(
                 Outcome::Listed {
                     remote,
                     local,
+                    seen,
                     entries,
                 }
             }));
@@ -231,6 +275,7 @@ pub(crate) async fn get_tree_on(
             Outcome::Listed {
                 remote,
                 local,
+                seen,
                 entries,
             } => {
                 listing -= 1;
@@ -255,18 +300,64 @@ pub(crate) async fn get_tree_on(
                         continue;
                     }
                     let local = local.join(OsStr::from_bytes(&entry.name));
-                    if entry.attrs.is_symlink() {
+                    if entry.attrs.is_symlink() && opts.follow_links {
+                        listing += 1;
+                        let seen = seen.clone();
+                        tasks.push(Box::pin(async move {
+                            let target = match sftp.stat(&child).await {
+                                Ok(attrs) if attrs.is_dir() => {
+                                    sftp.realpath(&child).await.map(|real| (attrs, real))
+                                }
+                                other => other.map(|attrs| (attrs, Vec::new())),
+                            };
+                            Outcome::Followed {
+                                remote: child,
+                                local,
+                                seen,
+                                target,
+                            }
+                        }));
+                    } else if entry.attrs.is_symlink() {
                         report.skipped += 1;
                         event(TreeEvent::Skipped(&shown(&child)));
                     } else if entry.attrs.is_dir() {
                         made.push((local.clone(), entry.attrs));
-                        dirs.push_back((child, local));
+                        dirs.push_back((child, local, seen.clone()));
                     } else {
                         found += entry.attrs.size.unwrap_or(0);
                         files.push_back((child, local));
                     }
                 }
                 event(TreeEvent::Found(found));
+            }
+            Outcome::Followed {
+                remote,
+                local,
+                seen,
+                target,
+            } => {
+                listing -= 1;
+                match target {
+                    Err(e) => {
+                        report.failed += 1;
+                        event(TreeEvent::Failed(&shown(&remote), &e));
+                    }
+                    Ok((attrs, real)) if attrs.is_dir() => {
+                        if let Some(e) = a_loop(&seen, &real, &remote) {
+                            report.failed += 1;
+                            event(TreeEvent::Failed(&shown(&remote), &e));
+                            continue;
+                        }
+                        let mut chain = (*seen).clone();
+                        chain.push(real);
+                        made.push((local.clone(), attrs));
+                        dirs.push_back((remote, local, Arc::new(chain)));
+                    }
+                    Ok((attrs, _)) => {
+                        event(TreeEvent::Found(attrs.size.unwrap_or(0)));
+                        files.push_back((remote, local));
+                    }
+                }
             }
             Outcome::Copied { path, result } => {
                 copying -= 1;
@@ -302,8 +393,12 @@ pub(crate) async fn put_tree_on(
     let mut levels: Vec<Vec<(Vec<u8>, PathBuf)>> =
         vec![vec![(remote.to_vec(), local.to_path_buf())]];
     let mut files = VecDeque::new();
-    let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize)]);
-    while let Some((dir, rdir, depth)) = walk.pop_front() {
+    let root_seen: Seen = Arc::new(match opts.follow_links {
+        true => vec![real_local(local)?],
+        false => Vec::new(),
+    });
+    let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize, root_seen)]);
+    while let Some((dir, rdir, depth, seen)) = walk.pop_front() {
         let listing = std::fs::read_dir(&dir).map_err(|source| SftpError::Io {
             what: format!("cannot read {}", dir.display()),
             source,
@@ -321,7 +416,38 @@ pub(crate) async fn put_tree_on(
         for entry in listing.flatten() {
             let path = entry.path();
             let rpath = join(&rdir, entry.file_name().as_bytes());
-            match entry.file_type() {
+            let mut seen = seen.clone();
+            let kind = match entry.file_type() {
+                Ok(t) if t.is_symlink() && opts.follow_links => {
+                    let followed = std::fs::metadata(&path).map_err(|source| SftpError::Io {
+                        what: format!("cannot follow {}", path.display()),
+                        source,
+                    });
+                    let followed = followed.and_then(|meta| {
+                        if !meta.is_dir() {
+                            return Ok(meta.file_type());
+                        }
+                        let real = real_local(&path)?;
+                        if let Some(e) = a_loop(&seen, &real, path.as_os_str().as_bytes()) {
+                            return Err(e);
+                        }
+                        let mut chain = (*seen).clone();
+                        chain.push(real);
+                        seen = Arc::new(chain);
+                        Ok(meta.file_type())
+                    });
+                    match followed {
+                        Ok(t) => Ok(t),
+                        Err(e) => {
+                            report.failed += 1;
+                            event(TreeEvent::Failed(&path.display().to_string(), &e));
+                            continue;
+                        }
+                    }
+                }
+                other => other,
+            };
+            match kind {
                 Ok(t) if t.is_symlink() => {
                     report.skipped += 1;
                     event(TreeEvent::Skipped(&path.display().to_string()));
@@ -331,10 +457,10 @@ pub(crate) async fn put_tree_on(
                         levels.push(Vec::new());
                     }
                     levels[depth + 1].push((rpath.clone(), path.clone()));
-                    walk.push_back((path, rpath, depth + 1));
+                    walk.push_back((path, rpath, depth + 1, seen));
                 }
                 _ => {
-                    found += entry.metadata().map_or(0, |m| m.len());
+                    found += std::fs::metadata(&path).map_or(0, |m| m.len());
                     files.push_back((path, rpath));
                 }
             }

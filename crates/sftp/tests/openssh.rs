@@ -530,3 +530,61 @@ async fn a_path_over_a_kilobyte_puts_and_gets() {
     })
     .await;
 }
+
+/// A `RemoteFile` through tokio's traits: a file larger than a READ copied out through
+/// a small buffer, seeks from each end, a write after a read lands where the reader is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_file_reads_writes_and_seeks_as_tokio_expects() {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+    within(60, async {
+        let dir = TempDir::new("remote-file");
+        let data = pattern(1 << 20, 9);
+        std::fs::write(dir.path("f"), &data).unwrap();
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        let mut file = sftp
+            .open_file(dir.bytes("f"), OpenFlags::READ | OpenFlags::WRITE)
+            .await
+            .unwrap();
+        let mut copy = Vec::new();
+        let mut small = [0u8; 1000];
+        loop {
+            let n = file.read(&mut small).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            copy.extend_from_slice(&small[..n]);
+        }
+        assert!(copy == data, "read through AsyncRead differs");
+        assert_eq!(
+            file.seek(std::io::SeekFrom::End(-10)).await.unwrap(),
+            (1 << 20) - 10
+        );
+        let mut tail = Vec::new();
+        file.read_to_end(&mut tail).await.unwrap();
+        assert_eq!(tail, data[data.len() - 10..]);
+        file.seek(std::io::SeekFrom::Start(100)).await.unwrap();
+        let mut five = [0u8; 5];
+        file.read_exact(&mut five).await.unwrap();
+        assert_eq!(five, data[100..105]);
+        // The read fetched ahead; the write still lands at 105.
+        file.write_all(b"HERE").await.unwrap();
+        assert_eq!(file.stream_position().await.unwrap(), 109);
+        assert_eq!(
+            file.read_at(103, 6).await.unwrap().unwrap(),
+            [data[103], data[104], b'H', b'E', b'R', b'E'].as_slice()
+        );
+        file.close().await.unwrap();
+        // Dropped open, its CLOSE is queued: the session goes on.
+        drop(
+            sftp.open_file(dir.bytes("f"), OpenFlags::READ)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            sftp.stat(&dir.bytes("f")).await.unwrap().size,
+            Some(1 << 20)
+        );
+        sftp.shutdown().await.unwrap();
+    })
+    .await;
+}
