@@ -1,7 +1,7 @@
 //! The external things volley's tests and benchmarks need, checked for and installed when
 //! missing, so both README commands work on a fresh machine with nothing installed by hand.
-//! rig 2.4.1 in a venv, OpenSSH's sftp-server and client from Debian, a Rust target,
-//! nftables (the matrix's lossy TCP rows).
+//! rig 2.4.1 in a venv, OpenSSH's sftp-server, client and server from Debian, rclone and
+//! lftp from Debian, a Rust target, nftables (the matrix's lossy TCP rows).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -24,6 +24,9 @@ pub(crate) enum Peer {
     /// Debian's nftables (`nft`), with which the matrix suite drops TCP's packets in a
     /// network namespace of its own.
     Nftables,
+    /// Debian's rclone: its `serve sftp` is the SFTP tests' second server, and its
+    /// `copy` a peer in the sftp-ssh bench.
+    Rclone,
 }
 
 /// Where Debian puts OpenSSH's sftp-server.
@@ -56,6 +59,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
                     missing.push(peer.clone());
                 }
             }
+            Peer::Rclone => ensure_debian("/usr/bin/rclone", "rclone")?,
         }
     }
     Ok(missing)
@@ -162,24 +166,34 @@ fn ensure_openssh() -> Result<(), String> {
 
 /// Installs nftables with apt-get if `nft` is missing; whether it is there now.
 fn ensure_nftables() -> bool {
-    let have = || {
-        ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
-            .iter()
-            .any(|p| std::path::Path::new(p).exists())
-    };
+    let at = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"];
+    at.iter().any(|p| std::path::Path::new(p).exists())
+        || ensure_debian("/usr/sbin/nft", "nftables").is_ok()
+}
+
+/// Installs Debian's `package` with apt-get if `binary` is missing; an error says how to
+/// install it by hand.
+fn ensure_debian(binary: &str, package: &str) -> Result<(), String> {
+    let have = || std::path::Path::new(binary).exists();
     if have() {
-        return true;
+        return Ok(());
     }
-    eprintln!("xtask: installing nftables with apt-get (the matrix's lossy TCP rows)");
-    let _ = exec(apt_get().arg("update").arg("-qq"));
-    let _ = exec(apt_get().args([
+    let how = format!("install it by hand with `apt-get update && apt-get install -y {package}`");
+    eprintln!("xtask: installing {package} with apt-get");
+    exec(apt_get().arg("update").arg("-qq"))
+        .map_err(|e| format!("cannot update the package lists ({e}); {how}"))?;
+    exec(apt_get().env("DEBIAN_FRONTEND", "noninteractive").args([
         "install",
         "-y",
         "-qq",
         "--no-install-recommends",
-        "nftables",
-    ]));
-    have()
+        package,
+    ]))
+    .map_err(|e| format!("cannot install {package} ({e}); {how}"))?;
+    match have() {
+        true => Ok(()),
+        false => Err(format!("{binary} is still missing; {how}")),
+    }
 }
 
 fn ensure_rust_target(target: &str) -> bool {

@@ -52,7 +52,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "nostd" => nostd()?,
             "msrv" => msrv()?,
             "tests" => {
-                peers::ensure(&[Peer::Rig, Peer::OpenSsh])?;
+                peers::ensure(&[Peer::Rig, Peer::OpenSsh, Peer::Rclone])?;
                 exec(cargo().args(["test", "--workspace"]))?;
             }
             _ => unreachable!("steps were checked above"),

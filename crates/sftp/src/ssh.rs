@@ -276,7 +276,10 @@ impl SftpClient {
         })
         .await;
         match started {
-            Ok(client) => Ok(client),
+            Ok(mut client) => {
+                client.child_is_ssh = true;
+                Ok(client)
+            }
             Err(SftpError::ServerExited { status, .. }) => {
                 // ssh has exited: its last words are in the pipe until the reader takes
                 // them (a second at most, in case ssh left a child holding it open).

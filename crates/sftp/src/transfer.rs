@@ -184,6 +184,9 @@ impl SftpClient {
     /// A source whose size is not known up front (a pipe, a FIFO, a device, or a
     /// `/proc` file that stats as empty) is read to its end instead, one chunk per WRITE,
     /// with at most `opts.requests` chunks in memory. A directory is refused.
+    ///
+    /// A resume whose first WRITE is refused (by a server that can write a file only
+    /// from its start, as rclone's without its write cache) sends the whole file again.
     pub async fn put(
         &self,
         local: impl AsRef<Path>,
@@ -431,6 +434,17 @@ pub(crate) async fn put_on(
     };
     let result = result.await;
     let acked = acked.load(Ordering::Relaxed);
+    if let (Err(SftpError::Status { .. }), true) = (&result, start > 0 && acked == start) {
+        // The first WRITE past the old end was refused: a server that can write a file
+        // only from its start (rclone's, without its write cache, which also empties it
+        // when opened). Nothing is left to resume from; the whole file goes again.
+        let _ = first.close_named(&handle, &written).await;
+        let again = TransferOptions {
+            resume: false,
+            ..opts.clone()
+        };
+        return Box::pin(put_on(clients, local, remote, &again)).await;
+    }
     let result = match result {
         Ok(done) if opts.fsync && first.has_extension(FSYNC_EXTENSION) => {
             first.fsync(&handle).await.map(|()| done)

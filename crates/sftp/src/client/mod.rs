@@ -26,6 +26,8 @@ pub use types::{DirEntry, FileAttrs, Handle};
 pub struct SftpClient {
     pub(crate) conn: Connection,
     child: Mutex<Option<Child>>,
+    /// The child is ssh, whose exit status at the end says nothing about the session.
+    pub(crate) child_is_ssh: bool,
     extensions: Vec<(Vec<u8>, Vec<u8>)>,
     limits: Option<Limits>,
     pub(crate) timeout: Duration,
@@ -102,6 +104,7 @@ impl SftpClient {
         let mut client = Self {
             conn,
             child: Mutex::new(child),
+            child_is_ssh: false,
             extensions: Vec::new(),
             limits: None,
             timeout: DEFAULT_TIMEOUT,
@@ -183,7 +186,11 @@ impl SftpClient {
         &self.conn
     }
 
-    /// Ends the session: closes the stream and, for a spawned server, waits for it to exit.
+    /// Ends the session: closes the stream and, for a spawned server, waits for it to exit
+    /// (an exit status other than 0 is an error). For ssh, whose status at the end tells
+    /// only how the server closed the channel (`rclone serve sftp` closes it without
+    /// one, and ssh then exits 255), the status is not looked at, as OpenSSH's `sftp`
+    /// does not look at it: every request had its answer by then.
     pub async fn shutdown(self) -> Result<(), SftpError> {
         self.conn.close();
         if let Some(mut child) = self.child.lock().await.take() {
@@ -197,7 +204,7 @@ impl SftpClient {
                     what: "waiting for the server to exit".into(),
                     source,
                 })?;
-            if !status.success() {
+            if !status.success() && !self.child_is_ssh {
                 return Err(SftpError::ServerExited {
                     op: "shutdown",
                     status,

@@ -15,7 +15,17 @@ use tokio::process::{Child, Command};
 /// Where Debian puts the server.
 pub const SSHD: &str = "/usr/sbin/sshd";
 
-/// A running sshd and what a client needs to reach it.
+/// Where Debian puts rclone.
+pub const RCLONE: &str = "/usr/bin/rclone";
+
+/// Which server.
+#[derive(Clone, Copy)]
+enum Kind {
+    OpenSsh,
+    Rclone,
+}
+
+/// A running sshd (or rclone's SFTP server) and what a client needs to reach it.
 #[derive(Debug)]
 pub struct Sshd {
     child: Child,
@@ -28,15 +38,31 @@ impl Sshd {
     /// The host name the client config gives it.
     pub const HOST: &'static str = "volley-test";
 
-    /// Starts one, waiting (at most 10 s) until it says it is listening. Fails with a
-    /// message saying how to install it when `sshd` is missing.
+    /// Starts OpenSSH's sshd, waiting (at most 10 s) until it says it is listening.
+    /// Fails with a message saying how to install it when `sshd` is missing.
     pub async fn start() -> io::Result<Self> {
-        if !Path::new(SSHD).exists() {
+        Self::start_kind(Kind::OpenSsh).await
+    }
+
+    /// Starts `rclone serve sftp /` instead (Debian's rclone: Go's SFTP server behind
+    /// its own SSH server, serving the whole file system so paths are the same as with
+    /// [`Sshd::start`]), with the same keys and client config. It states no
+    /// `limits@openssh.com`, has no `posix-rename@openssh.com`, and logs no logins.
+    pub async fn rclone() -> io::Result<Self> {
+        Self::start_kind(Kind::Rclone).await
+    }
+
+    async fn start_kind(kind: Kind) -> io::Result<Self> {
+        let (program, package) = match kind {
+            Kind::OpenSsh => (SSHD, "openssh-server"),
+            Kind::Rclone => (RCLONE, "rclone"),
+        };
+        if !Path::new(program).exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "{SSHD} is missing: run `cargo xtask test` (it installs openssh-server) \
-                     or `apt-get install openssh-server`"
+                    "{program} is missing: run `cargo xtask test` (it installs {package}) \
+                     or `apt-get install {package}`"
                 ),
             ));
         }
@@ -47,29 +73,98 @@ impl Sshd {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir)?;
-        // Privilege separation needs it, as root.
-        let _ = std::fs::create_dir_all("/run/sshd");
         for key in ["host_key", "id"] {
             keygen(&dir.join(key)).await?;
         }
         std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys"))?;
-        // A free port: bound and let go (another process could take it meanwhile; sshd
-        // then fails to start, and says so).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
         let d = dir.display();
-        std::fs::write(
-            dir.join("sshd_config"),
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
-                 PidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\n\
-                 StrictModes no\nUsePAM no\nPermitRootLogin yes\n\
-                 PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 MaxStartups 100\nMaxSessions 100\nLogLevel INFO\n\
-                 Subsystem sftp /usr/lib/openssh/sftp-server\n"
-            ),
-        )?;
+        let mut command = match kind {
+            Kind::OpenSsh => {
+                // Privilege separation needs it, as root.
+                let _ = std::fs::create_dir_all("/run/sshd");
+                // A free port: bound and let go (another process could take it
+                // meanwhile; sshd then fails to start, and says so).
+                let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                    .local_addr()?
+                    .port();
+                std::fs::write(
+                    dir.join("sshd_config"),
+                    format!(
+                        "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                         PidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\n\
+                         StrictModes no\nUsePAM no\nPermitRootLogin yes\n\
+                         PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                         MaxStartups 100\nMaxSessions 100\nLogLevel INFO\n\
+                         Subsystem sftp /usr/lib/openssh/sftp-server\n"
+                    ),
+                )?;
+                let mut command = Command::new(SSHD);
+                command
+                    .args(["-D", "-e", "-f"])
+                    .arg(dir.join("sshd_config"));
+                command
+            }
+            Kind::Rclone => {
+                let mut command = Command::new(RCLONE);
+                command
+                    .args([
+                        "serve",
+                        "sftp",
+                        "/",
+                        "--addr",
+                        "127.0.0.1:0",
+                        "--config",
+                        "/dev/null",
+                    ])
+                    // Files the tests make behind its back are seen at once.
+                    .args(["--dir-cache-time", "0s"])
+                    .arg("--authorized-keys")
+                    .arg(dir.join("authorized_keys"))
+                    .arg("--key")
+                    .arg(dir.join("host_key"));
+                command
+            }
+        };
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        // sshd: "Server listening on 127.0.0.1 port P."; rclone: "SFTP server listening
+        // on 127.0.0.1:P".
+        let listening = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut said = String::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(at) = line.find("erver listening on ") {
+                    let digits: String = line[at..]
+                        .rsplit([' ', ':'])
+                        .next()
+                        .unwrap_or_default()
+                        .chars()
+                        .filter(char::is_ascii_digit)
+                        .collect();
+                    return digits.parse::<u16>().map_err(|_| line.clone());
+                }
+                said.push_str(&line);
+                said.push('\n');
+            }
+            Err(said)
+        })
+        .await;
+        let port = match listening {
+            Ok(Ok(port)) => port,
+            Ok(Err(said)) => {
+                return Err(io::Error::other(format!("{program} did not start: {said}")));
+            }
+            Err(_) => {
+                return Err(io::Error::other(format!(
+                    "{program} did not listen within 10 s"
+                )));
+            }
+        };
         let host_key = std::fs::read_to_string(dir.join("host_key.pub"))?;
         std::fs::write(
             dir.join("known_hosts"),
@@ -84,35 +179,6 @@ impl Sshd {
                 Self::HOST
             ),
         )?;
-        let mut child = Command::new(SSHD)
-            .args(["-D", "-e", "-f"])
-            .arg(dir.join("sshd_config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stderr = child.stderr.take().expect("piped");
-        let mut lines = BufReader::new(stderr).lines();
-        let listening = tokio::time::timeout(Duration::from_secs(10), async {
-            let mut said = String::new();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains("Server listening on") {
-                    return Ok(());
-                }
-                said.push_str(&line);
-                said.push('\n');
-            }
-            Err(said)
-        })
-        .await;
-        match listening {
-            Ok(Ok(())) => {}
-            Ok(Err(said)) => {
-                return Err(io::Error::other(format!("sshd did not start: {said}")));
-            }
-            Err(_) => return Err(io::Error::other("sshd did not listen within 10 s")),
-        }
         // Its log goes on being read, so that it never blocks on a full pipe, and the
         // logins it accepts are counted.
         let (count, logins) = tokio::sync::watch::channel(0);
