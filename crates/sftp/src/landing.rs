@@ -20,7 +20,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+use volley_proto::wire::sftp::OpenFlags;
+
 use crate::client::{SftpClient, SftpError};
+use crate::{FileAttrs, Handle};
 
 /// Appended to a file's name while its copy is being written, on either side.
 pub const PART_SUFFIX: &[u8] = b".volley-part";
@@ -210,38 +213,25 @@ pub(crate) enum PutTarget {
     Complete,
 }
 
-/// Where a put of a source of `len` bytes (`None`: not known up front) to `remote`
-/// writes: its part file; or `remote` itself when it exists and is not a regular file (a
-/// device such as `/dev/null`, a FIFO, which a rename would replace). With `resume`,
-/// from the end of an existing part, else from the end of the remote file itself, as
-/// OpenSSH's `reput` does; either one longer than the source is refused.
+/// Where a resumed put of a source of `len` bytes (`None`: not known up front) to
+/// `remote` continues: from the end of its part, else from the end of `remote` itself,
+/// as OpenSSH's `reput` does; either one longer than the source is refused. A `remote`
+/// that is not a regular file is written in place, from the start.
 pub(crate) async fn put_target(
     sftp: &SftpClient,
     remote: &[u8],
-    resume: bool,
     len: Option<u64>,
 ) -> Result<PutTarget, SftpError> {
     let shown = |p: &[u8]| crate::printable(&String::from_utf8_lossy(p));
     let target = sftp.stat(remote).await.ok();
-    if let Some(attrs) = target {
-        let regular = attrs.permissions.is_none_or(|p| p & 0o170000 == 0o100000);
-        if !regular {
-            return Ok(PutTarget::Write {
-                name: remote.to_vec(),
-                part: false,
-                start: 0,
-            });
-        }
-    }
-    let mut part = remote.to_vec();
-    part.extend_from_slice(PART_SUFFIX);
-    if !resume {
+    if target.is_some_and(|attrs| !regular(&attrs)) {
         return Ok(PutTarget::Write {
-            name: part,
-            part: true,
+            name: remote.to_vec(),
+            part: false,
             start: 0,
         });
     }
+    let part = part_name(remote);
     let Some(len) = len else {
         return Err(SftpError::Local {
             path: shown(remote),
@@ -277,6 +267,46 @@ pub(crate) async fn put_target(
             part: true,
             start: 0,
         }),
+    }
+}
+
+/// `remote` + [`PART_SUFFIX`].
+fn part_name(remote: &[u8]) -> Vec<u8> {
+    let mut part = remote.to_vec();
+    part.extend_from_slice(PART_SUFFIX);
+    part
+}
+
+/// Whether the server's attributes say a regular file (or say no type at all).
+fn regular(attrs: &FileAttrs) -> bool {
+    attrs.permissions.is_none_or(|p| p & 0o170000 == 0o100000)
+}
+
+/// Opens where a put from the start writes `remote`, with `flags`: its part file, or
+/// `remote` itself when it exists and is not a regular file (a device such as
+/// `/dev/null`, a FIFO, which a rename would replace). The STAT that tells them apart
+/// and the part's OPEN go out together, so the check costs no round trip. Returns the
+/// name written, whether it is the part, and the handle.
+pub(crate) async fn open_part(
+    sftp: &SftpClient,
+    remote: &[u8],
+    flags: OpenFlags,
+) -> Result<(Vec<u8>, bool, Handle), SftpError> {
+    let part = part_name(remote);
+    let (target, opened) = futures::join!(
+        sftp.stat(remote),
+        sftp.open(&part, flags, FileAttrs::default())
+    );
+    match target {
+        Ok(attrs) if !regular(&attrs) => {
+            if let Ok(handle) = opened {
+                let _ = sftp.close_named(&handle, &part).await;
+                let _ = sftp.remove(&part).await;
+            }
+            let handle = sftp.open(remote, flags, FileAttrs::default()).await?;
+            Ok((remote.to_vec(), false, handle))
+        }
+        _ => Ok((part, true, opened?)),
     }
 }
 

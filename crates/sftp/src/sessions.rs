@@ -87,7 +87,7 @@ impl Sessions {
         local: impl AsRef<Path>,
         opts: &TransferOptions,
     ) -> Result<u64, SftpError> {
-        get_on(&self.clients, remote.as_ref(), local.as_ref(), opts).await
+        get_on(&self.clients, remote.as_ref(), local.as_ref(), opts, None).await
     }
 
     /// [`SftpClient::put`], a regular file of at least two

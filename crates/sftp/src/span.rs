@@ -4,6 +4,7 @@
 //! [`Ranges`] tracks how far each range has arrived without a gap, so a part file can be
 //! cut to the bytes that are surely there.
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -101,6 +102,12 @@ pub(crate) struct WriteSpan<'a> {
     pub requests: usize,
     pub chunk: usize,
     pub send_from_file: bool,
+    /// Send the handle's CLOSE right after the last WRITE, not once every WRITE is
+    /// answered (a round trip less per file), and set this once it is sent: the handle
+    /// must then not be closed again (the server may have given its id to another file).
+    /// The server takes requests in order, so the CLOSE still follows every WRITE, and a
+    /// refused WRITE is still seen.
+    pub close_when_sent: Option<&'a AtomicBool>,
 }
 
 /// Where a put's data comes from.
@@ -124,6 +131,8 @@ impl SftpClient {
         let mut next = span.from;
         let mut eof: Option<u64> = None;
         let mut horizon = span.to.or(span.stated).unwrap_or(u64::MAX);
+        // A READ past the stated size is out, to see the end (or growth).
+        let mut probing = false;
         let mut done = 0u64;
         let rpath = span.rpath;
         loop {
@@ -136,16 +145,22 @@ impl SftpClient {
                     .await?;
                 next += u64::from(len);
             }
-            if in_flight.is_empty() {
-                if eof.is_some() || span.to.is_some() {
-                    break;
-                }
-                // Everything up to the stated size arrived: probe for the end.
-                horizon = u64::MAX;
+            if span.to.is_none()
+                && eof.is_none()
+                && !probing
+                && next >= horizon
+                && in_flight.len() < span.requests.max(1)
+            {
+                // Everything up to the stated size is asked for: ask past it as well, in
+                // the same round trip, rather than once the rest has arrived.
                 let len = span.chunk as u32;
                 self.issue_read(&mut pipeline, &mut in_flight, span.handle, next, len)
                     .await?;
                 next += u64::from(len);
+                probing = true;
+            }
+            if in_flight.is_empty() {
+                break;
             }
             let reply = self.recv(&mut pipeline, "read").await?;
             let Some((offset, len)) = in_flight.remove(&reply.id) else {
@@ -169,6 +184,10 @@ impl SftpClient {
                         })?;
                     done += data.len() as u64;
                     got = data.len() as u64;
+                    if offset >= horizon {
+                        // Past the stated size: the file grew. Read on to its end.
+                        horizon = u64::MAX;
+                    }
                     if (got as u32) < len {
                         // A short read is not the end: ask again for the rest.
                         self.issue_read(
@@ -230,7 +249,8 @@ impl SftpClient {
     }
 
     /// Writes `source` from `span.from` (to its end: the region limit, or end of input);
-    /// `on_ack(bytes, gapless)` after each acknowledgement. Returns the bytes written.
+    /// `on_ack(bytes, gapless)` after each acknowledgement. Returns the bytes written
+    /// (with `span.close_when_sent`, once the CLOSE is answered too).
     pub(crate) async fn write_span(
         &self,
         span: WriteSpan<'_>,
@@ -242,6 +262,9 @@ impl SftpClient {
         // Request id -> its data's offset and length.
         let mut in_flight: HashMap<u32, (u64, usize)> = HashMap::new();
         let mut done = 0u64;
+        // The CLOSE's request id once sent, and whether its answer came.
+        let mut close: Option<u32> = None;
+        let mut closed = false;
         loop {
             while in_flight.len() < span.requests.max(1) {
                 let sent = match source {
@@ -295,10 +318,30 @@ impl SftpClient {
                 in_flight.insert(sent.0, (offset, sent.1));
                 offset += sent.1 as u64;
             }
-            if in_flight.is_empty() {
+            let sent_all = match source {
+                Source::Regions(_, to) => offset >= *to,
+                Source::Stream(_, ended) => *ended,
+            };
+            if let (Some(sent), true, None) = (span.close_when_sent, sent_all, close) {
+                let request = Request::Close {
+                    id: 0,
+                    handle: &span.handle.0,
+                };
+                sent.store(true, Ordering::Relaxed);
+                close = Some(
+                    self.send(&mut pipeline, &request, Bytes::new(), "close")
+                        .await?,
+                );
+            }
+            if in_flight.is_empty() && close.is_none_or(|_| closed) {
                 break;
             }
             let reply = self.recv(&mut pipeline, "write").await?;
+            if Some(reply.id) == close {
+                expect_ok(&reply, "close", span.rpath)?;
+                closed = true;
+                continue;
+            }
             expect_ok(&reply, "write", span.rpath)?;
             let mut got = 0;
             if let Some((_, len)) = in_flight.remove(&reply.id) {

@@ -2,7 +2,7 @@
 //! into ranges, on several ([`Sessions`](crate::Sessions)).
 
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -114,6 +114,9 @@ pub struct Progress {
 /// Chunk size when the server states no limits (the draft's minimum packet is 32 KiB).
 const FALLBACK_CHUNK: usize = 32 * 1024;
 
+/// How a put opens a file it writes from the start.
+const FRESH: OpenFlags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0 | OpenFlags::TRUNC.0);
+
 /// With several sessions, a file is cut into ranges of at least this many bytes (a
 /// smaller file goes on one session).
 pub const RANGE_LEAST: u64 = 8 << 20;
@@ -160,13 +163,8 @@ impl SftpClient {
         local: impl AsRef<Path>,
         opts: &TransferOptions,
     ) -> Result<u64, SftpError> {
-        get_on(
-            core::slice::from_ref(self),
-            remote.as_ref(),
-            local.as_ref(),
-            opts,
-        )
-        .await
+        let me = core::slice::from_ref(self);
+        get_on(me, remote.as_ref(), local.as_ref(), opts, None).await
     }
 
     /// Copies the local file `local` to `remote`, `opts.requests` WRITEs in flight;
@@ -204,12 +202,14 @@ impl SftpClient {
 }
 
 /// [`SftpClient::get`] over `clients` (at least one), each reading a range of the file
-/// when it is large enough.
+/// when it is large enough. `listed`: the file's attributes as a listing gave them (a
+/// tree's), which spare the FSTAT when they hold a size.
 pub(crate) async fn get_on(
     clients: &[SftpClient],
     remote: &[u8],
     local: &Path,
     opts: &TransferOptions,
+    listed: Option<FileAttrs>,
 ) -> Result<u64, SftpError> {
     let first = &clients[0];
     let rpath = String::from_utf8_lossy(remote).into_owned();
@@ -219,7 +219,10 @@ pub(crate) async fn get_on(
     let mut target = None;
     let mut stated = FileAttrs::default();
     let result = async {
-        stated = first.fstat(&handle).await?;
+        stated = match listed.filter(|a| a.size.is_some()) {
+            Some(attrs) => attrs,
+            None => first.fstat(&handle).await?,
+        };
         let size = stated.size;
         let part = match LocalPart::open(local, opts.resume, size)? {
             Found::Part(part) => &*target.insert(part),
@@ -348,22 +351,31 @@ pub(crate) async fn put_on(
     // Stat's size is the truth only for a regular file that has one.
     let total = Some(meta.len()).filter(|&n| meta.is_file() && n > 0);
     let sized = meta.is_file().then_some(meta.len());
-    let (written, is_part, start) =
-        match crate::landing::put_target(first, remote, opts.resume, sized).await? {
+    let (written, is_part, start, handle) = if opts.resume {
+        let (name, part, start) = match crate::landing::put_target(first, remote, sized).await? {
             PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
             PutTarget::Write { name, part, start } => (name, part, start),
         };
-    let flags = if start == 0 {
-        OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC
+        let flags = if start == 0 { FRESH } else { OpenFlags::WRITE };
+        let handle = first.open(&name, flags, FileAttrs::default()).await?;
+        (name, part, start, handle)
     } else {
-        OpenFlags::WRITE
+        let (name, part, handle) = crate::landing::open_part(first, remote, FRESH).await?;
+        (name, part, 0, handle)
     };
-    let handle = first.open(&written, flags, FileAttrs::default()).await?;
     let ranges = match total {
         Some(total) if clients.len() > 1 => Ranges::split(start, total, clients.len(), RANGE_LEAST),
         _ => Ranges::whole(start, total),
     };
     let file = Arc::new(file);
+    let fsync = opts.fsync && first.has_extension(FSYNC_EXTENSION);
+    // Per range: its handle's CLOSE has been sent (by the range itself).
+    let closing: Vec<AtomicBool> = ranges
+        .bounds()
+        .iter()
+        .map(|_| AtomicBool::new(false))
+        .collect();
+    let closing = &closing;
     // Bytes from the start acknowledged with no gap before them.
     let acked = AtomicU64::new(start);
     let result = async {
@@ -412,6 +424,8 @@ pub(crate) async fn put_on(
                     requests: opts.requests,
                     chunk: client.chunk(opts.chunk, client.limits().map(|l| l.max_write_len)),
                     send_from_file: opts.send_from_file,
+                    // The first range's handle is closed after an fsync, below.
+                    close_when_sent: (i > 0 || !fsync).then_some(&closing[i]),
                 };
                 let done = client
                     .write_span(span, &mut source, |n, gapless| {
@@ -421,11 +435,11 @@ pub(crate) async fn put_on(
                     })
                     .await;
                 match own {
-                    Some(own) => {
+                    Some(own) if !closing[i].load(Ordering::Relaxed) => {
                         let closed = client.close_named(&own, written).await;
                         done.and_then(|done| closed.map(|()| done))
                     }
-                    None => done,
+                    _ => done,
                 }
             }
         });
@@ -438,7 +452,9 @@ pub(crate) async fn put_on(
         // The first WRITE past the old end was refused: a server that can write a file
         // only from its start (rclone's, without its write cache, which also empties it
         // when opened). Nothing is left to resume from; the whole file goes again.
-        let _ = first.close_named(&handle, &written).await;
+        if !closing[0].load(Ordering::Relaxed) {
+            let _ = first.close_named(&handle, &written).await;
+        }
         let again = TransferOptions {
             resume: false,
             ..opts.clone()
@@ -446,16 +462,15 @@ pub(crate) async fn put_on(
         return Box::pin(put_on(clients, local, remote, &again)).await;
     }
     let result = match result {
-        Ok(done) if opts.fsync && first.has_extension(FSYNC_EXTENSION) => {
-            first.fsync(&handle).await.map(|()| done)
-        }
+        Ok(done) if fsync => first.fsync(&handle).await.map(|()| done),
         Err(e) if is_part && acked > 0 => {
-            // Keep what was acknowledged without a gap, cut to that, for a resume.
+            // Keep what was acknowledged without a gap, cut to that, for a resume (by
+            // name: the handle may be closed).
             let cut = FileAttrs {
                 size: Some(acked),
                 ..FileAttrs::default()
             };
-            match first.fsetstat(&handle, cut).await {
+            match first.setstat(&written, cut).await {
                 Ok(()) => Err(SftpError::Kept {
                     part: crate::printable(&String::from_utf8_lossy(&written)),
                     kept: acked,
@@ -466,7 +481,11 @@ pub(crate) async fn put_on(
         }
         other => other,
     };
-    let closed = first.close_named(&handle, &written).await;
+    let closed = match closing[0].load(Ordering::Relaxed) {
+        // Sent with the last WRITE, and its answer checked.
+        true => Ok(()),
+        false => first.close_named(&handle, &written).await,
+    };
     let done = match result.and_then(|done| closed.map(|()| done)) {
         Ok(done) => done,
         Err(e) => {

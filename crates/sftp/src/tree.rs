@@ -22,6 +22,9 @@ use crate::{FileAttrs, TransferOptions, printable};
 
 /// Files moved at once when the server states no limit on open handles.
 pub const DEFAULT_FILES_AT_ONCE: usize = 16;
+/// Files moved at once at most, whatever the server allows (the connection's own cap on
+/// requests in flight bounds the memory they take).
+pub const MAX_FILES_AT_ONCE: usize = 128;
 /// Directory listings in flight at once.
 const LISTINGS_AT_ONCE: usize = 16;
 
@@ -132,10 +135,12 @@ impl SftpClient {
 
     /// How many files a tree moves at once: what the server's stated open-handle limit
     /// allows (keeping two for listings and the like), else [`DEFAULT_FILES_AT_ONCE`];
-    /// at most 64.
+    /// at most [`MAX_FILES_AT_ONCE`].
     pub fn files_at_once(&self) -> usize {
         match self.limits().map(|l| l.max_open_handles) {
-            Some(n) if n > 2 => usize::try_from(n - 2).unwrap_or(64).min(64),
+            Some(n) if n > 2 => usize::try_from(n - 2)
+                .unwrap_or(MAX_FILES_AT_ONCE)
+                .min(MAX_FILES_AT_ONCE),
             Some(1..=2) => 1,
             _ => DEFAULT_FILES_AT_ONCE,
         }
@@ -224,7 +229,7 @@ pub(crate) async fn get_tree_on(
     let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf(), root_seen)]);
     // Every directory made, with its attributes, for -p once its files are in.
     let mut made = vec![(local.to_path_buf(), attrs)];
-    let mut files: VecDeque<(Vec<u8>, PathBuf)> = VecDeque::new();
+    let mut files: VecDeque<(Vec<u8>, PathBuf, Option<FileAttrs>)> = VecDeque::new();
     let quiet = opts.quiet();
     let mut tasks: FuturesUnordered<Task<'_>> = FuturesUnordered::new();
     let (mut listing, mut copying) = (0, 0);
@@ -254,14 +259,14 @@ pub(crate) async fn get_tree_on(
             }));
         }
         while copying < files_at_once {
-            let Some((remote, local)) = files.pop_front() else {
+            let Some((remote, local, listed)) = files.pop_front() else {
                 break;
             };
             copying += 1;
             let client = core::slice::from_ref(&clients[turn % clients.len()]);
             turn += 1;
             tasks.push(Box::pin(async move {
-                let result = get_on(client, &remote, &local, quiet).await;
+                let result = get_on(client, &remote, &local, quiet, listed).await;
                 Outcome::Copied {
                     path: shown(&remote),
                     result,
@@ -325,7 +330,7 @@ pub(crate) async fn get_tree_on(
                         dirs.push_back((child, local, seen.clone()));
                     } else {
                         found += entry.attrs.size.unwrap_or(0);
-                        files.push_back((child, local));
+                        files.push_back((child, local, Some(entry.attrs)));
                     }
                 }
                 event(TreeEvent::Found(found));
@@ -355,7 +360,7 @@ pub(crate) async fn get_tree_on(
                     }
                     Ok((attrs, _)) => {
                         event(TreeEvent::Found(attrs.size.unwrap_or(0)));
-                        files.push_back((remote, local));
+                        files.push_back((remote, local, Some(attrs)));
                     }
                 }
             }
