@@ -10,7 +10,9 @@ use crate::peers::{self, Peer};
 use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
-const SUITES: &[&str] = &["codec", "scp", "sftp", "wake", "rpc", "matrix", "channel"];
+const SUITES: &[&str] = &[
+    "codec", "scp", "sftp", "sftp-ssh", "wake", "rpc", "matrix", "channel",
+];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut suites = Vec::new();
@@ -64,6 +66,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     if suites.iter().any(|s| s == "sftp") {
         peers::ensure(&[Peer::OpenSsh])?;
+    }
+    if suites.iter().any(|s| s == "sftp-ssh") {
+        peers::ensure(&[Peer::OpenSsh, Peer::Rclone, Peer::Lftp])?;
     }
     if suites.iter().any(|s| s == "matrix") && !peers::ensure(&[Peer::Nftables])?.is_empty() {
         eprintln!(

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage:
   cargo xtask test [fmt|clippy|doc|nostd|msrv|tests]..  every check, or the named ones
   cargo xtask bench [--suite NAME].. [--quick|--full] [--baseline RESULTS.json] [--save-charts] [--transport udp|tcp]
-                                                    suites: codec, scp, sftp, wake, rpc, matrix, channel (default: all);
+                                                    suites: codec, scp, sftp, sftp-ssh, wake, rpc, matrix, channel (default: all);
                                                     --transport udp|tcp limits the matrix
   cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
   cargo xtask fuzz [--runs N] [TARGET]..            every fuzz target (needs nightly + cargo-fuzz,

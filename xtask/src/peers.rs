@@ -27,6 +27,8 @@ pub(crate) enum Peer {
     /// Debian's rclone: its `serve sftp` is the SFTP tests' second server, and its
     /// `copy` a peer in the sftp-ssh bench.
     Rclone,
+    /// Debian's lftp, whose `mirror` is a peer in the sftp-ssh bench.
+    Lftp,
 }
 
 /// Where Debian puts OpenSSH's sftp-server.
@@ -60,6 +62,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
                 }
             }
             Peer::Rclone => ensure_debian("/usr/bin/rclone", "rclone")?,
+            Peer::Lftp => ensure_debian("/usr/bin/lftp", "lftp")?,
         }
     }
     Ok(missing)

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-#[path = "../charts.rs"]
+#[path = "../charts/mod.rs"]
 mod charts;
 #[path = "../cli.rs"]
 mod cli;

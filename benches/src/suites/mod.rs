@@ -6,4 +6,5 @@ pub(crate) mod matrix;
 pub(crate) mod rpc;
 pub(crate) mod scp;
 pub(crate) mod sftp;
+pub(crate) mod sftp_ssh;
 pub(crate) mod wake;

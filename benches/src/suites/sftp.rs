@@ -383,7 +383,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     report
 }
 
-fn write_random(path: &Path, size: u64) {
+pub(crate) fn write_random(path: &Path, size: u64) {
     let mut file = std::fs::File::create(path).expect("create a test file");
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let mut block = vec![0u8; MIB as usize];
@@ -398,7 +398,7 @@ fn write_random(path: &Path, size: u64) {
     }
 }
 
-fn same(a: &Path, b: &Path) -> bool {
+pub(crate) fn same(a: &Path, b: &Path) -> bool {
     match (std::fs::read(a), std::fs::read(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,

@@ -1,7 +1,10 @@
 //! SVG charts of a suite's figures, written beside `report.md` (plotters, SVG backend):
 //! SCP Mbit/s against window for volley and rig at each link setting, SFTP MB/s per
 //! client and direction with the server's ceiling marked, wake-ups per frame and p99
-//! latency against requests in flight, RPC calls/s per system for each workload.
+//! latency against requests in flight, RPC calls/s per system for each workload, SFTP
+//! over ssh against the round trip per system.
+
+mod sftp_ssh;
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +27,7 @@ pub(crate) fn write(suite: &str, results: &[Value], dir: &Path) -> Result<Vec<Pa
     let drawn = match suite {
         "scp" => scp(results, &path),
         "sftp" => sftp(results, &path),
+        "sftp-ssh" => sftp_ssh::draw(results, &path),
         "wake" => wake(results, &path),
         "rpc" => rpc(results, &path),
         "matrix" => matrix(results, &path),
