@@ -17,9 +17,16 @@ pub(super) fn draw(results: &[Value], path: &Path) -> Drawn {
         ("File", "mb_per_sec", "one 256 MiB file: MB/s"),
     ];
     for ((kind, key, title), area) in panels.into_iter().zip(root.split_evenly((1, 2))) {
-        let mine: Vec<&Value> = rows.iter().copied().filter(|r| text(r, "kind") == kind).collect();
+        let mine: Vec<&Value> = rows
+            .iter()
+            .copied()
+            .filter(|r| text(r, "kind") == kind)
+            .collect();
         // Trees of one size only, so the lines compare like with like.
-        let files = mine.iter().filter_map(|r| number(r, "files")).fold(0.0, f64::max);
+        let files = mine
+            .iter()
+            .filter_map(|r| number(r, "files"))
+            .fold(0.0, f64::max);
         let mine: Vec<&Value> = mine
             .into_iter()
             .filter(|r| number(r, "files") == Some(files) || kind == "File")

@@ -507,7 +507,7 @@ pub(crate) async fn open(
     Ok((sftp, path))
 }
 
-/// [`open`], `n` times (at most [`LOGINS_AT_ONCE`] starting at once), as one
+/// [`open`], `n` times at once (at most [`LOGINS_AT_ONCE`] starting together), as one
 /// [`Sessions`].
 async fn open_sessions(
     server: &Server,
@@ -515,18 +515,23 @@ async fn open_sessions(
     remote_arg: &str,
     n: usize,
 ) -> anyhow::Result<(Sessions, String)> {
-    let (first, path) = open(server, what, remote_arg).await?;
-    let mut sessions = Sessions::new(first);
-    let more: Vec<_> = futures::stream::iter(2..=n)
+    // All logins at once (up to LOGINS_AT_ONCE): each takes several round trips.
+    let opened: Vec<_> = futures::stream::iter(1..=n)
         .map(|i| async move {
             let opened = open(server, what, remote_arg).await;
-            opened.with_context(|| format!("session {i} of {n}"))
+            match n {
+                1 => opened,
+                _ => opened.with_context(|| format!("session {i} of {n}")),
+            }
         })
         .buffered(LOGINS_AT_ONCE)
         .collect()
         .await;
-    for opened in more {
-        sessions.push(opened?.0);
+    let mut opened = opened.into_iter();
+    let (first, path) = opened.next().context("no session opened")??;
+    let mut sessions = Sessions::new(first);
+    for more in opened {
+        sessions.push(more?.0);
     }
     Ok((sessions, path))
 }

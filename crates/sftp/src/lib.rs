@@ -64,7 +64,7 @@ pub use landing::PART_SUFFIX;
 pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
-pub use transfer::{Progress, ProgressFn, RANGE_LEAST, TransferOptions};
+pub use transfer::{PIECE, Progress, ProgressFn, TransferOptions};
 pub use tree::{DEFAULT_FILES_AT_ONCE, MAX_FILES_AT_ONCE, TreeEvent, TreeReport};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
 

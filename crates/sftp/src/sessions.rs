@@ -78,9 +78,10 @@ impl Sessions {
         self.clients.is_empty()
     }
 
-    /// [`SftpClient::get`], a file of at least two [`RANGE_LEAST`](crate::RANGE_LEAST)
-    /// read in ranges, one a session, each range `opts.requests` READs deep. A file that
-    /// shrinks while it is read in ranges fails ([`SftpError::Shrank`]).
+    /// [`SftpClient::get`], a file of at least two [`PIECE`](crate::PIECE)s read in
+    /// pieces, each session taking the next piece until none is left, `opts.requests`
+    /// READs deep. A file that shrinks while it is read in pieces fails
+    /// ([`SftpError::Shrank`]).
     pub async fn get(
         &self,
         remote: impl AsRef<[u8]>,
@@ -90,8 +91,8 @@ impl Sessions {
         get_on(&self.clients, remote.as_ref(), local.as_ref(), opts, None).await
     }
 
-    /// [`SftpClient::put`], a regular file of at least two
-    /// [`RANGE_LEAST`](crate::RANGE_LEAST) written in ranges, one a session.
+    /// [`SftpClient::put`], a regular file of at least two [`PIECE`](crate::PIECE)s
+    /// written in pieces, each session taking the next until none is left.
     pub async fn put(
         &self,
         local: impl AsRef<Path>,

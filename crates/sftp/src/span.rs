@@ -32,15 +32,16 @@ impl Ranges {
         Self::of(vec![(from, to)])
     }
 
-    /// `[from, to)` cut into at most `n` ranges of at least `least` bytes each (one if
-    /// it is smaller).
-    pub(crate) fn split(from: u64, to: u64, n: usize, least: u64) -> Self {
+    /// `[from, to)` cut into pieces of `piece` bytes (the last one shorter), or one
+    /// piece if it is shorter than two.
+    pub(crate) fn pieces(from: u64, to: u64, piece: u64) -> Self {
         let len = to.saturating_sub(from);
-        let n = (len / least.max(1)).clamp(1, n.max(1) as u64);
-        let step = len.div_ceil(n).max(1);
-        let bounds = (0..n)
-            .map(|i| (from + i * step, Some((from + (i + 1) * step).min(to))))
-            .filter(|&(a, b)| b.is_some_and(|b| b > a) || a == from)
+        let piece = piece.max(1);
+        if len < 2 * piece {
+            return Self::whole(from, Some(to));
+        }
+        let bounds = (0..len.div_ceil(piece))
+            .map(|i| (from + i * piece, Some((from + (i + 1) * piece).min(to))))
             .collect();
         Self::of(bounds)
     }
@@ -374,8 +375,8 @@ mod tests {
     use super::Ranges;
 
     #[test]
-    fn ranges_split_evenly_and_report_the_gapless_prefix() {
-        let r = Ranges::split(100, 1100, 4, 200);
+    fn pieces_report_the_gapless_prefix() {
+        let r = Ranges::pieces(100, 1100, 250);
         assert_eq!(
             r.bounds(),
             [
@@ -385,15 +386,19 @@ mod tests {
                 (850, Some(1100))
             ]
         );
-        // Later ranges arriving do not move the prefix past an incomplete earlier one.
+        // Later pieces arriving do not move the prefix past an incomplete earlier one.
         assert_eq!(r.mark(2, 850), 100);
         assert_eq!(r.mark(0, 300), 300);
         assert_eq!(r.mark(0, 350), 350);
-        assert_eq!(r.mark(1, 600), 850, "ranges 0-2 complete, 3 not begun");
-        // Too small to cut: one range; at least one even when empty.
-        assert_eq!(Ranges::split(0, 300, 4, 200).bounds(), [(0, Some(300))]);
-        assert_eq!(Ranges::split(5, 5, 4, 200).bounds(), [(5, Some(5))]);
-        let open = Ranges::split(0, 1000, 2, 100).open_ended();
+        assert_eq!(r.mark(1, 600), 850, "pieces 0-2 complete, 3 not begun");
+        // Shorter than two pieces: one; the last piece shorter.
+        assert_eq!(Ranges::pieces(0, 300, 200).bounds(), [(0, Some(300))]);
+        assert_eq!(Ranges::pieces(5, 5, 200).bounds(), [(5, Some(5))]);
+        assert_eq!(
+            Ranges::pieces(0, 500, 200).bounds().last(),
+            Some(&(400, Some(500)))
+        );
+        let open = Ranges::pieces(0, 1000, 500).open_ended();
         assert_eq!(open.bounds(), [(0, Some(500)), (500, None)]);
         assert_eq!(open.mark(0, 500), 500);
         assert_eq!(open.mark(1, 777), 777);

@@ -2,7 +2,7 @@
 //! into ranges, on several ([`Sessions`](crate::Sessions)).
 
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -117,9 +117,10 @@ const FALLBACK_CHUNK: usize = 32 * 1024;
 /// How a put opens a file it writes from the start.
 const FRESH: OpenFlags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0 | OpenFlags::TRUNC.0);
 
-/// With several sessions, a file is cut into ranges of at least this many bytes (a
-/// smaller file goes on one session).
-pub const RANGE_LEAST: u64 = 8 << 20;
+/// With several sessions, a file of at least twice this many bytes is cut into pieces of
+/// this size, which the sessions take one at a time until none is left (a smaller file
+/// goes on one session).
+pub const PIECE: u64 = 8 << 20;
 
 impl Default for TransferOptions {
     /// 64 requests in flight, chunks of the server's maximum size.
@@ -231,53 +232,67 @@ pub(crate) async fn get_on(
         let start = part.start;
         opts.report(start, size);
         let ranges = match size {
-            Some(size) if clients.len() > 1 => {
-                Ranges::split(start, size, clients.len(), RANGE_LEAST).open_ended()
-            }
+            Some(size) if clients.len() > 1 => Ranges::pieces(start, size, PIECE).open_ended(),
             _ => Ranges::whole(start, None),
         };
         let moved = AtomicU64::new(0);
-        let spans = ranges.bounds().iter().enumerate().map(|(i, &(from, to))| {
-            let (client, handle, ranges, moved, rpath) =
-                (&clients[i], &handle, &ranges, &moved, &rpath);
+        let (next_piece, end_at) = (AtomicUsize::new(0), AtomicU64::new(start));
+        // Workers taking the next piece until none is left, so a slow session takes fewer:
+        // two a session when there are pieces, so one keeps the session busy while the
+        // other waits out the last replies of its piece.
+        let lanes = lanes(&ranges);
+        let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
+        let workers = workers.map(|(w, client)| {
+            let (handle, ranges, moved, rpath, next_piece, end_at) =
+                (&handle, &ranges, &moved, &rpath, &next_piece, &end_at);
             async move {
-                let own = match i {
-                    0 => None,
-                    _ => Some(
-                        client
-                            .open(remote, OpenFlags::READ, FileAttrs::default())
-                            .await?,
-                    ),
-                };
-                let span = ReadSpan {
-                    handle: own.as_ref().unwrap_or(handle),
-                    file: &part.file,
-                    local,
-                    rpath,
-                    from,
-                    to,
-                    stated: size,
-                    requests: opts.requests,
-                    chunk: client.chunk(opts.chunk, client.limits().map(|l| l.max_read_len)) as u64,
-                };
-                let end = client
-                    .read_span(span, |n, gapless| {
-                        part.set_kept(ranges.mark(i, gapless));
-                        let now = moved.fetch_add(n, Ordering::Relaxed) + n;
-                        opts.report(start + now, size);
-                    })
-                    .await;
+                let mut own = None;
+                let result = async {
+                    loop {
+                        let i = next_piece.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(from, to)) = ranges.bounds().get(i) else {
+                            return Ok(());
+                        };
+                        if w > 0 && own.is_none() {
+                            let flags = OpenFlags::READ;
+                            own = Some(client.open(remote, flags, FileAttrs::default()).await?);
+                        }
+                        let span = ReadSpan {
+                            handle: own.as_ref().unwrap_or(handle),
+                            file: &part.file,
+                            local,
+                            rpath,
+                            from,
+                            to,
+                            stated: size,
+                            requests: opts.requests,
+                            chunk: client.chunk(opts.chunk, client.limits().map(|l| l.max_read_len))
+                                as u64,
+                        };
+                        let end = client
+                            .read_span(span, |n, gapless| {
+                                part.set_kept(ranges.mark(i, gapless));
+                                let now = moved.fetch_add(n, Ordering::Relaxed) + n;
+                                opts.report(start + now, size);
+                            })
+                            .await?;
+                        if to.is_none() {
+                            end_at.store(end, Ordering::Relaxed);
+                        }
+                    }
+                }
+                .await;
                 match own {
                     Some(own) => {
                         let closed = client.close_named(&own, remote).await;
-                        end.and_then(|end| closed.map(|()| end))
+                        result.and_then(|()| closed)
                     }
-                    None => end,
+                    None => result,
                 }
             }
         });
-        let ends = futures::future::try_join_all(spans).await?;
-        let end = ends.last().copied().unwrap_or(start);
+        futures::future::try_join_all(workers).await?;
+        let end = end_at.load(Ordering::Relaxed);
         if let Some(stated) = size.filter(|&s| end < s && !opts.allow_shrink) {
             return Err(SftpError::Shrank {
                 path: rpath.clone(),
@@ -364,24 +379,22 @@ pub(crate) async fn put_on(
         (name, part, 0, handle)
     };
     let ranges = match total {
-        Some(total) if clients.len() > 1 => Ranges::split(start, total, clients.len(), RANGE_LEAST),
+        Some(total) if clients.len() > 1 => Ranges::pieces(start, total, PIECE),
         _ => Ranges::whole(start, total),
     };
     let file = Arc::new(file);
     let fsync = opts.fsync && first.has_extension(FSYNC_EXTENSION);
-    // Per range: its handle's CLOSE has been sent (by the range itself).
-    let closing: Vec<AtomicBool> = ranges
-        .bounds()
-        .iter()
-        .map(|_| AtomicBool::new(false))
-        .collect();
-    let closing = &closing;
+    // The first handle's CLOSE has gone out with the last WRITE (one piece only, and no
+    // fsync to come first).
+    let closing = AtomicBool::new(false);
+    let close_when_sent = (ranges.bounds().len() == 1 && !fsync).then_some(&closing);
     // Bytes from the start acknowledged with no gap before them.
     let acked = AtomicU64::new(start);
     let result = async {
         opts.report(start, total);
         let moved = AtomicU64::new(0);
-        let mut stream = match total {
+        // Only a sized source is cut into pieces: a stream is the one piece there is.
+        let stream = match total {
             Some(_) => None,
             None => Some(Source::Stream(
                 tokio::fs::File::from_std(file.try_clone().map_err(|source| SftpError::Io {
@@ -391,10 +404,13 @@ pub(crate) async fn put_on(
                 false,
             )),
         };
-        let stream = &mut stream;
-        let spans = ranges.bounds().iter().enumerate().map(|(i, &(from, to))| {
-            let (client, handle, ranges, moved, acked, rpath, written, file) = (
-                &clients[i],
+        let stream = std::sync::Mutex::new(stream);
+        let next_piece = AtomicUsize::new(0);
+        // Workers taking the next piece until none is left, as for a get.
+        let lanes = lanes(&ranges);
+        let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
+        let workers = workers.map(|(w, client)| {
+            let (handle, ranges, moved, acked, rpath, written, file, next_piece, stream) = (
                 &handle,
                 &ranges,
                 &moved,
@@ -402,48 +418,56 @@ pub(crate) async fn put_on(
                 &rpath,
                 &written,
                 &file,
+                &next_piece,
+                &stream,
             );
-            // Only a sized source is cut into ranges, so only range 0 can be a stream.
-            let stream = if i == 0 { stream.take() } else { None };
             async move {
-                let own = match i {
-                    0 => None,
-                    _ => Some(
-                        client
-                            .open(written, OpenFlags::WRITE, FileAttrs::default())
-                            .await?,
-                    ),
-                };
-                let mut source =
-                    stream.unwrap_or_else(|| Source::Regions(file.clone(), to.unwrap_or(from)));
-                let span = WriteSpan {
-                    handle: own.as_ref().unwrap_or(handle),
-                    local,
-                    rpath,
-                    from,
-                    requests: opts.requests,
-                    chunk: client.chunk(opts.chunk, client.limits().map(|l| l.max_write_len)),
-                    send_from_file: opts.send_from_file,
-                    // The first range's handle is closed after an fsync, below.
-                    close_when_sent: (i > 0 || !fsync).then_some(&closing[i]),
-                };
-                let done = client
-                    .write_span(span, &mut source, |n, gapless| {
-                        acked.store(ranges.mark(i, gapless), Ordering::Relaxed);
-                        let now = moved.fetch_add(n, Ordering::Relaxed) + n;
-                        opts.report(start + now, total);
-                    })
-                    .await;
-                match own {
-                    Some(own) if !closing[i].load(Ordering::Relaxed) => {
-                        let closed = client.close_named(&own, written).await;
-                        done.and_then(|done| closed.map(|()| done))
+                let mut own = None;
+                let result = async {
+                    let mut done = 0;
+                    loop {
+                        let i = next_piece.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(from, to)) = ranges.bounds().get(i) else {
+                            return Ok(done);
+                        };
+                        if w > 0 && own.is_none() {
+                            let flags = OpenFlags::WRITE;
+                            own = Some(client.open(written, flags, FileAttrs::default()).await?);
+                        }
+                        let taken = stream.lock().ok().and_then(|mut s| s.take());
+                        let mut source = taken
+                            .unwrap_or_else(|| Source::Regions(file.clone(), to.unwrap_or(from)));
+                        let span = WriteSpan {
+                            handle: own.as_ref().unwrap_or(handle),
+                            local,
+                            rpath,
+                            from,
+                            requests: opts.requests,
+                            chunk: client
+                                .chunk(opts.chunk, client.limits().map(|l| l.max_write_len)),
+                            send_from_file: opts.send_from_file,
+                            close_when_sent: close_when_sent.filter(|_| w == 0),
+                        };
+                        done += client
+                            .write_span(span, &mut source, |n, gapless| {
+                                acked.store(ranges.mark(i, gapless), Ordering::Relaxed);
+                                let now = moved.fetch_add(n, Ordering::Relaxed) + n;
+                                opts.report(start + now, total);
+                            })
+                            .await?;
                     }
-                    _ => done,
+                }
+                .await;
+                match own {
+                    Some(own) => {
+                        let closed = client.close_named(&own, written).await;
+                        result.and_then(|done| closed.map(|()| done))
+                    }
+                    None => result,
                 }
             }
         });
-        let done: u64 = futures::future::try_join_all(spans).await?.iter().sum();
+        let done: u64 = futures::future::try_join_all(workers).await?.iter().sum();
         Ok(done)
     };
     let result = result.await;
@@ -452,7 +476,7 @@ pub(crate) async fn put_on(
         // The first WRITE past the old end was refused: a server that can write a file
         // only from its start (rclone's, without its write cache, which also empties it
         // when opened). Nothing is left to resume from; the whole file goes again.
-        if !closing[0].load(Ordering::Relaxed) {
+        if !closing.load(Ordering::Relaxed) {
             let _ = first.close_named(&handle, &written).await;
         }
         let again = TransferOptions {
@@ -481,7 +505,7 @@ pub(crate) async fn put_on(
         }
         other => other,
     };
-    let closed = match closing[0].load(Ordering::Relaxed) {
+    let closed = match closing.load(Ordering::Relaxed) {
         // Sent with the last WRITE, and its answer checked.
         true => Ok(()),
         false => first.close_named(&handle, &written).await,
@@ -500,6 +524,11 @@ pub(crate) async fn put_on(
         crate::landing::land(first, &written, remote).await?;
     }
     put_done(first, remote, opts, &meta, done).await
+}
+
+/// Workers a session: two when the file is cut into pieces, else one.
+fn lanes(ranges: &Ranges) -> usize {
+    if ranges.bounds().len() > 1 { 2 } else { 1 }
 }
 
 /// What follows a put's last byte: with `opts.preserve`, the source's times and

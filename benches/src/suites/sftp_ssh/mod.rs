@@ -66,16 +66,44 @@ pub(crate) fn run(mode: Mode) -> Report {
     let dir = PathBuf::from("/dev/shm").join(format!("volley-sftp-ssh-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory in /dev/shm");
     let mut cases = vec![
-        Case { load: Load::Tree, files: 300, rtt_ms: 0 },
-        Case { load: Load::Tree, files: 300, rtt_ms: 20 },
-        Case { load: Load::File, files: 1, rtt_ms: 0 },
-        Case { load: Load::File, files: 1, rtt_ms: 50 },
+        Case {
+            load: Load::Tree,
+            files: 300,
+            rtt_ms: 0,
+        },
+        Case {
+            load: Load::Tree,
+            files: 300,
+            rtt_ms: 20,
+        },
+        Case {
+            load: Load::File,
+            files: 1,
+            rtt_ms: 0,
+        },
+        Case {
+            load: Load::File,
+            files: 1,
+            rtt_ms: 50,
+        },
     ];
     if mode == Mode::Full {
         cases.extend([
-            Case { load: Load::Tree, files: 300, rtt_ms: 50 },
-            Case { load: Load::Tree, files: 1000, rtt_ms: 0 },
-            Case { load: Load::Tree, files: 1000, rtt_ms: 20 },
+            Case {
+                load: Load::Tree,
+                files: 300,
+                rtt_ms: 50,
+            },
+            Case {
+                load: Load::Tree,
+                files: 1000,
+                rtt_ms: 0,
+            },
+            Case {
+                load: Load::Tree,
+                files: 1000,
+                rtt_ms: 20,
+            },
         ]);
     }
     let rounds = match mode {
@@ -90,8 +118,15 @@ pub(crate) fn run(mode: Mode) -> Report {
     );
     report.rounds = rounds;
     report.columns = vec![
-        "load", "system", "get s", "put s", "get rate", "put rate", "get vs sftp",
-        "put vs sftp", "runs",
+        "load",
+        "system",
+        "get s",
+        "put s",
+        "get rate",
+        "put rate",
+        "get vs sftp",
+        "put vs sftp",
+        "runs",
     ];
     let mut ceilings = Table {
         title: "Ceilings at each RTT: plain TCP through the relay, one session's window".into(),
@@ -142,7 +177,11 @@ pub(crate) fn run(mode: Mode) -> Report {
                 .map(|r| r.median)
         };
         for system in systems::names(case.load, mode == Mode::Quick) {
-            let of = |dir: &str| results.iter().find(|r| r.system == *system && r.direction == dir);
+            let of = |dir: &str| {
+                results
+                    .iter()
+                    .find(|r| r.system == *system && r.direction == dir)
+            };
             let (get, put) = (of("get"), of("put"));
             let vs = |r: Option<&Measured>, base: Option<f64>| match (r, base) {
                 (Some(r), Some(b)) => format!("{:.2}x", b / r.median),
@@ -182,8 +221,14 @@ pub(crate) fn run(mode: Mode) -> Report {
                 0 => "-".into(),
                 ms => format!("{:.1}", SESSION_WINDOW / 1e6 / (ms as f64 / 1e3)),
             };
-            ceilings.rows.push(vec![format!("{} ms", case.rtt_ms), format!("{tcp:.0}"), window]);
-            report.data.push(json!({ "rtt_ms": case.rtt_ms, "relay_tcp_mb_per_sec": tcp }));
+            ceilings.rows.push(vec![
+                format!("{} ms", case.rtt_ms),
+                format!("{tcp:.0}"),
+                window,
+            ]);
+            report
+                .data
+                .push(json!({ "rtt_ms": case.rtt_ms, "relay_tcp_mb_per_sec": tcp }));
         }
         relay.stop();
     }
@@ -237,7 +282,9 @@ fn measure(
             jobs.reverse();
         }
         for (system, direction) in jobs {
-            let done = runs.iter().find(|(s, d, _)| *s == system && *d == direction);
+            let done = runs
+                .iter()
+                .find(|(s, d, _)| *s == system && *d == direction);
             if mode == Mode::Quick && done.is_some_and(|(_, _, secs)| secs[0] > SLOW_SECS) {
                 continue;
             }
@@ -253,22 +300,37 @@ fn measure(
                 continue;
             };
             if round == 0 && case.rtt_ms == 0 {
-                commands.push(format!("{} {direction}: `{}`", system, shown(&command, &input)));
+                commands.push(format!(
+                    "{} {direction}: `{}`",
+                    system,
+                    shown(&command, &input)
+                ));
             }
             let secs = timed(&mut command, &input);
-            let checked = system == "ssh cat (ceiling)"
+            let checked = system.ends_with("(ceiling)")
                 || match case.load {
                     Load::Tree => same_tree(source, &target),
                     Load::File => same(source, &target),
                 };
-            assert!(checked, "{system} {direction} ({}) did not copy byte for byte", case.name());
+            assert!(
+                checked,
+                "{system} {direction} ({}) did not copy byte for byte",
+                case.name()
+            );
             remove(&target);
-            match runs.iter_mut().find(|(s, d, _)| *s == system && *d == direction) {
+            match runs
+                .iter_mut()
+                .find(|(s, d, _)| *s == system && *d == direction)
+            {
                 Some((_, _, secs_list)) => secs_list.push(secs),
                 None => runs.push((system, direction, vec![secs])),
             }
         }
-        eprintln!("sftp-ssh: {}: round {}/{rounds} done", case.name(), round + 1);
+        eprintln!(
+            "sftp-ssh: {}: round {}/{rounds} done",
+            case.name(),
+            round + 1
+        );
     }
     runs.into_iter()
         .map(|(system, direction, secs)| Measured {
@@ -291,9 +353,10 @@ fn goals(case: Case, results: &[Measured], report: &mut Report) {
     let mut goal = |what: String, ratio: Option<f64>, at_least: f64| {
         if let Some(ratio) = ratio {
             let met = if ratio >= at_least { "met" } else { "NOT met" };
-            report
-                .notes
-                .push(format!("{}: {what} = {ratio:.2}x (goal >= {at_least}x: {met})", case.name()));
+            report.notes.push(format!(
+                "{}: {what} = {ratio:.2}x (goal >= {at_least}x: {met})",
+                case.name()
+            ));
         }
     };
     for dir in ["get", "put"] {
@@ -301,7 +364,11 @@ fn goals(case: Case, results: &[Measured], report: &mut Report) {
         let ratio = |base: Option<f64>, over: Option<f64>| Some(base? / over?);
         match (case.load, case.rtt_ms) {
             (Load::Tree, 20) => {
-                goal(format!("{dir}: volley vs OpenSSH sftp"), ratio(secs("OpenSSH sftp", dir), volley), 20.0);
+                goal(
+                    format!("{dir}: volley vs OpenSSH sftp"),
+                    ratio(secs("OpenSSH sftp", dir), volley),
+                    20.0,
+                );
                 goal(
                     format!("{dir}: volley vs lftp mirror --parallel=16"),
                     ratio(secs("lftp mirror --parallel=16", dir), volley),
@@ -309,18 +376,36 @@ fn goals(case: Case, results: &[Measured], report: &mut Report) {
                 );
             }
             (Load::File, 0) => {
-                goal(format!("{dir}: volley vs OpenSSH sftp"), ratio(secs("OpenSSH sftp", dir), volley), 0.95);
+                goal(
+                    format!("{dir}: volley vs OpenSSH sftp"),
+                    ratio(secs("OpenSSH sftp", dir), volley),
+                    0.95,
+                );
                 goal(
                     format!("{dir}: volley vs ssh cat (its own ceiling)"),
                     ratio(secs("ssh cat (ceiling)", dir), volley),
                     0.9,
                 );
             }
-            (Load::File, 50) => goal(
-                format!("{dir}: volley --sessions 4 vs OpenSSH sftp"),
-                ratio(secs("OpenSSH sftp", dir), secs("volley --sessions 4", dir)),
-                3.0,
-            ),
+            (Load::File, 50) => {
+                let four = secs("volley --sessions 4", dir);
+                goal(
+                    format!("{dir}: volley --sessions 4 vs OpenSSH sftp"),
+                    ratio(secs("OpenSSH sftp", dir), four),
+                    3.0,
+                );
+                // What four logins could do at best here, as a ratio of the same kind.
+                goal(
+                    format!(
+                        "{dir}: 4 ssh cat at once vs OpenSSH sftp (the ceiling for 4 sessions)"
+                    ),
+                    ratio(
+                        secs("OpenSSH sftp", dir),
+                        secs("4 ssh cat at once (ceiling)", dir),
+                    ),
+                    3.0,
+                );
+            }
             _ => {}
         }
     }
@@ -336,9 +421,13 @@ fn timed(command: &mut std::process::Command, input: &Input) -> f64 {
         Input::File(path) => Stdio::from(std::fs::File::open(path).expect("the source opens")),
     });
     let start = Instant::now();
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("{command:?} cannot start: {e}"));
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("{command:?} cannot start: {e}"));
     if let (Input::Text(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(text.as_bytes()).expect("the batch is written");
+        stdin
+            .write_all(text.as_bytes())
+            .expect("the batch is written");
     }
     let output = child.wait_with_output().expect("the command is waited for");
     let secs = start.elapsed().as_secs_f64();
@@ -467,7 +556,8 @@ fn relay_ceiling(rtt_ms: u64) -> f64 {
         let mut left = size;
         while left > 0 {
             let n = left.min(block.len() as u64) as usize;
-            conn.write_all(&block[..n]).expect("write through the relay");
+            conn.write_all(&block[..n])
+                .expect("write through the relay");
             left -= n as u64;
         }
         let mut ack = [0u8; 1];

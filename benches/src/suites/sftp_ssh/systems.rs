@@ -63,6 +63,7 @@ pub(crate) fn names(load: Load, quick: bool) -> &'static [&'static str] {
             "lftp get/put",
             "lftp pget -n 4 (get)",
             "ssh cat (ceiling)",
+            "4 ssh cat at once (ceiling)",
         ],
     }
 }
@@ -123,7 +124,15 @@ pub(crate) fn command(
             };
             let mut c = Command::new("rclone");
             c.args(system.split_whitespace().skip(1).take(1));
-            c.args([&a, &b, "--config", "/dev/null", "-q", "--sftp-host", "127.0.0.1"]);
+            c.args([
+                &a,
+                &b,
+                "--config",
+                "/dev/null",
+                "-q",
+                "--sftp-host",
+                "127.0.0.1",
+            ]);
             c.args(["--sftp-user", "root", "--sftp-port", &at.port.to_string()]);
             c.arg("--sftp-key-file").arg(at.key);
             c.args(system.split_whitespace().skip(2));
@@ -156,6 +165,22 @@ pub(crate) fn command(
                 c.arg("cat > /dev/null");
                 stdin = Input::File(from.to_owned());
             }
+            c
+        }
+        "4 ssh cat at once (ceiling)" => {
+            // A quarter of the file each, through four logins at once: what four
+            // sessions could carry at best.
+            let quarter = "count=64 bs=1M status=none";
+            let each = if get {
+                format!("ssh -F {cfg} bench \"dd if={src} skip=$((i*64)) {quarter}\" > /dev/null")
+            } else {
+                format!(
+                    "dd if={src} skip=$((i*64)) {quarter} | ssh -F {cfg} bench 'cat > /dev/null'"
+                )
+            };
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!("for i in 0 1 2 3; do {each} & done; wait"));
             c
         }
         _ => return None,
