@@ -285,7 +285,7 @@ pub(crate) async fn get_on(
                 match own {
                     Some(own) => {
                         let closed = client.close_named(&own, remote).await;
-                        result.and_then(|()| closed)
+                        result.and(closed)
                     }
                     None => result,
                 }
