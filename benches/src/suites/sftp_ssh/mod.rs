@@ -9,9 +9,10 @@
 
 mod systems;
 
+use core::net::SocketAddr;
 use core::time::Duration;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;

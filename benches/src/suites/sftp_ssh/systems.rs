@@ -118,9 +118,9 @@ pub(crate) fn command(
         "rclone copy" | "rclone copy --transfers 16" | "rclone copyto" => {
             let sftp = |p: &str| format!(":sftp:{p}");
             let (a, b) = if get {
-                (sftp(&src), dst.clone())
+                (sftp(&src), dst)
             } else {
-                (src.clone(), sftp(&dst))
+                (src, sftp(&dst))
             };
             let mut c = Command::new("rclone");
             c.args(system.split_whitespace().skip(1).take(1));
