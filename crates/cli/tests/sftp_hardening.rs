@@ -207,3 +207,56 @@ async fn a_server_message_reaches_the_terminal_escaped() {
     assert!(!line.chars().any(char::is_control), "{line:?}");
     assert!(line.contains(r"gone\u{0}\u{1b}[31m red\u{1b}[0m"), "{line}");
 }
+
+/// The server dies mid-tree (its replies cut after 200 kB): the command fails at once
+/// saying so, every file that arrived is whole, and none is left half-written under its
+/// own name (what arrived of one is in its `.volley-part`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_mid_tree_fails_cleanly() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("sftp-dies-mid-tree");
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for i in 0..40 {
+        std::fs::write(src.join(format!("d/f{i}")), pattern(20_000 + i)).unwrap();
+    }
+    let server = dir.join("dying-server");
+    std::fs::write(
+        &server,
+        "#!/bin/sh\n/usr/lib/openssh/sftp-server -e -l ERROR | stdbuf -o0 head -c 200000\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join("copy");
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        "-r",
+        "--server-cmd",
+        server.to_str().unwrap(),
+        src.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ])
+    .await;
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("files failed"), "{stderr}");
+    let mut whole = 0;
+    for entry in std::fs::read_dir(copy.join("d")).unwrap().flatten() {
+        let name = entry.file_name().into_string().unwrap();
+        let Some(i) = name.strip_prefix('f').and_then(|n| n.parse::<usize>().ok()) else {
+            assert!(
+                name.ends_with(".volley-part"),
+                "only parts besides whole files: {name}"
+            );
+            continue;
+        };
+        assert_eq!(
+            std::fs::read(entry.path()).unwrap(),
+            pattern(20_000 + i),
+            "{name}"
+        );
+        whole += 1;
+    }
+    assert!(whole < 40, "the server died before the end");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
