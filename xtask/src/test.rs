@@ -3,7 +3,7 @@
 use crate::peers::{self, NO_STD_TARGET, Peer};
 use crate::{cargo, exec};
 
-const STEPS: &[&str] = &["fmt", "clippy", "doc", "nostd", "msrv", "tests"];
+const STEPS: &[&str] = &["fmt", "clippy", "doc", "nostd", "features", "msrv", "tests"];
 
 /// The packages that promise the workspace's `rust-version` (the benches do not: their
 /// criterion needs a newer compiler).
@@ -50,6 +50,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .env("RUSTDOCFLAGS", "-D warnings"),
             )?,
             "nostd" => nostd()?,
+            "features" => features()?,
             "msrv" => msrv()?,
             "tests" => {
                 peers::ensure(&[Peer::Rig, Peer::OpenSsh, Peer::Rclone])?;
@@ -59,6 +60,42 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     eprintln!("\nxtask test: all steps passed");
+    Ok(())
+}
+
+/// volley-rpc with each link feature alone builds, without warnings, and with `tcp` alone
+/// its normal dependencies hold no UDP crate.
+fn features() -> Result<(), String> {
+    for features in ["tcp", "udp", "local"] {
+        exec(
+            cargo()
+                .args([
+                    "check",
+                    "-p",
+                    "volley-rpc",
+                    "--no-default-features",
+                    "--features",
+                ])
+                .arg(features)
+                .env("RUSTFLAGS", "-D warnings"),
+        )?;
+    }
+    let tree = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "volley-rpc",
+            "--no-default-features",
+            "--features",
+            "tcp",
+        ])
+        .args(["-e", "normal", "--prefix", "none"])
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    if tree.contains("volley-transport-udp") {
+        return Err("volley-rpc with only `tcp` still depends on volley-transport-udp".into());
+    }
     Ok(())
 }
 

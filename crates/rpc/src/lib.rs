@@ -51,7 +51,9 @@
 //!   ([`Call::peer`]).
 //! - A [`MessageLink`](link::MessageLink) moves messages: over transport-tcp's framed
 //!   layer ([`link::framed`], TCP or Unix), or between tasks ([`link::local`]).
-//!   [`serve`] accepts TCP or Unix connections and serves each.
+//!   [`serve`] accepts TCP or Unix connections and serves each. Features pick the
+//!   links: `tcp` (framed, `serve`), `udp` (the reliable UDP channel, `serve_udp`) and
+//!   `local`, all on by default; `bench` adds the benchmark service.
 //! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
 //!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
 //!   RUSTSEC-2025-0141). Bulk payloads (`Bytes`) travel as segments beside them: never
@@ -76,6 +78,7 @@
 //! inside something that authenticates.
 
 pub mod array;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod codec;
 pub mod config;
@@ -85,6 +88,7 @@ pub mod log;
 pub mod peer;
 pub mod pool;
 pub mod router;
+#[cfg(any(feature = "tcp", feature = "udp"))]
 pub mod server;
 #[doc(hidden)]
 pub mod service;
@@ -98,6 +102,11 @@ pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
 pub use router::{Call, Reply, Router};
-pub use server::{ServerHandle, serve, serve_udp};
+#[cfg(any(feature = "tcp", feature = "udp"))]
+pub use server::ServerHandle;
+#[cfg(feature = "tcp")]
+pub use server::serve;
+#[cfg(feature = "udp")]
+pub use server::serve_udp;
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};

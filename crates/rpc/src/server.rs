@@ -1,22 +1,30 @@
-//! [`serve`]: an accept loop that runs an [`Endpoint`] on every connection a
-//! transport-tcp [`Listener`] accepts, with graceful shutdown.
+//! Accept loops that run an [`Endpoint`] on every connection a transport accepts, with
+//! graceful shutdown: `serve` for a transport-tcp `Listener` (feature `tcp`),
+//! `serve_udp` for the UDP channel (feature `udp`).
 
 use core::net::SocketAddr;
 use std::io;
+#[cfg(feature = "tcp")]
 use std::sync::Arc;
 
+#[cfg(feature = "tcp")]
 use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+#[cfg(feature = "tcp")]
 use volley_proto::wire::rpc::{ErrorCode, Kind};
+#[cfg(feature = "tcp")]
 use volley_transport_tcp::{Accepted, Admission, Listener, ListenerStats, Role, ServerConfig};
 
 use crate::codec::Codec;
+#[cfg(feature = "tcp")]
 use crate::link::framed::{self, FramedLink};
+#[cfg(feature = "tcp")]
 use crate::link::{LinkSender, Message, MessageLink};
 use crate::peer::Endpoint;
 use crate::service::Service;
 
+#[cfg(feature = "tcp")]
 /// Listener settings for RPC: framed connections sized for `max_message`, no idle
 /// timeout (an RPC connection may rightly sit idle), at most `max_connections` at once.
 pub fn listener_config(max_message: usize, max_connections: usize) -> ServerConfig {
@@ -33,9 +41,11 @@ pub struct ServerHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
     local_addr: Option<SocketAddr>,
+    #[cfg(feature = "tcp")]
     listener: Option<Arc<Listener>>,
 }
 
+#[cfg(feature = "tcp")]
 /// Serves `endpoint` on every connection `listener` accepts, each in a task of its own,
 /// until [`ServerHandle::shutdown`]. A connection whose hello fails is logged and closed;
 /// the others go on.
@@ -52,9 +62,11 @@ pub fn serve<S: Service, C: Codec>(endpoint: Endpoint<S, C>, listener: Listener)
     }
 }
 
+#[cfg(feature = "tcp")]
 /// What a peer past `max_connections` is told before its connection is closed.
 pub const NO_SLOT: &str = "no free connection slot";
 
+#[cfg(feature = "tcp")]
 async fn accept_loop<S: Service, C: Codec>(
     endpoint: Endpoint<S, C>,
     listener: Arc<Listener>,
@@ -108,10 +120,12 @@ async fn accept_loop<S: Service, C: Codec>(
     Ok(())
 }
 
+#[cfg(feature = "tcp")]
 /// A peer's host, without its port: what rate-limited warnings count by, since each
 /// connection of one attacker comes from a port of its own.
 struct PeerHost<'a>(&'a volley_transport_tcp::Peer);
 
+#[cfg(feature = "tcp")]
 impl core::fmt::Display for PeerHost<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.0 {
@@ -121,6 +135,7 @@ impl core::fmt::Display for PeerHost<'_> {
     }
 }
 
+#[cfg(feature = "tcp")]
 /// Tells a peer past `max_connections` why (an error reply in place of the hello, which
 /// the client reports as "the server refused: no free connection slot"), then closes its
 /// connection both ways; the listener's linger bounds how long that takes.
@@ -136,8 +151,9 @@ async fn refuse(refused: Accepted) {
     sender.close();
 }
 
-/// Serves `endpoint` on every connection a UDP channel endpoint accepts, as [`serve`]
+/// Serves `endpoint` on every connection a UDP channel endpoint accepts, as `serve`
 /// does for a stream listener.
+#[cfg(feature = "udp")]
 pub fn serve_udp<S: Service, C: Codec>(
     endpoint: Endpoint<S, C>,
     channel: volley_transport_udp::channel::ChannelEndpoint,
@@ -184,6 +200,7 @@ pub fn serve_udp<S: Service, C: Codec>(
         stop,
         task,
         local_addr,
+        #[cfg(feature = "tcp")]
         listener: None,
     }
 }
@@ -191,6 +208,7 @@ pub fn serve_udp<S: Service, C: Codec>(
 impl ServerHandle {
     /// The stream listener's counts (connections open, accepted, refused for want of a
     /// slot); `None` for a UDP server.
+    #[cfg(feature = "tcp")]
     pub fn listener_stats(&self) -> Option<ListenerStats> {
         self.listener.as_ref().map(|l| l.stats())
     }

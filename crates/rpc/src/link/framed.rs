@@ -20,13 +20,7 @@ pub const FRAME_TYPE: u8 = 0x52;
 /// The largest RPC message by default: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 16 << 20;
 
-/// How long the reader keeps polling for the peer's next message before it sleeps
-/// ([`Config::spin`]): a reply that comes within it skips the thread's wake-up, most of a
-/// loopback round trip. Measured with the rpc suite on loopback: 50 us is enough for
-/// sequential calls; 64 callers pipelining on one connection need 200 us or more, or
-/// each end sleeps between batches and throughput falls by 40%. The cost is up to this
-/// much CPU after each burst of traffic, per connection.
-pub const SPIN: Duration = Duration::from_micros(250);
+pub use super::SPIN;
 
 /// Framed-layer settings for RPC: frames up to `max_message` plus the frame header (the
 /// first, the hello, at most [`MAX_HELLO_FRAME`]), a write budget of twice that (so one

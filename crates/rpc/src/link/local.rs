@@ -113,7 +113,7 @@ impl LinkReceiver for LocalReceiver {
                     Err(mpsc::error::TryRecvError::Disconnected) => return Err(LinkError::Closed),
                     Err(mpsc::error::TryRecvError::Empty) => {}
                 }
-                if start.elapsed() >= super::framed::SPIN {
+                if start.elapsed() >= super::SPIN {
                     break;
                 }
                 std::thread::yield_now();

@@ -9,9 +9,20 @@
 use bytes::Bytes;
 use volley_proto::wire::rpc::{self, Head, Kind};
 
+#[cfg(feature = "tcp")]
 pub mod framed;
+#[cfg(feature = "local")]
 pub mod local;
+#[cfg(feature = "udp")]
 pub mod udp;
+
+/// How long the reader keeps polling for the peer's next message before it sleeps
+/// (transport-tcp's `Config::spin`; the in-process link's reader too): a reply that comes
+/// within it skips the thread's wake-up, most of a loopback round trip. Sequential calls
+/// need little; callers pipelining on one connection need long enough to cover the gap
+/// between batches, or each end sleeps between them. The cost is up to this much CPU
+/// after each burst of traffic, per connection.
+pub const SPIN: core::time::Duration = core::time::Duration::from_micros(250);
 
 /// One RPC message as links move it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +62,7 @@ impl Message {
 pub(crate) const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
 
 impl Message {
+    #[cfg(any(feature = "tcp", feature = "udp"))]
     /// Encodes the head into `head` (returning its length) and gives the pieces that
     /// follow it on the wire: the arguments, then the segments. For links that carry a
     /// message as bytes.
@@ -66,6 +78,7 @@ impl Message {
         Ok((n, pieces))
     }
 
+    #[cfg(any(feature = "tcp", feature = "udp"))]
     /// Parses a whole message from `bytes`, arguments and segments as slices of them.
     pub(crate) fn from_wire(bytes: &Bytes) -> Result<Self, LinkError> {
         let parsed = rpc::Message::parse(bytes)?;
@@ -85,6 +98,7 @@ pub enum LinkError {
     #[error("the peer closed the connection")]
     Closed,
     /// The transport failed.
+    #[cfg(feature = "tcp")]
     #[error(transparent)]
     Transport(#[from] volley_transport_tcp::Error),
     /// The peer sent bytes that are not an RPC message.

@@ -4,16 +4,22 @@
 use core::any::Any;
 use std::sync::Arc;
 
+#[cfg(feature = "tcp")]
 use crate::link::framed::FramedSender;
+#[cfg(feature = "local")]
 use crate::link::local::LocalSender;
+#[cfg(feature = "udp")]
 use crate::link::udp::UdpSender;
 use crate::link::{LinkError, LinkSender, Message};
 
 /// The link's sender: the links volley provides without indirection, others boxed.
 #[derive(Clone)]
 pub(super) enum AnySender {
+    #[cfg(feature = "tcp")]
     Framed(FramedSender),
+    #[cfg(feature = "local")]
     Local(LocalSender),
+    #[cfg(feature = "udp")]
     Udp(UdpSender),
     Other(Arc<dyn DynSender>),
 }
@@ -39,14 +45,17 @@ impl<T: LinkSender> DynSender for T {
 impl AnySender {
     pub(super) fn new<T: LinkSender>(sender: T) -> Self {
         let any: Box<dyn Any> = Box::new(sender);
+        #[cfg(feature = "tcp")]
         let any = match any.downcast::<FramedSender>() {
             Ok(framed) => return Self::Framed(*framed),
             Err(any) => any,
         };
+        #[cfg(feature = "local")]
         let any = match any.downcast::<LocalSender>() {
             Ok(local) => return Self::Local(*local),
             Err(any) => any,
         };
+        #[cfg(feature = "udp")]
         let any = match any.downcast::<UdpSender>() {
             Ok(udp) => return Self::Udp(*udp),
             Err(any) => any,
@@ -59,8 +68,11 @@ impl AnySender {
 
     pub(super) async fn send(&self, message: Message) -> Result<(), LinkError> {
         match self {
+            #[cfg(feature = "tcp")]
             Self::Framed(s) => LinkSender::send(s, message).await,
+            #[cfg(feature = "local")]
             Self::Local(s) => LinkSender::send(s, message).await,
+            #[cfg(feature = "udp")]
             Self::Udp(s) => LinkSender::send(s, message).await,
             Self::Other(s) => s.send_boxed(message).await,
         }
@@ -68,8 +80,11 @@ impl AnySender {
 
     pub(super) fn close(&self) {
         match self {
+            #[cfg(feature = "tcp")]
             Self::Framed(s) => LinkSender::close(s),
+            #[cfg(feature = "local")]
             Self::Local(s) => LinkSender::close(s),
+            #[cfg(feature = "udp")]
             Self::Udp(s) => LinkSender::close(s),
             Self::Other(s) => s.close_link(),
         }
