@@ -324,7 +324,7 @@ async fn a_lost_connection_fails_every_pending_call_with_one_error() {
                     matches!(
                         &e,
                         CallError::ConnectionLost {
-                            cause: LinkError::Closed | LinkError::Channel(_),
+                            cause: LinkError::Closed | LinkError::Transport { .. },
                             ..
                         }
                     ),
@@ -338,7 +338,7 @@ async fn a_lost_connection_fails_every_pending_call_with_one_error() {
             ));
             assert!(matches!(
                 client.closed().await,
-                LinkError::Closed | LinkError::Channel(_)
+                LinkError::Closed | LinkError::Transport { .. }
             ));
         })
         .await;

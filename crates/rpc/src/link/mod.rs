@@ -6,6 +6,8 @@
 //! any byte stream), [`udp`] over volley's reliable UDP channel, and [`local`] between
 //! two tasks in one process (messages pass by value: nothing encoded, nothing copied).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use volley_proto::wire::rpc::{self, Head, Kind};
 
@@ -97,19 +99,20 @@ pub enum LinkError {
     /// The peer closed the link.
     #[error("the peer closed the connection")]
     Closed,
-    /// The transport failed.
-    #[cfg(feature = "tcp")]
-    #[error(transparent)]
-    Transport(#[from] volley_transport_tcp::Error),
+    /// The transport under the link failed; its own error is the source (a
+    /// transport-tcp `Error`, a UDP `ChannelError`, or whatever a link of another crate
+    /// gives [`LinkError::transport`]).
+    #[error("{source}")]
+    Transport {
+        /// The transport's error.
+        source: Arc<dyn core::error::Error + Send + Sync>,
+    },
     /// The peer sent bytes that are not an RPC message.
     #[error("the peer sent a malformed rpc message: {0}")]
     Malformed(#[from] volley_proto::wire::Error),
     /// The peer sent a frame that is not RPC.
     #[error("the peer sent a frame of type {0:#04x}, not an rpc message")]
     NotRpc(u8),
-    /// The UDP channel ended or failed.
-    #[error("the channel connection ended: {0}")]
-    Channel(String),
     /// The peer kept calling past the credit this end gave it without reading the
     /// answers, so the connection was dropped.
     #[error(
@@ -127,6 +130,22 @@ pub enum LinkError {
     /// This end closed the connection.
     #[error("the connection was closed by this end")]
     Local,
+}
+
+impl LinkError {
+    /// A transport's failure, for a link of any crate: `error` is kept as the source.
+    pub fn transport(error: impl core::error::Error + Send + Sync + 'static) -> Self {
+        Self::Transport {
+            source: Arc::new(error),
+        }
+    }
+}
+
+#[cfg(feature = "tcp")]
+impl From<volley_transport_tcp::Error> for LinkError {
+    fn from(error: volley_transport_tcp::Error) -> Self {
+        Self::transport(error)
+    }
 }
 
 /// A bidirectional message link, split into its two halves when a connection starts.
@@ -158,4 +177,32 @@ pub trait LinkSender: Clone + Send + Sync + 'static {
 pub trait LinkReceiver: Send + 'static {
     /// The next message; an error once the link has ended.
     fn recv(&mut self) -> impl Future<Output = Result<Message, LinkError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use core::error::Error;
+
+    use super::LinkError;
+
+    /// A link of any crate reports its transport's error, which stays reachable as the
+    /// source (not flattened into text).
+    #[test]
+    fn a_transport_error_is_kept_as_the_source() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let e = LinkError::transport(cause);
+        assert_eq!(e.to_string(), "reset by peer");
+        let source = e.source().expect("the cause is the source");
+        assert_eq!(source.to_string(), "reset by peer");
+        let LinkError::Transport { source } = &e else {
+            panic!("a transport error: {e:?}");
+        };
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("the transport's own error, typed");
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
+        // Clone keeps it (a pending call each gets the same cause).
+        let again = e.clone();
+        assert!(again.source().is_some());
+    }
 }

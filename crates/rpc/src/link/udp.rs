@@ -50,10 +50,7 @@ impl MessageLink for UdpLink {
 }
 
 fn lost(e: ChannelError) -> LinkError {
-    match e {
-        ChannelError::Closed(why) => LinkError::Channel(why),
-        other => LinkError::Channel(other.to_string()),
-    }
+    LinkError::transport(e)
 }
 
 impl LinkSender for UdpSender {
