@@ -3,7 +3,9 @@
 use crate::peers::{self, NO_STD_TARGET, Peer};
 use crate::{cargo, exec};
 
-const STEPS: &[&str] = &["fmt", "clippy", "doc", "nostd", "features", "msrv", "tests"];
+const STEPS: &[&str] = &[
+    "fmt", "clippy", "doc", "nostd", "features", "msrv", "tests", "examples",
+];
 
 /// The packages that promise the workspace's `rust-version` (the benches do not: their
 /// criterion needs a newer compiler).
@@ -51,6 +53,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             )?,
             "nostd" => nostd()?,
             "features" => features()?,
+            "examples" => examples()?,
             "msrv" => msrv()?,
             "tests" => {
                 peers::ensure(&[Peer::Rig, Peer::OpenSsh, Peer::Rclone])?;
@@ -60,6 +63,39 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     eprintln!("\nxtask test: all steps passed");
+    Ok(())
+}
+
+/// Runs every example of volley-rpc; each must end by printing `ok`.
+fn examples() -> Result<(), String> {
+    let dir = crate::root().join("crates/rpc/examples");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".rs")
+                .map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    for name in names {
+        eprintln!("xtask: example {name}");
+        let output = cargo()
+            .args(["run", "-q", "-p", "volley-rpc", "--example", &name])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run example {name}: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let last = stdout.lines().last().unwrap_or_default();
+        if !output.status.success() || last != "ok" {
+            return Err(format!(
+                "example {name} did not end with `ok` ({}); it printed:\n{stdout}",
+                output.status
+            ));
+        }
+    }
     Ok(())
 }
 

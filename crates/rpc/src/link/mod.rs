@@ -60,18 +60,17 @@ impl Message {
     }
 }
 
-/// The largest encoded head: fixed part, deadline, a full segment table.
-pub(crate) const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
+/// The largest encoded head: fixed part, deadline, a full segment table. A link that
+/// carries messages as bytes encodes each head into a buffer of this size
+/// ([`Message::into_wire`]).
+pub const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
 
 impl Message {
-    #[cfg(any(feature = "tcp", feature = "udp"))]
     /// Encodes the head into `head` (returning its length) and gives the pieces that
-    /// follow it on the wire: the arguments, then the segments. For links that carry a
-    /// message as bytes.
-    pub(crate) fn into_wire(
-        self,
-        head: &mut [u8; MAX_HEAD],
-    ) -> Result<(usize, Vec<Bytes>), LinkError> {
+    /// follow it on the wire: the arguments, then the segments, uncopied. For links that
+    /// carry a message as bytes: the head and the pieces, in order, are the message, and
+    /// [`Message::from_wire`] reads it back.
+    pub fn into_wire(self, head: &mut [u8; MAX_HEAD]) -> Result<(usize, Vec<Bytes>), LinkError> {
         let n = self
             .head
             .encode(self.args.len(), self.segments.iter().map(Bytes::len), head)?;
@@ -80,9 +79,9 @@ impl Message {
         Ok((n, pieces))
     }
 
-    #[cfg(any(feature = "tcp", feature = "udp"))]
-    /// Parses a whole message from `bytes`, arguments and segments as slices of them.
-    pub(crate) fn from_wire(bytes: &Bytes) -> Result<Self, LinkError> {
+    /// Parses a whole message from `bytes` (what [`Message::into_wire`] gave, joined),
+    /// arguments and segments as slices of them, every length checked first.
+    pub fn from_wire(bytes: &Bytes) -> Result<Self, LinkError> {
         let parsed = rpc::Message::parse(bytes)?;
         Ok(Self {
             head: parsed.head,

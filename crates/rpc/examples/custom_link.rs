@@ -1,0 +1,148 @@
+//! A `MessageLink` written outside volley-rpc, with only its public API: messages over
+//! `tokio::io::duplex`, each framed as a big-endian u32 length and then the message as
+//! `Message::into_wire` lays it out (head, arguments, segments), read back with
+//! `Message::from_wire`. A service runs over it exactly as over the built-in links.
+//!
+//! `cargo run -p volley-rpc --example custom_link` prints `ok` last.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf};
+use tokio::sync::{mpsc, watch};
+use volley_rpc::link::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
+use volley_rpc::{Config, Endpoint, Reply, Router};
+
+volley_rpc::service! {
+    /// A tiny store.
+    pub service Store {
+        /// Takes the segments under a name; returns their length.
+        1 => Put(String) -> u64;
+    }
+}
+
+/// The largest message this link carries.
+const MAX_MESSAGE: usize = 16 << 20;
+
+/// One end of a duplex stream, as a link.
+struct DuplexLink(DuplexStream);
+
+/// Queues messages for the writer task; closing stops it and shuts the stream.
+#[derive(Clone)]
+struct DuplexSender {
+    queue: mpsc::Sender<Message>,
+    closing: Arc<watch::Sender<bool>>,
+}
+
+struct DuplexReceiver(ReadHalf<DuplexStream>);
+
+impl MessageLink for DuplexLink {
+    type Sender = DuplexSender;
+    type Receiver = DuplexReceiver;
+
+    fn split(self) -> (DuplexSender, DuplexReceiver) {
+        let (read, mut write) = tokio::io::split(self.0);
+        let (queue, mut queued) = mpsc::channel::<Message>(64);
+        let (closing, mut closed) = watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    message = queued.recv() => message,
+                    _ = closed.changed() => None,
+                };
+                let Some(message) = message else { break };
+                let mut head = [0u8; MAX_HEAD];
+                let Ok((n, pieces)) = message.into_wire(&mut head) else {
+                    break;
+                };
+                let len = n + pieces.iter().map(Bytes::len).sum::<usize>();
+                let mut written = write.write_all(&(len as u32).to_be_bytes()).await;
+                if written.is_ok() {
+                    written = write.write_all(&head[..n]).await;
+                }
+                for piece in &pieces {
+                    if written.is_ok() {
+                        written = write.write_all(piece).await;
+                    }
+                }
+                if written.is_err() {
+                    break;
+                }
+            }
+            let _ = write.shutdown().await;
+        });
+        let sender = DuplexSender {
+            queue,
+            closing: Arc::new(closing),
+        };
+        (sender, DuplexReceiver(read))
+    }
+}
+
+impl LinkSender for DuplexSender {
+    async fn send(&self, message: Message) -> Result<(), LinkError> {
+        self.queue
+            .send(message)
+            .await
+            .map_err(|_| LinkError::Closed)
+    }
+
+    fn max_message(&self) -> usize {
+        MAX_MESSAGE
+    }
+
+    fn close(&self) {
+        let _ = self.closing.send(true);
+    }
+}
+
+impl LinkReceiver for DuplexReceiver {
+    async fn recv(&mut self) -> Result<Message, LinkError> {
+        let mut len = [0u8; 4];
+        if let Err(e) = self.0.read_exact(&mut len).await {
+            return Err(match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => LinkError::Closed,
+                _ => LinkError::transport(e),
+            });
+        }
+        let len = u32::from_be_bytes(len) as usize;
+        // The length is checked before anything is allocated for it.
+        if len > MAX_MESSAGE + MAX_HEAD {
+            let why = format!("a message of {len} bytes, over this link's {MAX_MESSAGE}");
+            return Err(LinkError::transport(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                why,
+            )));
+        }
+        let mut body = BytesMut::zeroed(len);
+        self.0
+            .read_exact(&mut body)
+            .await
+            .map_err(LinkError::transport)?;
+        Message::from_wire(&body.freeze())
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let router = Router::<Store>::new().route::<Put, _, _>(|call| async move {
+        Ok(Reply::new(
+            call.segments.iter().map(Bytes::len).sum::<usize>() as u64,
+        ))
+    });
+    let server = Endpoint::<Store>::new(Config::default())?.serve(router);
+    let client = Endpoint::<Store>::new(Config::default())?;
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let (_server, client) =
+        tokio::try_join!(server.connect(DuplexLink(a)), client.connect(DuplexLink(b)))?;
+    for size in [0usize, 1, 1 << 20, 5 << 20] {
+        let blob = Bytes::from(vec![7u8; size]);
+        let reply = client
+            .call_with::<Put>(&"blob".into(), vec![blob.clone(), blob], None)
+            .await?;
+        assert_eq!(reply.value, 2 * size as u64, "a reply over the custom link");
+    }
+    client.shutdown().await;
+    println!("ok");
+    Ok(())
+}
