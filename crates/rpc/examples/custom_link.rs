@@ -124,7 +124,7 @@ impl LinkReceiver for DuplexReceiver {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn core::error::Error>> {
     let router = Router::<Store>::new().route::<Put, _, _>(|call| async move {
         Ok(Reply::new(
             call.segments.iter().map(Bytes::len).sum::<usize>() as u64,
