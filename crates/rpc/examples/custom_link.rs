@@ -1,7 +1,8 @@
 //! A `MessageLink` written outside volley-rpc, with only its public API: messages over
 //! `tokio::io::duplex`, each framed as a big-endian u32 length and then the message as
 //! `Message::into_wire` lays it out (head, arguments, segments), read back with
-//! `Message::from_wire`. A service runs over it exactly as over the built-in links.
+//! `Message::from_wire`. A service runs over it exactly as over the built-in links, served
+//! by `serve_links` from a stream of such links.
 //!
 //! `cargo run -p volley-rpc --example custom_link` prints `ok` last.
 
@@ -133,8 +134,10 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     let server = Endpoint::<Store>::new(Config::default())?.serve(router);
     let client = Endpoint::<Store>::new(Config::default())?;
     let (a, b) = tokio::io::duplex(1 << 20);
-    let (_server, client) =
-        tokio::try_join!(server.connect(DuplexLink(a)), client.connect(DuplexLink(b)))?;
+    // The server takes its links from any stream of them, as it would from a listener.
+    let incoming = futures::stream::iter([Ok(DuplexLink(a))]);
+    let server = volley_rpc::serve_links(server, incoming);
+    let client = client.connect(DuplexLink(b)).await?;
     for size in [0usize, 1, 1 << 20, 5 << 20] {
         let blob = Bytes::from(vec![7u8; size]);
         let reply = client
@@ -143,6 +146,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
         assert_eq!(reply.value, 2 * size as u64, "a reply over the custom link");
     }
     client.shutdown().await;
+    server.shutdown().await?;
     println!("ok");
     Ok(())
 }

@@ -88,7 +88,6 @@ pub mod log;
 pub mod peer;
 pub mod pool;
 pub mod router;
-#[cfg(any(feature = "tcp", feature = "udp"))]
 pub mod server;
 #[doc(hidden)]
 pub mod service;
@@ -102,11 +101,10 @@ pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
 pub use router::{Call, Reply, Router};
-#[cfg(any(feature = "tcp", feature = "udp"))]
-pub use server::ServerHandle;
 #[cfg(feature = "tcp")]
 pub use server::serve;
 #[cfg(feature = "udp")]
 pub use server::serve_udp;
+pub use server::{ServerHandle, serve_links};
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};

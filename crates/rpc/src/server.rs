@@ -17,10 +17,11 @@ use volley_proto::wire::rpc::{ErrorCode, Kind};
 use volley_transport_tcp::{Accepted, Admission, Listener, ListenerStats, Role, ServerConfig};
 
 use crate::codec::Codec;
+use crate::link::MessageLink;
 #[cfg(feature = "tcp")]
 use crate::link::framed::{self, FramedLink};
 #[cfg(feature = "tcp")]
-use crate::link::{LinkSender, Message, MessageLink};
+use crate::link::{LinkSender, Message};
 use crate::peer::Endpoint;
 use crate::service::Service;
 
@@ -83,35 +84,15 @@ async fn accept_loop<S: Service, C: Codec>(
                     Admission::Full(refused) => {
                         crate::log::warn_limited(
                             "rpc connection refused: no free connection slot",
-                            &PeerHost(&refused.peer),
+                            &PeerHost(refused.peer.clone()),
                         );
                         connections.spawn(refuse(refused));
                         continue;
                     }
                 };
-                let endpoint = endpoint.clone();
-                let mut stopped = stopped.clone();
-                connections.spawn(async move {
-                    let who = accepted.peer;
-                    let link = FramedLink::new(accepted.framed, accepted.incoming);
-                    let peer = match endpoint.connect(link).await {
-                        Ok(peer) => peer,
-                        Err(e) => {
-                            tracing::debug!(peer = ?who, "rpc connection refused at the hello: {e}");
-                            crate::log::warn_limited(
-                                "rpc connection refused at the hello (run with RUST_LOG=debug for each reason)",
-                                &PeerHost(&who),
-                            );
-                            return;
-                        }
-                    };
-                    tokio::select! {
-                        cause = peer.closed() => {
-                            tracing::debug!(peer = ?who, "rpc connection ended: {cause}");
-                        }
-                        _ = stopped.changed() => peer.shutdown().await,
-                    }
-                });
+                let link = FramedLink::new(accepted.framed, accepted.incoming);
+                let who = PeerHost(accepted.peer).to_string();
+                connections.spawn(run_connection(endpoint.clone(), link, who, stopped.clone()));
             }
         }
     }
@@ -123,12 +104,12 @@ async fn accept_loop<S: Service, C: Codec>(
 #[cfg(feature = "tcp")]
 /// A peer's host, without its port: what rate-limited warnings count by, since each
 /// connection of one attacker comes from a port of its own.
-struct PeerHost<'a>(&'a volley_transport_tcp::Peer);
+struct PeerHost(volley_transport_tcp::Peer);
 
 #[cfg(feature = "tcp")]
-impl core::fmt::Display for PeerHost<'_> {
+impl core::fmt::Display for PeerHost {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.0 {
+        match &self.0 {
             volley_transport_tcp::Peer::Tcp(addr) => write!(f, "{}", addr.ip()),
             volley_transport_tcp::Peer::Unix => f.write_str("a unix socket peer"),
         }
@@ -158,50 +139,81 @@ pub fn serve_udp<S: Service, C: Codec>(
     endpoint: Endpoint<S, C>,
     channel: volley_transport_udp::channel::ChannelEndpoint,
 ) -> ServerHandle {
-    let (stop, mut stopped) = watch::channel(false);
     let local_addr = Some(channel.local_addr());
+    let incoming = futures::stream::unfold(channel, |channel| async move {
+        let accepted = channel.accept().await;
+        let link = accepted.map(crate::link::udp::UdpLink::new);
+        Some((link.map_err(io::Error::other), channel))
+    });
+    let mut handle = serve_links(endpoint, incoming);
+    handle.local_addr = local_addr;
+    handle
+}
+
+/// Serves `endpoint` on every link `incoming` yields (any [`MessageLink`]: the built-in
+/// ones, or one of your own), each in a task of its own, until
+/// [`ServerHandle::shutdown`]; an error from `incoming` ends the server with it. A link
+/// whose hello fails is logged and closed; the others go on.
+pub fn serve_links<S, C, L, I>(endpoint: Endpoint<S, C>, incoming: I) -> ServerHandle
+where
+    S: Service,
+    C: Codec,
+    L: MessageLink,
+    I: futures::Stream<Item = io::Result<L>> + Send + 'static,
+{
+    let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
+        let mut incoming = core::pin::pin!(incoming);
         let mut connections = JoinSet::new();
+        let mut n = 0u64;
         loop {
             while connections.try_join_next().is_some() {}
             tokio::select! {
                 _ = stopped.changed() => break,
-                accepted = channel.accept() => {
-                    let connection = accepted.map_err(io::Error::other)?;
-                    let endpoint = endpoint.clone();
-                    let mut stopped = stopped.clone();
-                    connections.spawn(async move {
-                        let link = crate::link::udp::UdpLink::new(connection);
-                        let peer = match endpoint.connect(link).await {
-                            Ok(peer) => peer,
-                            Err(e) => {
-                                tracing::debug!("rpc connection over udp refused at the hello: {e}");
-                                crate::log::warn_limited(
-                                    "rpc connection over udp refused at the hello (run with RUST_LOG=debug for each reason)",
-                                    &"udp",
-                                );
-                                return;
-                            }
-                        };
-                        tokio::select! {
-                            cause = peer.closed() => {
-                                tracing::debug!("rpc connection over udp ended: {cause}");
-                            }
-                            _ = stopped.changed() => peer.shutdown().await,
-                        }
-                    });
+                next = futures::StreamExt::next(&mut incoming) => {
+                    let Some(link) = next else { break };
+                    n += 1;
+                    let who = format!("link {n}");
+                    connections.spawn(run_connection(endpoint.clone(), link?, who, stopped.clone()));
                 }
             }
         }
+        // Shutting down: each connection drains its running calls, then closes.
         while connections.join_next().await.is_some() {}
         Ok(())
     });
     ServerHandle {
         stop,
         task,
-        local_addr,
+        local_addr: None,
         #[cfg(feature = "tcp")]
         listener: None,
+    }
+}
+
+/// Runs one connection: the hello, then the peer until it closes or the server stops
+/// (then it drains its running calls). `who` names it in the logs; a refused hello is
+/// logged once per peer and reason at most so often.
+async fn run_connection<S: Service, C: Codec, L: MessageLink>(
+    endpoint: Endpoint<S, C>,
+    link: L,
+    who: String,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let peer = match endpoint.connect(link).await {
+        Ok(peer) => peer,
+        Err(e) => {
+            tracing::debug!(peer = %who, "rpc connection refused at the hello: {e}");
+            crate::log::warn_limited(
+                "rpc connection refused at the hello (run with RUST_LOG=debug for each reason)",
+                &who,
+            );
+            return;
+        }
+    };
+    tokio::select! {
+        cause = peer.closed() => tracing::debug!(peer = %who, "rpc connection ended: {cause}"),
+        _ = stopped.changed() => peer.shutdown().await,
     }
 }
 
