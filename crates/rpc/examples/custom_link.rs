@@ -126,7 +126,7 @@ impl LinkReceiver for DuplexReceiver {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn core::error::Error>> {
-    let router = Router::<Store>::new().route::<Put, _, _>(|call| async move {
+    let router = Router::<Store>::new().route(Put, |call| async move {
         Ok(Reply::new(
             call.segments.iter().map(Bytes::len).sum::<usize>() as u64,
         ))

@@ -191,8 +191,8 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
     let get_state = state.clone();
     let push_state = state.clone();
     Router::new()
-        .route::<Echo, _, _>(|call| async move { Ok(Reply::new(call.args)) })
-        .route::<Put, _, _>(|call| async move {
+        .route(Echo, |call| async move { Ok(Reply::new(call.args)) })
+        .route(Put, |call| async move {
             let mut hasher = xxhash_rust::xxh3::Xxh3::new();
             let mut len = 0;
             for segment in &call.segments {
@@ -204,7 +204,7 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
                 hash: hasher.digest(),
             }))
         })
-        .route::<Get, _, _>(move |call| {
+        .route(Get, move |call| {
             let state = get_state.clone();
             async move {
                 let len = usize::try_from(call.args.len)
@@ -221,7 +221,7 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
                 ))
             }
         })
-        .route::<Push, _, _>(move |call| {
+        .route(Push, move |call| {
             let state = push_state.clone();
             async move {
                 let got = call.segments.first().map(|s| &s[..]).unwrap_or(&[]);
@@ -242,7 +242,7 @@ pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
                 }
             }
         })
-        .route::<Arrived, _, _>(move |call| {
+        .route(Arrived, move |call| {
             let state = state.clone();
             async move {
                 let args = call.args;

@@ -18,11 +18,11 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let router = Router::<Store>::new()
-//!     .route::<Put, _, _>(|call| async move {
+//!     .route(Put, |call| async move {
 //!         let len: usize = call.segments.iter().map(Bytes::len).sum();
 //!         Ok(Reply::new(len as u64))
 //!     })
-//!     .route::<Bump, _, _>(|_call| async move { Ok(Reply::new(())) });
+//!     .route(Bump, |_call| async move { Ok(Reply::new(())) });
 //! let server = Endpoint::<Store>::new(Config::default())?.serve(router);
 //! let client = Endpoint::<Store>::new(Config::default())?;
 //!

@@ -107,7 +107,7 @@ pub(crate) type Route<S, C> = (&'static str, Arc<Erased<S, C>>);
 ///     }
 /// }
 ///
-/// let router = Router::<Counter>::new().route::<Add, _, _>(|call| async move {
+/// let router = Router::<Counter>::new().route(Add, |call| async move {
 ///     Ok(Reply::new(call.args + 1))
 /// });
 /// assert_eq!(router.len(), 1);
@@ -132,14 +132,14 @@ impl<S: Service, C: Codec> Router<S, C> {
         }
     }
 
-    /// Serves method `M` with `handler`. Panics if `M` already has a handler (a
-    /// programming error, found at start-up).
+    /// Serves `method` with `handler` (`.route(Put, |call| async move { .. })`). Panics if
+    /// the method already has a handler (a programming error, found at start-up).
     ///
     /// A handler runs in the connection's reader until it first waits (most handlers
     /// never do, and a task per call would cost more than the call); one that waits goes
     /// on in a task of its own. So a handler should not compute for long without
     /// awaiting: put heavy work in `tokio::task::spawn_blocking`.
-    pub fn route<M, F, Fut>(mut self, handler: F) -> Self
+    pub fn route<M, F, Fut>(mut self, _method: M, handler: F) -> Self
     where
         M: Method<Service = S>,
         F: Fn(Call<M, C>) -> Fut + Send + Sync + 'static,

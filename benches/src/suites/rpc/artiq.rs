@@ -53,8 +53,8 @@ pub(super) fn artiq_router(
     let z2 = zeros;
     let a2 = arrivals.clone();
     Router::new()
-        .route::<TakeBytes, _, _>(|_call| async move { Ok(Reply::new(())) })
-        .route::<GiveBytes, _, _>(move |call| {
+        .route(TakeBytes, |_call| async move { Ok(Reply::new(())) })
+        .route(GiveBytes, move |call| {
             let zeros = z1.clone();
             async move {
                 Ok(Reply::with_segments(
@@ -63,18 +63,18 @@ pub(super) fn artiq_router(
                 ))
             }
         })
-        .route::<TakeI32List, _, _>(|call| async move {
+        .route(TakeI32List, |call| async move {
             core::hint::black_box(&call.args);
             Ok(Reply::new(()))
         })
-        .route::<GiveI32List, _, _>(|call| async move {
+        .route(GiveI32List, |call| async move {
             Ok(Reply::new(vec![123i32; call.args as usize]))
         })
-        .route::<TakeI32Array, _, _>(|call| async move {
+        .route(TakeI32Array, |call| async move {
             let array = LeArray::<i32>::new(call.segments.into_iter().next().unwrap_or_default())?;
             Ok(Reply::new(array.iter().map(i64::from).sum()))
         })
-        .route::<GiveI32Array, _, _>(move |call| {
+        .route(GiveI32Array, move |call| {
             let array = array.clone();
             async move {
                 Ok(Reply::with_segments(
@@ -83,8 +83,8 @@ pub(super) fn artiq_router(
                 ))
             }
         })
-        .route::<TakeBytesList, _, _>(|_call| async move { Ok(Reply::new(())) })
-        .route::<GiveBytesList, _, _>(move |call| {
+        .route(TakeBytesList, |_call| async move { Ok(Reply::new(())) })
+        .route(GiveBytesList, move |call| {
             let zeros = z2.clone();
             async move {
                 let each = call.args as usize / 64;
@@ -96,7 +96,7 @@ pub(super) fn artiq_router(
                 ))
             }
         })
-        .route::<AsyncBytes, _, _>(move |_call| {
+        .route(AsyncBytes, move |_call| {
             let arrivals = a2.clone();
             async move {
                 let now = epoch.elapsed().as_nanos() as u64;
@@ -108,7 +108,7 @@ pub(super) fn artiq_router(
                 Ok(Reply::new(()))
             }
         })
-        .route::<AsyncSpan, _, _>(move |call| {
+        .route(AsyncSpan, move |call| {
             let arrivals = arrivals.clone();
             async move {
                 loop {

@@ -72,8 +72,8 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
     let s3 = seen.clone();
     let s4 = seen;
     Router::new()
-        .route::<Echo, _, _>(|call| async move { Ok(Reply::new(call.args)) })
-        .route::<Sleep, _, _>(move |call| {
+        .route(Echo, |call| async move { Ok(Reply::new(call.args)) })
+        .route(Sleep, move |call| {
             let seen = s1.clone();
             async move {
                 seen.sleeps_started.fetch_add(1, Ordering::SeqCst);
@@ -86,14 +86,17 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route::<Fail, _, _>(|call| async move { Err(HandlerError::msg(call.args)) })
-        .route::<Panic, _, _>(|_call| async move {
+        .route(
+            Fail,
+            |call| async move { Err(HandlerError::msg(call.args)) },
+        )
+        .route(Panic, |_call| async move {
             if true {
                 panic!("the handler gave up");
             }
             Ok(Reply::new(()))
         })
-        .route::<Record, _, _>(move |call| {
+        .route(Record, move |call| {
             let seen = s2.clone();
             async move {
                 if call.args == u64::MAX {
@@ -103,7 +106,7 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route::<Bulk, _, _>(move |call| {
+        .route(Bulk, move |call| {
             let seen = s3.clone();
             async move {
                 let len = call.segments.iter().map(Bytes::len).sum::<usize>() as u64;
@@ -114,11 +117,11 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
                 Ok(Reply::with_segments(len, call.segments))
             }
         })
-        .route::<CallBack, _, _>(|call| async move {
+        .route(CallBack, |call| async move {
             let doubled = call.peer().call::<Double>(&call.args).await?;
             Ok(Reply::new(doubled + 1))
         })
-        .route::<Blocked, _, _>(move |_call| {
+        .route(Blocked, move |_call| {
             let seen = s4.clone();
             async move {
                 let now = seen.blocked_now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -129,12 +132,12 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route::<SeeDeadline, _, _>(|call| async move {
+        .route(SeeDeadline, |call| async move {
             Ok(Reply::new(
                 call.deadline().map_or(0, |d| d.as_micros() as u64),
             ))
         })
-        .route::<Borrow, _, _>(|call| async move {
+        .route(Borrow, |call| async move {
             let borrowed: &str = call.decode()?;
             let raw = call.raw_args().as_ptr_range();
             assert!(raw.contains(&borrowed.as_ptr()), "decoded in place");
@@ -143,7 +146,7 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
 }
 
 pub fn client_router<C: Codec>() -> Router<Test, C> {
-    Router::new().route::<Double, _, _>(|call| async move { Ok(Reply::new(call.args * 2)) })
+    Router::new().route(Double, |call| async move { Ok(Reply::new(call.args * 2)) })
 }
 
 /// Fails the test if `f` takes longer than `secs`.
