@@ -1,0 +1,192 @@
+//! The rpc suite's servers, all on one current-thread runtime on a thread of their own:
+//! volley over TCP (bincode and postcard), Unix and in-process links, tarpc 0.38 as its
+//! users write it, the raw length-delimited baseline, and ARTIQ's service.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// tarpc, as its users write it (Bytes through serde, TCP_NODELAY set by us).
+
+#[tarpc::service]
+pub(super) trait TarpcBench {
+    async fn echo(value: u64) -> u64;
+    async fn put(body: Bytes) -> (u64, u64);
+    async fn get(index: u64, len: u64) -> Bytes;
+}
+
+#[derive(Clone)]
+struct TarpcServer {
+    pattern: Bytes,
+}
+
+impl TarpcBench for TarpcServer {
+    async fn echo(self, _: tarpc::context::Context, value: u64) -> u64 {
+        value
+    }
+
+    async fn put(self, _: tarpc::context::Context, body: Bytes) -> (u64, u64) {
+        (body.len() as u64, xxhash_rust::xxh3::xxh3_64(&body))
+    }
+
+    async fn get(self, _: tarpc::context::Context, index: u64, len: u64) -> Bytes {
+        let start = service::offset(index);
+        self.pattern.slice(start..start + len as usize)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The servers, all on one current-thread runtime.
+
+pub(super) struct Servers {
+    pub(super) volley: SocketAddr,
+    pub(super) postcard: SocketAddr,
+    pub(super) unix: PathBuf,
+    pub(super) tarpc: SocketAddr,
+    pub(super) raw: SocketAddr,
+    pub(super) artiq: SocketAddr,
+    /// Server ends of in-process links go here to be served.
+    pub(super) local: tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
+}
+
+pub(super) fn start_servers(dir: PathBuf) -> Servers {
+    crate::harness::serve_on_thread(move || async move {
+        let state = Arc::new(BenchState::default());
+        let listener = |addr: &str| {
+            let addr: SocketAddr = addr.parse().expect("an address");
+            Listener::bind_tcp(addr, volley_rpc::server::listener_config(16 * MIB, 64))
+        };
+        let bincode = Endpoint::<BenchService, Bincode>::new(Config::default())
+            .expect("settings")
+            .serve(service::router(state.clone()));
+        let postcard = Endpoint::<BenchService, Postcard>::new(Config::default())
+            .expect("settings")
+            .serve(service::router(state.clone()));
+        let v = serve(
+            bincode.clone(),
+            listener("127.0.0.1:0").await.expect("bind"),
+        );
+        let p = serve(postcard, listener("127.0.0.1:0").await.expect("bind"));
+        let path = dir.join("rpc.sock");
+        let _ = std::fs::remove_file(&path);
+        let unix = Listener::from_unix(
+            tokio::net::UnixListener::bind(&path).expect("bind a unix socket"),
+            volley_rpc::server::listener_config(16 * MIB, 64),
+        );
+        let u = serve(bincode.clone(), unix);
+
+        let epoch = Instant::now();
+        let zeros = Bytes::from(vec![0u8; MIB]);
+        let array = LeArray::from_slice(&vec![123i32; MIB / 4]).into_bytes();
+        let artiq = Endpoint::<Artiq>::new(Config::default())
+            .expect("settings")
+            .serve(artiq_router(
+                zeros,
+                array,
+                Arc::new(Arrivals::default()),
+                epoch,
+            ));
+        let a = serve(artiq, listener("127.0.0.1:0").await.expect("bind"));
+
+        let pattern = service::pattern(PATTERN);
+        let tarpc_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let tarpc_addr = tarpc_listener.local_addr().expect("address");
+        let tarpc_pattern = pattern.clone();
+        tokio::spawn(async move {
+            use tarpc::server::Channel;
+            while let Ok((stream, _)) = tarpc_listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let framed = LengthDelimitedCodec::builder()
+                    .max_frame_length(64 * MIB)
+                    .new_framed(stream);
+                let transport = tarpc::serde_transport::new(
+                    framed,
+                    tarpc::tokio_serde::formats::Bincode::default(),
+                );
+                let server = TarpcServer {
+                    pattern: tarpc_pattern.clone(),
+                };
+                tokio::spawn(
+                    tarpc::server::BaseChannel::with_defaults(transport)
+                        .execute(server.serve())
+                        .for_each(|response| async move {
+                            tokio::spawn(response);
+                        }),
+                );
+            }
+        });
+
+        let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let raw_addr = raw_listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = raw_listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(raw_server(stream, pattern.clone()));
+            }
+        });
+
+        let (local_tx, mut local_rx) =
+            tokio::sync::mpsc::unbounded_channel::<(LocalLink, PoolConfig)>();
+        let state2 = state.clone();
+        tokio::spawn(async move {
+            while let Some((link, pool)) = local_rx.recv().await {
+                let endpoint = Endpoint::<BenchService>::new(Config {
+                    pool,
+                    ..Config::default()
+                })
+                .expect("settings")
+                .serve(service::router(state2.clone()));
+                tokio::spawn(async move {
+                    if let Ok(peer) = endpoint.connect(link).await {
+                        peer.closed().await;
+                    }
+                });
+            }
+        });
+        let servers = Servers {
+            volley: v.local_addr().expect("address"),
+            postcard: p.local_addr().expect("address"),
+            unix: path,
+            tarpc: tarpc_addr,
+            raw: raw_addr,
+            artiq: a.local_addr().expect("address"),
+            local: local_tx,
+        };
+        (servers, (v, p, u, a))
+    })
+}
+
+/// The raw baseline's server: one task per connection, frames answered in order.
+/// A frame is `op u8 | index u64 | len u64 | payload`.
+async fn raw_server(stream: TcpStream, pattern: Bytes) {
+    let mut framed = LengthDelimitedCodec::builder()
+        .max_frame_length(64 * MIB)
+        .new_framed(stream);
+    while let Some(Ok(frame)) = framed.next().await {
+        if frame.len() < 17 {
+            return;
+        }
+        let index = u64::from_le_bytes(frame[1..9].try_into().expect("8 bytes"));
+        let len = u64::from_le_bytes(frame[9..17].try_into().expect("8 bytes")) as usize;
+        let reply = match frame[0] {
+            1 => frame.freeze().slice(17..),
+            2 => {
+                let body = &frame[17..];
+                let mut out = BytesMut::with_capacity(16);
+                out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+                out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+                out.freeze()
+            }
+            _ => {
+                let start = service::offset(index);
+                pattern.slice(start..start + len)
+            }
+        };
+        // Feed while more frames are ready, flush when none is: as a careful user would.
+        if framed.feed(reply).await.is_err() {
+            return;
+        }
+        if framed.read_buffer().is_empty() && SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
+            return;
+        }
+    }
+}
