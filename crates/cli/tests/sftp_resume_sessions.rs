@@ -197,7 +197,11 @@ async fn put_interrupted_halfway_resumes_with_only_the_rest() {
     let resume = ["sftp", "put", "-F", cfg, "-a", local.to_str().unwrap(), &to];
     let (ok, stderr) = run(&resume).await;
     assert!(ok, "{stderr}");
-    assert_eq!(moved(&stderr), (SIZE - kept.len()) as u64, "{stderr}");
+    // The one WRITE in flight at the interrupt (of 1024 bytes) may land after the part
+    // was read here: the resume then sends that much less.
+    let rest = (SIZE - kept.len()) as u64;
+    let sent = moved(&stderr);
+    assert!(sent <= rest && sent + 1024 >= rest, "sent {sent} of the {rest} missing: {stderr}");
     assert!(
         std::fs::read(&remote).unwrap() == data,
         "the resumed copy differs"

@@ -45,6 +45,11 @@ impl<M: Method, C: Codec> Call<M, C> {
         self.deadline
     }
 
+    /// What is known of the connection the call came on (the peer's address).
+    pub fn connection(&self) -> &crate::link::ConnectionInfo {
+        self.peer.connection()
+    }
+
     /// The connection the call came on: call back into the caller with it.
     pub fn peer(&self) -> &Peer<M::Service, C> {
         &self.peer

@@ -90,7 +90,10 @@ async fn accept_loop<S: Service, C: Codec>(
                         continue;
                     }
                 };
-                let link = FramedLink::new(accepted.framed, accepted.incoming);
+                let mut link = FramedLink::new(accepted.framed, accepted.incoming);
+                if let volley_transport_tcp::Peer::Tcp(addr) = accepted.peer {
+                    link = link.with_peer_addr(addr);
+                }
                 let who = PeerHost(accepted.peer).to_string();
                 connections.spawn(run_connection(endpoint.clone(), link, who, stopped.clone()));
             }

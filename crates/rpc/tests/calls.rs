@@ -116,6 +116,16 @@ async fn served_over_a_listener_on_tcp_and_unix() {
                 1000
             );
         }
+        // Each end knows where the other is: over TCP the address, over Unix nothing.
+        assert_eq!(over_tcp.connection().peer_addr, Some(addr));
+        assert_eq!(over_unix.connection().peer_addr, None);
+        let from = seen.echoed_from.lock().unwrap().clone();
+        let tcp_from = from[0].expect("the TCP client's address");
+        assert!(
+            tcp_from.ip().is_loopback() && tcp_from.port() != 0,
+            "{tcp_from}"
+        );
+        assert_eq!(from[1], None, "a Unix peer has no address");
         drop((over_tcp, over_unix));
         tcp_server.shutdown().await.unwrap();
         unix_server.shutdown().await.unwrap();
@@ -413,4 +423,21 @@ async fn the_same_service_over_the_udp_channel() {
         server.shutdown().await.unwrap();
     })
     .await;
+}
+
+/// Over the UDP channel each end knows the other's address; in-process, nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_end_knows_where_the_other_is() {
+    for link in Link::ALL {
+        let (server, client, _) = pair(link, Config::default(), Config::default()).await;
+        let (s, c) = (server.connection().peer_addr, client.connection().peer_addr);
+        match link {
+            Link::Local => assert_eq!((s, c), (None, None)),
+            Link::Udp => {
+                let (s, c) = (s.expect("the client's address"), c.expect("the server's"));
+                assert!(s.ip().is_loopback() && c.ip().is_loopback() && s.port() != c.port());
+            }
+        }
+        within(10, client.shutdown()).await;
+    }
 }

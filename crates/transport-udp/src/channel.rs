@@ -144,6 +144,7 @@ pub struct ChannelEndpoint {
 pub struct ChannelConnection {
     sender: ChannelSender,
     receiver: ChannelReceiver,
+    peer_addr: SocketAddr,
 }
 
 /// The sending half of a [`ChannelConnection`]; cheap to clone. The connection closes
@@ -284,6 +285,11 @@ impl ChannelConnection {
     /// The largest message the peer takes.
     pub fn max_message(&self) -> u32 {
         self.sender.max_message
+    }
+
+    /// The address the peer sends from.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
     }
 
     /// Closes the connection.
@@ -427,6 +433,9 @@ impl Driver {
     /// A connection's application half, and the driver's.
     fn open(&mut self, handle: ConnectionHandle) -> Option<ChannelConnection> {
         let commands = self.self_commands.upgrade()?;
+        // A connected handle always has its peer; the fallback is never seen.
+        let peer_addr =
+            (self.endpoint.peer_addr(handle)).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         let (tx, rx) = mpsc::channel(self.config.queue);
         let send_buffer = self.config.endpoint.connection.send_buffer;
         let budget = Arc::new(Semaphore::new(
@@ -454,6 +463,7 @@ impl Driver {
                 messages: rx,
                 taken: self.taken.clone(),
             },
+            peer_addr,
         })
     }
 

@@ -481,6 +481,11 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
         }
     }
 
+    /// The address a connection's peer sends from (as it was last validated).
+    pub fn peer_addr(&self, handle: ConnectionHandle) -> Option<A> {
+        self.peers.get(&handle).map(|p| p.addr)
+    }
+
     /// A connection, to read its state and counters.
     pub fn connection(&self, handle: ConnectionHandle) -> Option<&Connection> {
         self.peers.get(&handle).map(|p| &p.connection)

@@ -12,7 +12,7 @@ use volley_proto::wire::frame;
 use volley_proto::wire::rpc::MAX_HELLO_FRAME;
 use volley_transport_tcp::{Config, Framed, Incoming, Role};
 
-use super::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
+use super::{ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
 
 /// The frame type RPC messages travel in (`'R'`).
 pub const FRAME_TYPE: u8 = 0x52;
@@ -47,6 +47,7 @@ pub fn config(role: Role, max_message: usize) -> Config {
 pub struct FramedLink {
     framed: Framed,
     incoming: Incoming,
+    connection: ConnectionInfo,
 }
 
 /// The sending half of a [`FramedLink`].
@@ -65,14 +66,25 @@ pub struct FramedReceiver {
 impl FramedLink {
     /// A link over a framed connection already made (RPC then owns its incoming frames).
     pub fn new(framed: Framed, incoming: Incoming) -> Self {
-        Self { framed, incoming }
+        Self {
+            framed,
+            incoming,
+            connection: ConnectionInfo::default(),
+        }
+    }
+
+    /// The same link, its peer at `addr` (as handlers see it in `Call::connection`).
+    #[must_use]
+    pub fn with_peer_addr(mut self, addr: SocketAddr) -> Self {
+        self.connection = self.connection.with_peer_addr(addr);
+        self
     }
 
     /// Connects over TCP to `addr` with [`config`]'s settings.
     pub async fn connect_tcp(addr: SocketAddr, max_message: usize) -> io::Result<Self> {
         let (framed, incoming) =
             Framed::connect_tcp(addr, config(Role::Initiator, max_message)).await?;
-        Ok(Self::new(framed, incoming))
+        Ok(Self::new(framed, incoming).with_peer_addr(addr))
     }
 
     /// Connects to a Unix socket with [`config`]'s settings.
@@ -91,6 +103,10 @@ impl FramedLink {
 impl MessageLink for FramedLink {
     type Sender = FramedSender;
     type Receiver = FramedReceiver;
+
+    fn connection(&self) -> ConnectionInfo {
+        self.connection.clone()
+    }
 
     fn split(self) -> (FramedSender, FramedReceiver) {
         let max_message = self.framed.config().max_frame_len - frame::HEADER_LEN;

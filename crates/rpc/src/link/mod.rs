@@ -156,6 +156,37 @@ pub trait MessageLink: Send + 'static {
 
     /// Splits the link.
     fn split(self) -> (Self::Sender, Self::Receiver);
+
+    /// What is known of the connection (the peer's address), read before the split and
+    /// given to handlers through `Call::connection`. Nothing by default.
+    fn connection(&self) -> ConnectionInfo {
+        ConnectionInfo::default()
+    }
+}
+
+/// What is known of a connection: the peer's address where the link has one. More may
+/// be added (a TLS identity, an authentication result), so it is built with
+/// [`ConnectionInfo::new`] and its `with_` methods.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionInfo {
+    /// The address the peer connects from (TCP, UDP); `None` for a Unix socket or an
+    /// in-process link.
+    pub peer_addr: Option<core::net::SocketAddr>,
+}
+
+impl ConnectionInfo {
+    /// Nothing known yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With the peer's address.
+    #[must_use]
+    pub fn with_peer_addr(mut self, addr: core::net::SocketAddr) -> Self {
+        self.peer_addr = Some(addr);
+        self
+    }
 }
 
 /// Sends messages; cheap to clone, shared by every caller and handler on a connection.

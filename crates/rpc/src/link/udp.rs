@@ -9,7 +9,7 @@ use volley_transport_udp::channel::{
     ChannelConnection, ChannelError, ChannelReceiver, ChannelSender,
 };
 
-use super::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
+use super::{ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
 
 /// An RPC link over a channel connection.
 #[derive(Debug)]
@@ -42,6 +42,10 @@ impl UdpLink {
 impl MessageLink for UdpLink {
     type Sender = UdpSender;
     type Receiver = UdpReceiver;
+
+    fn connection(&self) -> ConnectionInfo {
+        ConnectionInfo::new().with_peer_addr(self.connection.peer_addr())
+    }
 
     fn split(self) -> (UdpSender, UdpReceiver) {
         let (sender, receiver) = self.connection.split();

@@ -43,6 +43,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
     /// Starts a connection over `link`: sends this end's hello, checks the peer's, then
     /// serves. Both ends do the same; neither is special.
     pub async fn connect<L: MessageLink>(&self, link: L) -> Result<Peer<S, C>, ConnectError> {
+        let connection = link.connection();
         let (sender, mut receiver) = link.split();
         let ours = Hello {
             version: WIRE_VERSION,
@@ -100,6 +101,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
         let link_max = sender.max_message();
         let inner = Arc::new(Inner {
             sender: AnySender::new(sender),
+            connection,
             who: ConnectionName::next(),
             link_max,
             heard: AtomicU64::new(0),

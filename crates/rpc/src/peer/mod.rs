@@ -104,6 +104,8 @@ struct Counters {
 
 struct Inner<S, C> {
     sender: AnySender,
+    /// What the link knew of the connection.
+    connection: crate::link::ConnectionInfo,
     /// Names the connection in rate-limited warnings.
     who: ConnectionName,
     /// The largest message the link carries.
@@ -215,6 +217,11 @@ impl<S: Service, C: Codec> Peer<S, C> {
     /// The pool arguments and results are encoded into.
     pub fn pool(&self) -> &BufferPool {
         &self.inner.pool
+    }
+
+    /// What the link knew of the connection (the peer's address).
+    pub fn connection(&self) -> &crate::link::ConnectionInfo {
+        &self.inner.connection
     }
 
     /// Counters so far.

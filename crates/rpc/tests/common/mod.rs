@@ -50,6 +50,8 @@ pub struct Seen {
     pub blocked_max: AtomicUsize,
     pub release: Notify,
     pub segment_ptrs: Mutex<Vec<usize>>,
+    /// The peer address each echo's handler saw in its call's connection.
+    pub echoed_from: Mutex<Vec<Option<core::net::SocketAddr>>>,
 }
 
 /// Counts a drop that happens before `done` is set: a handler cancelled mid-run.
@@ -70,9 +72,14 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
     let s1 = seen.clone();
     let s2 = seen.clone();
     let s3 = seen.clone();
-    let s4 = seen;
+    let s4 = seen.clone();
+    let s5 = seen;
     Router::new()
-        .route(Echo, |call| async move { Ok(Reply::new(call.args)) })
+        .route(Echo, move |call| {
+            let from = call.connection().peer_addr;
+            s5.echoed_from.lock().unwrap().push(from);
+            async move { Ok(Reply::new(call.args)) }
+        })
         .route(Sleep, move |call| {
             let seen = s1.clone();
             async move {
