@@ -201,7 +201,10 @@ async fn put_interrupted_halfway_resumes_with_only_the_rest() {
     // was read here: the resume then sends that much less.
     let rest = (SIZE - kept.len()) as u64;
     let sent = moved(&stderr);
-    assert!(sent <= rest && sent + 1024 >= rest, "sent {sent} of the {rest} missing: {stderr}");
+    assert!(
+        sent <= rest && sent + 1024 >= rest,
+        "sent {sent} of the {rest} missing: {stderr}"
+    );
     assert!(
         std::fs::read(&remote).unwrap() == data,
         "the resumed copy differs"
