@@ -62,6 +62,56 @@ fn distinct<'a>(rows: impl IntoIterator<Item = &'a Value>, key: &str) -> Vec<Str
 /// One series: a name and its (x, y) points.
 type Series = (String, Vec<(f64, f64)>);
 
+/// The largest x of `series`, and a y range around its points (from half the smallest,
+/// at least 1e-3, to the largest), for a log-scaled y axis.
+fn extent(series: &[Series]) -> (f64, f64, f64) {
+    let points = series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, 1.0f64);
+    for &(x, y) in points {
+        x_max = x_max.max(x);
+        y_min = y_min.min(y);
+        y_max = y_max.max(y);
+    }
+    (x_max, (y_min.min(y_max) / 2.0).max(1e-3), y_max)
+}
+
+/// Draws each of `series` as a line through dots, `style(i, name)` its stroke, with a
+/// legend at `position` (in `small` type, for many series).
+fn draw_lines<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    series: &[Series],
+    style: impl Fn(usize, &str) -> ShapeStyle,
+    position: SeriesLabelPosition,
+    small: bool,
+) -> Drawn
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, (name, points)) in series.iter().enumerate() {
+        let stroke = style(i, name);
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), stroke))?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], stroke));
+        chart.draw_series(
+            points
+                .iter()
+                .map(|&p| Circle::new(p, 3, stroke.color.filled())),
+        )?;
+    }
+    let mut labels = chart.configure_series_labels();
+    labels
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(position);
+    if small {
+        labels.label_font(("sans-serif", 10));
+    }
+    labels.draw()?;
+    Ok(())
+}
+
 /// Draws `series` in `area` with log-scaled axes.
 fn log_panel(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
@@ -70,14 +120,7 @@ fn log_panel(
     y_label: &str,
     series: &[Series],
 ) -> Drawn {
-    let points = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, 1.0f64);
-    for &(x, y) in points {
-        x_max = x_max.max(x);
-        y_min = y_min.min(y);
-        y_max = y_max.max(y);
-    }
-    let y_min = (y_min.min(y_max) / 2.0).max(1e-3);
+    let (x_max, y_min, y_max) = extent(series);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 16))
         .margin(8)
@@ -92,24 +135,14 @@ fn log_panel(
         .x_desc(x_label)
         .y_desc(y_label)
         .draw()?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                colour.stroke_width(2),
-            ))?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    Ok(())
+    let style = |i: usize, _: &str| PALETTE[i % PALETTE.len()].stroke_width(2);
+    draw_lines(
+        &mut chart,
+        series,
+        style,
+        SeriesLabelPosition::LowerRight,
+        false,
+    )
 }
 
 /// Mbit/s against window, volley and rig, writes and reads, one panel per link setting.

@@ -6,7 +6,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde_json::Value;
 
-use super::{Drawn, PALETTE, Series, distinct, number, text};
+use super::{Drawn, PALETTE, Series, distinct, draw_lines, extent, number, text};
 
 pub(super) fn draw(results: &[Value], path: &Path) -> Drawn {
     let rows: Vec<&Value> = results.iter().filter(|r| r["system"].is_string()).collect();
@@ -57,14 +57,7 @@ fn panel(
     title: &str,
     series: &[Series],
 ) -> Drawn {
-    let points = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, 1.0f64);
-    for &(x, y) in points {
-        x_max = x_max.max(x);
-        y_min = y_min.min(y);
-        y_max = y_max.max(y);
-    }
-    let y_min = (y_min.min(y_max) / 2.0).max(1e-3);
+    let (x_max, y_min, y_max) = extent(series);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 16))
         .margin(8)
@@ -72,22 +65,16 @@ fn panel(
         .y_label_area_size(56)
         .build_cartesian_2d(0.0..x_max * 1.1, (y_min..y_max * 2.0).log_scale())?;
     chart.configure_mesh().x_desc("RTT (ms)").draw()?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        // Dashed for put, solid for get; a colour per system.
+    // A colour per system; get drawn thicker than put.
+    let style = |i: usize, name: &str| {
         let colour = PALETTE[(i / 2) % PALETTE.len()];
-        let style = colour.stroke_width(if name.ends_with("get") { 2 } else { 1 });
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), style))?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], style));
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 10))
-        .draw()?;
-    Ok(())
+        colour.stroke_width(if name.ends_with("get") { 2 } else { 1 })
+    };
+    draw_lines(
+        &mut chart,
+        series,
+        style,
+        SeriesLabelPosition::UpperRight,
+        true,
+    )
 }
