@@ -6,17 +6,8 @@
 
 mod common;
 
-use core::time::Duration;
-
 use common::*;
 use volley_sftp::testing::sshd::Sshd;
-
-async fn rclone() -> Sshd {
-    tokio::time::timeout(Duration::from_secs(20), Sshd::rclone())
-        .await
-        .expect("rclone started within 20 s")
-        .expect("rclone serve sftp starts")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_trees_and_resume_against_rclone() {
@@ -24,7 +15,6 @@ async fn files_trees_and_resume_against_rclone() {
     let cfg = server.config();
     let cfg = cfg.to_str().unwrap();
     let dir = server.dir().to_owned();
-    let host = |p: &std::path::Path| format!("{}:{}", Sshd::HOST, p.display());
     // One file both ways, over an existing target (no posix-rename: remove, RENAME).
     let data = pattern(3_000_001);
     let local = dir.join("one");
@@ -37,7 +27,7 @@ async fn files_trees_and_resume_against_rclone() {
         "-F",
         cfg,
         local.to_str().unwrap(),
-        &host(&remote),
+        &Sshd::remote(&remote),
     ])
     .await;
     assert!(ok && stderr.starts_with("3000001 bytes in "), "{stderr}");
@@ -48,7 +38,7 @@ async fn files_trees_and_resume_against_rclone() {
         "get",
         "-F",
         cfg,
-        &host(&remote),
+        &Sshd::remote(&remote),
         back.to_str().unwrap(),
     ])
     .await;
@@ -68,7 +58,7 @@ async fn files_trees_and_resume_against_rclone() {
         "-F",
         cfg,
         "-a",
-        &host(&remote),
+        &Sshd::remote(&remote),
         back.to_str().unwrap(),
     ];
     let (ok, stderr) = run(&get_a).await;
@@ -83,7 +73,7 @@ async fn files_trees_and_resume_against_rclone() {
         cfg,
         "-a",
         local.to_str().unwrap(),
-        &host(&again),
+        &Sshd::remote(&again),
     ];
     let (ok, stderr) = run(&put_a).await;
     // rclone's file system (without its write cache) empties a file opened to write:
@@ -111,7 +101,7 @@ async fn files_trees_and_resume_against_rclone() {
         cfg,
         "-r",
         tree.to_str().unwrap(),
-        &host(&up),
+        &Sshd::remote(&up),
     ])
     .await;
     assert!(ok && stderr.contains("100 files, "), "{stderr}");
@@ -122,7 +112,7 @@ async fn files_trees_and_resume_against_rclone() {
         "-F",
         cfg,
         "-r",
-        &host(&up),
+        &Sshd::remote(&up),
         down.to_str().unwrap(),
     ])
     .await;
@@ -151,7 +141,7 @@ async fn a_name_rclone_re_encodes_still_arrives() {
     let tree = dir.join("odd");
     std::fs::create_dir_all(&tree).unwrap();
     std::fs::write(tree.join(std::ffi::OsStr::from_bytes(b"x-\xff")), b"bytes").unwrap();
-    let up = format!("{}:{}", Sshd::HOST, dir.join("up").display());
+    let up = Sshd::remote(&dir.join("up"));
     let (ok, stderr) = run(&["sftp", "put", "-F", cfg, "-r", tree.to_str().unwrap(), &up]).await;
     assert!(ok, "{stderr}");
     let down = dir.join("down");

@@ -14,13 +14,6 @@ use tokio::process::{Child, Command};
 use tokio::time::timeout;
 use volley_sftp::testing::sshd::Sshd;
 
-async fn sshd() -> Sshd {
-    timeout(Duration::from_secs(20), Sshd::start())
-        .await
-        .expect("sshd started within 20 s")
-        .expect("sshd starts")
-}
-
 /// Starts `volley ARGS`, its stderr piped.
 fn start(args: &[&str]) -> Child {
     Command::new(VOLLEY)
@@ -84,7 +77,7 @@ async fn get_interrupted_halfway_resumes_with_only_the_rest() {
     let data = pattern(SIZE);
     let remote = dir.join("source");
     std::fs::write(&remote, &data).unwrap();
-    let from = format!("{}:{}", Sshd::HOST, remote.display());
+    let from = Sshd::remote(&remote);
     let local = dir.join("copy");
     let part = part_of(&local);
     // One small READ at a time, so the interrupt comes mid-file.
@@ -172,7 +165,7 @@ async fn put_interrupted_halfway_resumes_with_only_the_rest() {
     let local = dir.join("source");
     std::fs::write(&local, &data).unwrap();
     let remote = dir.join("remote copy");
-    let to = format!("{}:{}", Sshd::HOST, remote.display());
+    let to = Sshd::remote(&remote);
     let part = part_of(&remote);
     let args = [
         "sftp",
@@ -238,7 +231,7 @@ async fn a_tree_resumes_with_only_what_is_missing() {
             (path, data)
         })
         .collect();
-    let from = format!("{}:{}", Sshd::HOST, src.display());
+    let from = Sshd::remote(&src);
     // Into an existing directory, so both runs land in back/tree.
     let back = dir.join("back");
     std::fs::create_dir(&back).unwrap();
@@ -291,7 +284,7 @@ async fn several_sessions_carry_one_file_in_ranges_and_a_tree() {
     let local = dir.join("big");
     std::fs::write(&local, &data).unwrap();
     let remote = dir.join("remote big");
-    let to = format!("{}:{}", Sshd::HOST, remote.display());
+    let to = Sshd::remote(&remote);
     let before = sshd.logins();
     let put = [
         "sftp",
@@ -336,7 +329,7 @@ async fn several_sessions_carry_one_file_in_ranges_and_a_tree() {
     for i in 0..30 {
         std::fs::write(tree.join(format!("d/{i}")), pattern(i * 100)).unwrap();
     }
-    let from = format!("{}:{}", Sshd::HOST, tree.display());
+    let from = Sshd::remote(&tree);
     let copy = dir.join("tree copy");
     let args = [
         "sftp",
@@ -396,7 +389,7 @@ async fn dash_l_follows_links_both_ways_and_stops_at_a_loop() {
             "{stderr}"
         );
     };
-    let from = format!("{}:{}", Sshd::HOST, src.display());
+    let from = Sshd::remote(&src);
     let back = dir.join("back");
     let get = [
         "sftp",
@@ -412,7 +405,7 @@ async fn dash_l_follows_links_both_ways_and_stops_at_a_loop() {
     assert!(!ok, "the loop is a failure: {stderr}");
     check(&back, &stderr);
     let there = dir.join("there");
-    let to = format!("{}:{}", Sshd::HOST, there.display());
+    let to = Sshd::remote(&there);
     let put = [
         "sftp",
         "put",

@@ -7,13 +7,6 @@ mod common;
 use common::*;
 use volley_sftp::testing::sshd::Sshd;
 
-async fn sshd() -> Sshd {
-    tokio::time::timeout(core::time::Duration::from_secs(20), Sshd::start())
-        .await
-        .expect("sshd started within 20 s")
-        .expect("sshd starts")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_and_get_to_host_path_byte_for_byte() {
     let sshd = sshd().await;
@@ -24,7 +17,7 @@ async fn put_and_get_to_host_path_byte_for_byte() {
     let local = dir.join("with space");
     std::fs::write(&local, &data).unwrap();
     let remote = dir.join("remote file");
-    let target = format!("{}:{}", Sshd::HOST, remote.display());
+    let target = Sshd::remote(&remote);
     let (ok, stderr) = run(&["sftp", "put", "-F", cfg, local.to_str().unwrap(), &target]).await;
     assert!(ok, "{stderr}");
     assert!(stderr.trim_end().ends_with("MB/s"), "{stderr}");
@@ -187,7 +180,7 @@ async fn trees_both_ways_with_awkward_names() {
     let files = awkward_tree(&src);
     // put -r into an existing remote directory: it lands in DST/src.
     std::fs::create_dir_all(dir.join("remote")).unwrap();
-    let remote = format!("{}:{}", Sshd::HOST, dir.join("remote").display());
+    let remote = Sshd::remote(&dir.join("remote"));
     let (ok, _, stderr) = run_out(&[
         "sftp",
         "put",
@@ -211,7 +204,7 @@ async fn trees_both_ways_with_awkward_names() {
     same_tree(&src, &dir.join("remote/src"), &files);
     // get -r to a new local name: it becomes the copy.
     let back = dir.join("back");
-    let from = format!("{}:{}", Sshd::HOST, dir.join("remote/src").display());
+    let from = Sshd::remote(&dir.join("remote/src"));
     let (ok, _, stderr) = run_out(&[
         "sftp",
         "get",
@@ -274,7 +267,7 @@ async fn dash_p_keeps_times_and_modes_both_ways() {
         .unwrap();
     std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o640)).unwrap();
     let remote = dir.join("remote-old");
-    let target = format!("{}:{}", Sshd::HOST, remote.display());
+    let target = Sshd::remote(&remote);
     let (ok, _, stderr) = run_out(&[
         "sftp",
         "put",
@@ -313,7 +306,7 @@ async fn dash_p_keeps_times_and_modes_both_ways() {
     assert!(std::fs::metadata(&plain).unwrap().mtime() > 1_000_000_000);
     // --fsync: the server's fsync@openssh.com on put (a malformed request would come
     // back as an error status), fsync(2) on get.
-    let synced = format!("{}:{}", Sshd::HOST, dir.join("synced").display());
+    let synced = Sshd::remote(&dir.join("synced"));
     let (ok, _, stderr) = run_out(&[
         "sftp",
         "put",
@@ -362,7 +355,7 @@ async fn trees_with_dash_p_keep_directory_times_too() {
             )
             .unwrap();
     }
-    let remote = format!("{}:{}", Sshd::HOST, dir.join("up").display());
+    let remote = Sshd::remote(&dir.join("up"));
     let (ok, _, stderr) = run_out(&[
         "sftp",
         "put",

@@ -143,3 +143,26 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
+
+/// A real OpenSSH sshd on 127.0.0.1 for the test (see `volley_sftp::testing::sshd`),
+/// started within 20 s or the test fails saying why.
+pub async fn sshd() -> volley_sftp::testing::sshd::Sshd {
+    timeout(
+        Duration::from_secs(20),
+        volley_sftp::testing::sshd::Sshd::start(),
+    )
+    .await
+    .expect("sshd started within 20 s")
+    .expect("sshd starts")
+}
+
+/// `rclone serve sftp` in place of sshd, the same way.
+pub async fn rclone() -> volley_sftp::testing::sshd::Sshd {
+    timeout(
+        Duration::from_secs(20),
+        volley_sftp::testing::sshd::Sshd::rclone(),
+    )
+    .await
+    .expect("rclone started within 20 s")
+    .expect("rclone serve sftp starts")
+}

@@ -217,6 +217,11 @@ impl Sshd {
         self.port
     }
 
+    /// `path` on this server as a remote argument: `volley-test:PATH`.
+    pub fn remote(path: &Path) -> String {
+        format!("{}:{}", Self::HOST, path.display())
+    }
+
     /// Logins it has accepted so far (as its log has told).
     pub fn logins(&self) -> usize {
         *self.logins.borrow()
