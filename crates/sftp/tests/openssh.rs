@@ -14,7 +14,7 @@ use volley_sftp::{FileAttrs, OpenFlags, SftpClient, SftpError, StatusCode, Trans
 
 mod common;
 
-use common::mkfifo;
+use common::{mkfifo, pattern};
 
 fn server_path() -> PathBuf {
     let path = std::env::var_os("VOLLEY_SFTP_SERVER").map_or_else(
@@ -66,18 +66,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -3,9 +3,12 @@
 //! ssh's own failures coming back as ssh's words. `cargo xtask test` installs
 //! openssh-server when it is missing.
 
+mod common;
+
 use core::time::Duration;
 use std::os::unix::ffi::OsStrExt;
 
+use common::pattern;
 use volley_sftp::testing::sshd::Sshd;
 use volley_sftp::{Destination, SftpClient, SftpError, SshOptions, TransferOptions};
 
@@ -30,23 +33,11 @@ fn options(sshd: &Sshd) -> SshOptions {
     }
 }
 
-fn content(len: usize) -> Vec<u8> {
-    let mut x = 0x2545_F491u32;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_then_get_over_ssh_byte_for_byte() {
     let sshd = within(20, Sshd::start()).await.expect("sshd starts");
     let dir = sshd.dir().to_owned();
-    let data = content(3 << 20);
+    let data = pattern(3 << 20, 1);
     let local = dir.join("local");
     std::fs::write(&local, &data).unwrap();
     let remote = dir.join("remote");
@@ -153,13 +144,13 @@ async fn a_put_lands_under_a_part_name_then_replaces_the_target() {
         .await
         .expect("an SFTP session over ssh");
     let local = dir.join("new");
-    std::fs::write(&local, content(100_000)).unwrap();
+    std::fs::write(&local, pattern(100_000, 1)).unwrap();
     let remote = dir.join("target");
     std::fs::write(&remote, b"old content").unwrap();
     let opts = TransferOptions::default();
     let rpath = remote.to_str().unwrap().as_bytes();
     within(30, sftp.put(&local, rpath, &opts)).await.unwrap();
-    assert_eq!(std::fs::read(&remote).unwrap(), content(100_000));
+    assert_eq!(std::fs::read(&remote).unwrap(), pattern(100_000, 1));
     let mut part = remote.clone().into_os_string();
     part.push(std::ffi::OsStr::from_bytes(volley_sftp::PART_SUFFIX));
     assert!(!std::path::Path::new(&part).exists(), "no part file left");
