@@ -224,7 +224,7 @@ pub(crate) async fn put_target(
 ) -> Result<PutTarget, SftpError> {
     let shown = |p: &[u8]| crate::printable(&String::from_utf8_lossy(p));
     let target = sftp.stat(remote).await.ok();
-    if target.is_some_and(|attrs| !regular(&attrs)) {
+    if target.is_some_and(|attrs| attrs.is_special()) {
         return Ok(PutTarget::Write {
             name: remote.to_vec(),
             part: false,
@@ -277,11 +277,6 @@ fn part_name(remote: &[u8]) -> Vec<u8> {
     part
 }
 
-/// Whether the server's attributes say a regular file (or say no type at all).
-fn regular(attrs: &FileAttrs) -> bool {
-    attrs.permissions.is_none_or(|p| p & 0o170000 == 0o100000)
-}
-
 /// Opens where a put from the start writes `remote`, with `flags`: its part file, or
 /// `remote` itself when it exists and is not a regular file (a device such as
 /// `/dev/null`, a FIFO, which a rename would replace). The STAT that tells them apart
@@ -298,7 +293,7 @@ pub(crate) async fn open_part(
         sftp.open(&part, flags, FileAttrs::default())
     );
     match target {
-        Ok(attrs) if !regular(&attrs) => {
+        Ok(attrs) if attrs.is_special() => {
             if let Ok(handle) = opened {
                 let _ = sftp.close_named(&handle, &part).await;
                 let _ = sftp.remove(&part).await;

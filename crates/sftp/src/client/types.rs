@@ -76,4 +76,10 @@ impl FileAttrs {
     pub fn is_symlink(&self) -> bool {
         self.permissions.is_some_and(|p| p & 0o170000 == 0o120000)
     }
+
+    /// Whether this is something other than a regular file (a device, a FIFO, a
+    /// directory): `false` for a regular file and when the server states no type.
+    pub fn is_special(&self) -> bool {
+        self.permissions.is_some_and(|p| p & 0o170000 != 0o100000)
+    }
 }
