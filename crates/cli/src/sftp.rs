@@ -9,12 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use anyhow::Context;
-use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{
-    LOGINS_AT_ONCE, Progress, Remote, Sessions, SftpClient, SshOptions, TransferOptions, TreeEvent,
-};
+use volley_sftp::{Progress, Remote, Sessions, SftpClient, SshOptions, TransferOptions, TreeEvent};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -478,15 +475,45 @@ async fn tree(
 
 /// Opens the session a command names: over ssh when `remote_arg` names a host (and
 /// neither --server-cmd nor --connect is given), else that server or the local one.
-/// Returns it with the path on the server that `remote_arg` names, and the remote
-/// argument read as a host and path, if it was one.
+/// Returns it with the path on the server that `remote_arg` names.
 pub(crate) async fn open(
     server: &Server,
     what: &str,
     remote_arg: &str,
 ) -> anyhow::Result<(SftpClient, String)> {
-    let direct = server.server_cmd.is_some() || server.connect.is_some();
-    let remote = if direct {
+    let (remote, path) = target(server, what, remote_arg)?;
+    Ok((session(server, remote.as_ref()).await?, path))
+}
+
+/// [`open`], `n` sessions logging in at once (at most `volley_sftp::LOGINS_AT_ONCE` starting
+/// together), as one [`Sessions`].
+async fn open_sessions(
+    server: &Server,
+    what: &str,
+    remote_arg: &str,
+    n: usize,
+) -> anyhow::Result<(Sessions, String)> {
+    let (remote, path) = target(server, what, remote_arg)?;
+    let remote = remote.as_ref();
+    let sessions = Sessions::open(n, |i| async move {
+        let opened = session(server, remote).await;
+        match n {
+            1 => opened,
+            _ => opened.with_context(|| format!("session {} of {n}", i + 1)),
+        }
+    })
+    .await?;
+    Ok((sessions, path))
+}
+
+/// What `remote_arg` names: a host to reach over ssh (unless --server-cmd or --connect
+/// gives the server), and the path on the server.
+fn target(
+    server: &Server,
+    what: &str,
+    remote_arg: &str,
+) -> anyhow::Result<(Option<Remote>, String)> {
+    let remote = if server.direct() {
         None
     } else {
         Remote::parse(remote_arg)?
@@ -500,40 +527,15 @@ pub(crate) async fn open(
         .as_ref()
         .map_or(remote_arg, |r| r.path.as_str())
         .to_owned();
-    let sftp = match &remote {
-        Some(remote) => SftpClient::ssh(&remote.destination, &server.ssh.options()).await?,
-        None => connect(server).await?,
-    };
-    Ok((sftp, path))
+    Ok((remote, path))
 }
 
-/// [`open`], `n` times at once (at most [`LOGINS_AT_ONCE`] starting together), as one
-/// [`Sessions`].
-async fn open_sessions(
-    server: &Server,
-    what: &str,
-    remote_arg: &str,
-    n: usize,
-) -> anyhow::Result<(Sessions, String)> {
-    // All logins at once (up to LOGINS_AT_ONCE): each takes several round trips.
-    let opened: Vec<_> = futures::stream::iter(1..=n)
-        .map(|i| async move {
-            let opened = open(server, what, remote_arg).await;
-            match n {
-                1 => opened,
-                _ => opened.with_context(|| format!("session {i} of {n}")),
-            }
-        })
-        .buffered(LOGINS_AT_ONCE)
-        .collect()
-        .await;
-    let mut opened = opened.into_iter();
-    let (first, path) = opened.next().context("no session opened")??;
-    let mut sessions = Sessions::new(first);
-    for more in opened {
-        sessions.push(more?.0);
+/// One session: over ssh to `remote`, else the server given (or the local one).
+async fn session(server: &Server, remote: Option<&Remote>) -> anyhow::Result<SftpClient> {
+    match remote {
+        Some(remote) => Ok(SftpClient::ssh(&remote.destination, &server.ssh.options()).await?),
+        None => connect(server).await,
     }
-    Ok((sessions, path))
 }
 
 async fn connect(server: &Server) -> anyhow::Result<SftpClient> {

@@ -54,8 +54,19 @@ impl Sessions {
         options: &SshOptions,
         n: usize,
     ) -> Result<Self, SftpError> {
+        Self::open(n, |_| SftpClient::ssh(destination, options)).await
+    }
+
+    /// `n` (at least 1) sessions made by `open(i)` for i from 0, [`LOGINS_AT_ONCE`]
+    /// starting at a time (each login takes round trips; a server limits how many it
+    /// takes at once). The first failure is the error.
+    pub async fn open<E, F, Fut>(n: usize, open: F) -> Result<Self, E>
+    where
+        F: FnMut(usize) -> Fut,
+        Fut: Future<Output = Result<SftpClient, E>>,
+    {
         let clients: Vec<_> = futures::stream::iter(0..n.max(1))
-            .map(|_| SftpClient::ssh(destination, options))
+            .map(open)
             .buffered(LOGINS_AT_ONCE)
             .collect()
             .await;
