@@ -116,7 +116,7 @@ fn features() -> Result<(), String> {
                 .env("RUSTFLAGS", "-D warnings"),
         )?;
     }
-    let tree = std::process::Command::new(env!("CARGO"))
+    let tree = cargo()
         .args([
             "tree",
             "-p",
