@@ -16,6 +16,7 @@ const MSRV_PACKAGES: &[&str] = &[
     "volley-netsim",
     "volley-transport-tcp",
     "volley-sftp",
+    "volley-rpc-macros",
     "volley-rpc",
     "volley-cli",
 ];

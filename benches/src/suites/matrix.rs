@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde_json::json;
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 use volley_netsim::{LinkConfig, LinkSim};
-use volley_rpc::bench::{self as service, BenchService, BenchState, Spec, Workload};
+use volley_rpc::bench::{self as service, Bench, BenchState, Spec, Workload};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::{Config, Endpoint, Peer};
@@ -69,7 +69,7 @@ struct Servers {
 fn start_servers() -> Servers {
     crate::harness::serve_on_thread(move || async move {
         let state = Arc::new(BenchState::default());
-        let endpoint = Endpoint::<BenchService>::new(Config::default())
+        let endpoint = Endpoint::<Bench>::new(Config::default())
             .expect("settings")
             .serve(service::router(state));
         let listener = Listener::bind_tcp(
@@ -113,8 +113,8 @@ fn peak_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-async fn connect(transport: &str, addr: SocketAddr) -> Peer<BenchService> {
-    let endpoint = Endpoint::<BenchService>::new(Config::default()).expect("settings");
+async fn connect(transport: &str, addr: SocketAddr) -> Peer<Bench> {
+    let endpoint = Endpoint::<Bench>::new(Config::default()).expect("settings");
     match transport {
         "tcp" => endpoint
             .connect(

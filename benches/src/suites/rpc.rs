@@ -24,9 +24,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use volley_rpc::bench::{
-    self as service, BenchService, BenchState, Echo, Get, GetArgs, Put, PutReply,
-};
+use volley_rpc::bench::{self as service, Bench, BenchState, Echo, Get, GetArgs, Put, PutReply};
 use volley_rpc::link::MessageLink;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local::{self, LocalLink};
@@ -73,8 +71,8 @@ struct Workload {
 enum Client {
     Raw(Arc<tokio::sync::Mutex<Framed<TcpStream, LengthDelimitedCodec>>>),
     Tarpc(TarpcBenchClient),
-    Volley(Peer<BenchService, Bincode>),
-    Postcard(Peer<BenchService, Postcard>),
+    Volley(Peer<Bench, Bincode>),
+    Postcard(Peer<Bench, Postcard>),
 }
 
 /// Each system, and whether its client runs on the 2-worker runtime (else the
@@ -211,7 +209,7 @@ fn check(ok: bool, what: &str) -> Result<(), String> {
 }
 
 async fn volley_call<C: Codec>(
-    peer: Peer<BenchService, C>,
+    peer: Peer<Bench, C>,
     w: Workload,
     index: u64,
     pattern: Bytes,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use volley_rpc::bench::{self, BenchService, BenchState, Spec, Workload};
+use volley_rpc::bench::{self, Bench, BenchState, Spec, Workload};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::{Config, Endpoint, serve};
@@ -190,7 +190,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
         ..Config::default()
     })?;
     let state = Arc::new(BenchState::default());
-    let endpoint = Endpoint::<BenchService>::new(config)
+    let endpoint = Endpoint::<Bench>::new(config)
         .context("rpc settings")?
         .serve(bench::router(state.clone()));
     let (server, name) = match args.transport {
@@ -248,7 +248,7 @@ async fn wait(server: &volley_rpc::ServerHandle) -> anyhow::Result<()> {
 async fn drive(args: BenchArgs) -> anyhow::Result<()> {
     let payload = args.payload as usize;
     let config = args.timeouts.apply(Config::default())?;
-    let endpoint = Endpoint::<BenchService>::new(config).context("rpc settings")?;
+    let endpoint = Endpoint::<Bench>::new(config).context("rpc settings")?;
     let peer = match args.transport {
         Transport::Tcp => {
             let link = tokio::time::timeout(

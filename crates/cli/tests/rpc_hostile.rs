@@ -19,8 +19,8 @@ use bytes::Bytes;
 use common::*;
 use tokio::time::timeout;
 use volley_proto::wire::frame::Header;
-use volley_proto::wire::rpc::{CodecId, Head, Hello, Kind, WIRE_VERSION};
-use volley_rpc::bench::{BenchService, Echo};
+use volley_proto::wire::rpc::{CodecId, HELLO_LEN, Head, Hello, Kind, WIRE_VERSION};
+use volley_rpc::bench::{Bench, Echo};
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::{Config, Endpoint, Service};
 use volley_transport_tcp::{Framed, Role};
@@ -57,6 +57,7 @@ fn hello(fingerprint: u64) -> Bytes {
             max_message: 1 << 20,
             credit: 256,
             fingerprint,
+            calls: fingerprint,
             capabilities: 0,
         }
         .encode(),
@@ -93,7 +94,7 @@ async fn bad_hellos(addr: SocketAddr, n: usize) -> usize {
         else {
             continue;
         };
-        let h = head(Kind::HELLO, 0, 0, 24);
+        let h = head(Kind::HELLO, 0, 0, HELLO_LEN);
         if framed.send(FRAME_TYPE, 0, &h, hello(0xbad)).await.is_ok() {
             sent += 1;
         }
@@ -106,9 +107,9 @@ async fn never_reads(addr: SocketAddr, for_how_long: Duration) -> u64 {
     let config = volley_rpc::link::framed::config(Role::Initiator, 1 << 20);
     let (framed, _incoming) = Framed::connect_tcp(addr, config).await.unwrap();
     framed.pause_reading();
-    let h = head(Kind::HELLO, 0, 0, 24);
+    let h = head(Kind::HELLO, 0, 0, HELLO_LEN);
     framed
-        .send(FRAME_TYPE, 0, &h, hello(BenchService::FINGERPRINT))
+        .send(FRAME_TYPE, 0, &h, hello(Bench::FINGERPRINT))
         .await
         .unwrap();
     let args = {
@@ -159,7 +160,7 @@ async fn a_mixed_attack_costs_bounded_memory_and_cpu_and_loses_no_good_call() {
     let cpu_before = cpu_ticks(pid);
 
     // The well-behaved client, connected first, calling all through the attack.
-    let good = Endpoint::<BenchService>::new(Config::default())
+    let good = Endpoint::<Bench>::new(Config::default())
         .unwrap()
         .connect(FramedLink::connect_tcp(addr, 16 << 20).await.unwrap())
         .await
@@ -211,7 +212,7 @@ async fn a_mixed_attack_costs_bounded_memory_and_cpu_and_loses_no_good_call() {
     );
     // Past the handshake timeout, the silent ones are gone and new clients get in.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let late = Endpoint::<BenchService>::new(Config::default())
+    let late = Endpoint::<Bench>::new(Config::default())
         .unwrap()
         .connect(FramedLink::connect_tcp(addr, 16 << 20).await.unwrap())
         .await

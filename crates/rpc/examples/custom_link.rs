@@ -18,7 +18,7 @@ volley_rpc::service! {
     /// A tiny store.
     pub service Store {
         /// Takes the segments under a name; returns their length.
-        1 => Put(String) -> u64;
+        1 => fn put(args: String) -> u64;
     }
 }
 

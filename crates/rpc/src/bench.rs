@@ -20,26 +20,27 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::codec::Codec;
+use crate::context::Context;
 use crate::error::{CallError, HandlerError};
 use crate::peer::Peer;
-use crate::router::{Reply, Router};
+use crate::router::Router;
 
 crate::service! {
     /// The bench service.
-    pub service BenchService {
+    pub service Bench {
         /// 8 bytes there, the same 8 back.
-        1 => Echo(u64) -> u64;
+        1 => fn echo(n: u64) -> u64;
         /// A payload up as a bulk segment; back its length and 64-bit xxh3 hash.
-        2 => Put(()) -> PutReply;
+        2 => fn put() -> PutReply;
         /// The call's index and a length up; that many bytes of the pattern back as a
         /// segment, from the offset [`offset`] gives the index.
-        3 => Get(GetArgs) -> ();
+        3 => fn get(args: GetArgs);
         /// One way: a payload as a segment, the pattern's bytes at its index's offset; the
         /// server checks it and counts it for its run.
-        4 => Push(PushArgs) -> ();
+        4 => oneway fn push(args: PushArgs);
         /// Waits until `expect` payloads of the run have arrived intact, or `wait_ms`
         /// has passed; returns how many have.
-        5 => Arrived(ArrivedArgs) -> u64;
+        5 => fn arrived(args: ArrivedArgs) -> u64;
     }
 }
 
@@ -186,83 +187,84 @@ impl BenchState {
     }
 }
 
-/// The bench service's handlers over `state`.
-pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<BenchService, C> {
-    let get_state = state.clone();
-    let push_state = state.clone();
-    Router::new()
-        .route(Echo, |call| async move { Ok(Reply::new(call.args)) })
-        .route(Put, |call| async move {
-            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-            let mut len = 0;
-            for segment in &call.segments {
-                hasher.update(segment);
-                len += segment.len() as u64;
-            }
-            Ok(Reply::new(PutReply {
-                len,
-                hash: hasher.digest(),
-            }))
+/// The bench service's router over `state`.
+pub fn router<C: Codec>(state: Arc<BenchState>) -> Router<Bench, Bench, C> {
+    Handlers(state).into_router()
+}
+
+/// The bench service's handlers.
+struct Handlers(Arc<BenchState>);
+
+impl<C: Codec> BenchServer<Bench, C> for Handlers {
+    async fn echo(&self, _cx: Context<Bench, C>, n: u64) -> Result<u64, HandlerError> {
+        Ok(n)
+    }
+
+    async fn put(&self, cx: Context<Bench, C>) -> Result<PutReply, HandlerError> {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut len = 0;
+        for segment in cx.segments() {
+            hasher.update(segment);
+            len += segment.len() as u64;
+        }
+        Ok(PutReply {
+            len,
+            hash: hasher.digest(),
         })
-        .route(Get, move |call| {
-            let state = get_state.clone();
-            async move {
-                let len = usize::try_from(call.args.len)
-                    .ok()
-                    .filter(|&len| len <= MAX_PAYLOAD)
-                    .ok_or_else(|| {
-                        HandlerError::msg(format!("get: at most {MAX_PAYLOAD} bytes"))
-                    })?;
-                let start = offset(call.args.index);
-                let pattern = state.pattern().await?;
-                Ok(Reply::with_segments(
-                    (),
-                    vec![pattern.slice(start..start + len)],
-                ))
+    }
+
+    async fn get(&self, cx: Context<Bench, C>, args: GetArgs) -> Result<(), HandlerError> {
+        let len = usize::try_from(args.len)
+            .ok()
+            .filter(|&len| len <= MAX_PAYLOAD)
+            .ok_or_else(|| HandlerError::msg(format!("get: at most {MAX_PAYLOAD} bytes")))?;
+        let start = offset(args.index);
+        let pattern = self.0.pattern().await?;
+        cx.reply_segments(vec![pattern.slice(start..start + len)]);
+        Ok(())
+    }
+
+    async fn push(&self, cx: Context<Bench, C>, args: PushArgs) -> Result<(), HandlerError> {
+        let state = &self.0;
+        let segments = cx.segments();
+        let got = segments.first().map(|s| &s[..]).unwrap_or(&[]);
+        let start = offset(args.index);
+        let want = state.pattern().await?;
+        if segments.len() == 1 && got.len() <= MAX_PAYLOAD && got == &want[start..start + got.len()]
+        {
+            state.add(args.run);
+            Ok(())
+        } else {
+            state.bad.fetch_add(1, Ordering::Relaxed);
+            Err(HandlerError::msg(format!(
+                "push {} of run {}: payload does not match the pattern",
+                args.index, args.run
+            )))
+        }
+    }
+
+    async fn arrived(
+        &self,
+        _cx: Context<Bench, C>,
+        args: ArrivedArgs,
+    ) -> Result<u64, HandlerError> {
+        let state = &self.0;
+        let until = Instant::now() + Duration::from_millis(args.wait_ms.min(600_000));
+        loop {
+            let (_, notify) = state.run(args.run);
+            let arrived = notify.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            let (count, _) = state.run(args.run);
+            if count >= args.expect {
+                return Ok(count);
             }
-        })
-        .route(Push, move |call| {
-            let state = push_state.clone();
-            async move {
-                let got = call.segments.first().map(|s| &s[..]).unwrap_or(&[]);
-                let start = offset(call.args.index);
-                let want = state.pattern().await?;
-                if call.segments.len() == 1
-                    && got.len() <= MAX_PAYLOAD
-                    && got == &want[start..start + got.len()]
-                {
-                    state.add(call.args.run);
-                    Ok(Reply::new(()))
-                } else {
-                    state.bad.fetch_add(1, Ordering::Relaxed);
-                    Err(HandlerError::msg(format!(
-                        "push {} of run {}: payload does not match the pattern",
-                        call.args.index, call.args.run
-                    )))
-                }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, arrived).await.is_err() {
+                return Ok(state.run(args.run).0);
             }
-        })
-        .route(Arrived, move |call| {
-            let state = state.clone();
-            async move {
-                let args = call.args;
-                let until = Instant::now() + Duration::from_millis(args.wait_ms.min(600_000));
-                loop {
-                    let (_, notify) = state.run(args.run);
-                    let arrived = notify.notified();
-                    tokio::pin!(arrived);
-                    arrived.as_mut().enable();
-                    let (count, _) = state.run(args.run);
-                    if count >= args.expect {
-                        return Ok(Reply::new(count));
-                    }
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() || tokio::time::timeout(left, arrived).await.is_err() {
-                        return Ok(Reply::new(state.run(args.run).0));
-                    }
-                }
-            }
-        })
+        }
+    }
 }
 
 /// Which bench call to make.
@@ -344,7 +346,7 @@ impl Tally {
 }
 
 /// Runs `spec` on `peer` and checks every reply.
-pub async fn run<C: Codec>(peer: &Peer<BenchService, C>, spec: Spec) -> Outcome {
+pub async fn run<C: Codec>(peer: &Peer<Bench, C>, spec: Spec) -> Outcome {
     let concurrency = spec.concurrency.max(1) as u64;
     let payload = match spec.workload {
         Workload::Echo => 8,
@@ -447,7 +449,7 @@ pub async fn run<C: Codec>(peer: &Peer<BenchService, C>, spec: Spec) -> Outcome 
 
 /// One call, checked: Ok(true) when its content is right.
 async fn one<C: Codec>(
-    peer: &Peer<BenchService, C>,
+    peer: &Peer<Bench, C>,
     spec: Spec,
     index: u64,
     pattern: &Bytes,

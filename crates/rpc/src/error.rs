@@ -149,16 +149,29 @@ pub enum ConnectError {
         /// The peer's.
         theirs: CodecId,
     },
-    /// The peer was built with another definition of the service.
+    /// The peer serves another service than the one this end calls (or another
+    /// definition of it).
     #[error(
-        "rpc hello: the peer's service differs from this end's {service} (fingerprint {theirs:#018x}, ours {ours:#018x}): the two ends were built from different service definitions"
+        "rpc hello: the peer serves another service than the {service} this end calls (fingerprint {theirs:#018x}, ours {ours:#018x}): the two ends were built from different service definitions"
     )]
     Service {
-        /// Our service's name.
+        /// The name of the service this end calls.
         service: &'static str,
-        /// Our fingerprint.
+        /// Its fingerprint.
         ours: u64,
-        /// The peer's.
+        /// The fingerprint of the service the peer serves.
+        theirs: u64,
+    },
+    /// The peer calls (back) another service than the one this end serves.
+    #[error(
+        "rpc hello: the peer calls another service than the {service} this end serves (fingerprint {theirs:#018x}, ours {ours:#018x}): serve the service it calls, or call it with an endpoint of the service this end serves"
+    )]
+    CallsBack {
+        /// The name of the service this end serves.
+        service: &'static str,
+        /// Its fingerprint.
+        ours: u64,
+        /// The fingerprint of the service the peer calls.
         theirs: u64,
     },
     /// A setting is out of range.

@@ -3,55 +3,68 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use volley_rpc::{Config, Endpoint, Reply, Router, link::local};
+//! use volley_rpc::{Config, Context, Endpoint, HandlerError, link::local};
 //!
 //! volley_rpc::service! {
 //!     /// A tiny store.
 //!     pub service Store {
-//!         /// Stores the bulk segment under a name; returns its length.
-//!         1 => Put(String) -> u64;
-//!         /// Adds one, one way (no reply).
-//!         2 => Bump(u32) -> ();
+//!         /// Stores the bulk segments under a name; returns their length.
+//!         1 => fn put(name: String) -> u64;
+//!         /// Adds to a counter; nothing comes back.
+//!         2 => oneway fn bump(by: u32);
+//!     }
+//! }
+//!
+//! struct Here;
+//!
+//! // Leaving a method out is a compile error.
+//! impl StoreServer for Here {
+//!     async fn put(&self, cx: Context<Store>, _name: String) -> Result<u64, HandlerError> {
+//!         Ok(cx.segments().iter().map(Bytes::len).sum::<usize>() as u64)
+//!     }
+//!
+//!     async fn bump(&self, _cx: Context<Store>, _by: u32) -> Result<(), HandlerError> {
+//!         Ok(())
 //!     }
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let router = Router::<Store>::new()
-//!     .route(Put, |call| async move {
-//!         let len: usize = call.segments.iter().map(Bytes::len).sum();
-//!         Ok(Reply::new(len as u64))
-//!     })
-//!     .route(Bump, |_call| async move { Ok(Reply::new(())) });
-//! let server = Endpoint::<Store>::new(Config::default())?.serve(router);
+//! let server = Endpoint::<Store>::new(Config::default())?.serve(Here.into_router());
 //! let client = Endpoint::<Store>::new(Config::default())?;
 //!
-//! // Two tasks in one process; over TCP use `link::framed::FramedLink::connect_tcp`
-//! // and `volley_rpc::serve`.
+//! // Two tasks in one process; over TCP use `volley_rpc::serve` and
+//! // `link::framed::FramedLink::connect_tcp`.
 //! let (a, b) = local::pair(64, 16 << 20);
-//! let (server, client) = tokio::try_join!(server.connect(a), client.connect(b))?;
+//! let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b))?;
+//! let store = StoreClient::new(peer);
 //!
 //! let blob = Bytes::from(vec![7u8; 1 << 20]);
-//! let reply = client.call_with::<Put>(&"blob".into(), vec![blob], None).await?;
-//! assert_eq!(reply.value, 1 << 20);
-//! client.send::<Bump>(&1, Vec::new()).await?;
-//! # drop(server);
+//! assert_eq!(store.put("blob".into()).segments(vec![blob]).await?, 1 << 20);
+//! store.bump(1).await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
 //! # The pieces
-//! - A **service** ([`service!`]) lists methods with explicit ids and their argument and
-//!   result types; both ends name it, so calls are checked at compile time, and the
-//!   hello compares its [`fingerprint`](Service::FINGERPRINT) so that two builds of
-//!   different definitions refuse each other at once.
-//! - An [`Endpoint`] holds the settings and, to serve, a [`Router`] of handlers. Its
+//! - A **service** ([`service!`]) lists methods with explicit ids, parameters and
+//!   results. From it come a client (`StoreClient`: a method per call, arguments by
+//!   value, options on the [`Request`]) and a server trait (`StoreServer`: a method per
+//!   call, given a [`Context`]). Both ends name the service, so calls are checked at
+//!   compile time, and the hello compares its [`fingerprint`](Service::FINGERPRINT) so
+//!   that two builds of different definitions refuse each other at once.
+//! - An [`Endpoint`] holds the settings and, to serve, a [`Router`] of handlers (a server
+//!   trait's `into_router()`, or [`Router::route`] by hand). Its
 //!   [`connect`](Endpoint::connect) runs the hello over a link and gives a [`Peer`]:
 //!   either end can call the other, so a server's handler can call back into the client
-//!   ([`Call::peer`]).
+//!   ([`Context::peer`]). Each end serves one service and calls one, the same by default:
+//!   `Endpoint::<Events>::new(..)?.serve(Hub.into_router())` serves the hub's service and
+//!   calls `Events` back (the `callbacks` example).
 //! - A [`MessageLink`](link::MessageLink) moves messages: over transport-tcp's framed
-//!   layer ([`link::framed`], TCP or Unix), or between tasks ([`link::local`]).
-//!   [`serve`] accepts TCP or Unix connections and serves each. Features pick the
+//!   layer ([`link::framed`], TCP or Unix), over the reliable UDP channel
+//!   ([`link::udp`]), or between tasks ([`link::local`]); a link written in another crate
+//!   takes the same path. [`serve_links`] serves any stream of links; [`serve`] accepts
+//!   TCP or Unix connections and serves each. Features pick the
 //!   links: `tcp` (framed, `serve`), `udp` (the reliable UDP channel, `serve_udp`) and
 //!   `local`, all on by default; `bench` adds the benchmark service.
 //! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
@@ -82,11 +95,13 @@ pub mod array;
 pub mod bench;
 pub mod codec;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod link;
 pub mod log;
 pub mod peer;
 pub mod pool;
+pub mod request;
 pub mod router;
 pub mod server;
 #[doc(hidden)]
@@ -97,9 +112,11 @@ pub use array::LeArray;
 pub use codec::Postcard;
 pub use codec::{Bincode, Codec, CodecError};
 pub use config::Config;
+pub use context::Context;
 pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
+pub use request::{OneWay, Request, WithSegments};
 pub use router::{Call, Reply, Router};
 #[cfg(feature = "tcp")]
 pub use server::serve;
@@ -108,3 +125,9 @@ pub use server::serve_udp;
 pub use server::{ServerHandle, serve_links};
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};
+
+/// What `service!` expands to reaches its proc-macro through here.
+#[doc(hidden)]
+pub mod __private {
+    pub use volley_rpc_macros::service;
+}

@@ -12,23 +12,25 @@ use serde::Deserialize;
 use volley_proto::wire::rpc::ErrorCode;
 
 use crate::codec::{Bincode, Codec, CodecError};
+use crate::context::Context;
 use crate::error::HandlerError;
 use crate::link::Message;
 use crate::peer::Peer;
 use crate::service::{Method, Service};
 
-/// A call as its handler sees it.
-pub struct Call<M: Method, C: Codec = Bincode> {
+/// A call as a [`Router::route`] handler sees it. (A generated server trait's methods
+/// take a [`Context`] and the arguments instead.) `R` is the service this end calls back.
+pub struct Call<M: Method, R: Service = <M as Method>::Service, C: Codec = Bincode> {
     /// The decoded arguments.
     pub args: M::Args,
     /// The bulk segments that came with them: slices of the receive buffer, uncopied.
     pub segments: Vec<Bytes>,
     raw: Bytes,
     deadline: Option<Duration>,
-    peer: Peer<M::Service, C>,
+    peer: Peer<R, C>,
 }
 
-impl<M: Method, C: Codec> Call<M, C> {
+impl<M: Method, R: Service, C: Codec> Call<M, R, C> {
     /// The arguments as they arrived, encoded.
     pub fn raw_args(&self) -> &Bytes {
         &self.raw
@@ -51,7 +53,7 @@ impl<M: Method, C: Codec> Call<M, C> {
     }
 
     /// The connection the call came on: call back into the caller with it.
-    pub fn peer(&self) -> &Peer<M::Service, C> {
+    pub fn peer(&self) -> &Peer<R, C> {
         &self.peer
     }
 }
@@ -94,12 +96,30 @@ pub(crate) struct Encoded {
 
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<Encoded, HandlerError>> + Send>>;
 
-type Erased<S, C> = dyn Fn(Message, Peer<S, C>) -> HandlerFuture + Send + Sync;
+type Erased<R, C> = dyn Fn(Message, Peer<R, C>) -> HandlerFuture + Send + Sync;
 
 /// A method's name and its type-erased handler.
-pub(crate) type Route<S, C> = (&'static str, Arc<Erased<S, C>>);
+pub(crate) type Route<R, C> = (&'static str, Arc<Erased<R, C>>);
 
-/// The handlers one end serves, by method id.
+/// A router with the served service's type erased, as a connection holds it.
+pub(crate) struct Routes<R, C> {
+    /// The served service's fingerprint, for the hello, and its name, for errors.
+    pub(crate) fingerprint: u64,
+    pub(crate) service: &'static str,
+    handlers: HashMap<u32, Route<R, C>>,
+}
+
+impl<R, C> Routes<R, C> {
+    pub(crate) fn get(&self, id: u32) -> Option<&Route<R, C>> {
+        self.handlers.get(&id)
+    }
+}
+
+/// The handlers one end serves, by method: service `S`'s methods, served by an end that
+/// calls service `R` back (the same by default), with codec `C`.
+///
+/// A generated server trait makes one ([`into_router`](crate::service!)); by hand,
+/// [`route`](Self::route) takes a method and a handler:
 ///
 /// ```
 /// use volley_rpc::{Reply, Router};
@@ -107,8 +127,8 @@ pub(crate) type Route<S, C> = (&'static str, Arc<Erased<S, C>>);
 /// volley_rpc::service! {
 ///     /// A counter.
 ///     pub service Counter {
-///         /// Adds to the count.
-///         1 => Add(u64) -> u64;
+///         /// Adds one.
+///         1 => fn add(n: u64) -> u64;
 ///     }
 /// }
 ///
@@ -117,41 +137,46 @@ pub(crate) type Route<S, C> = (&'static str, Arc<Erased<S, C>>);
 /// });
 /// assert_eq!(router.len(), 1);
 /// ```
-pub struct Router<S, C = Bincode> {
-    handlers: HashMap<u32, Route<S, C>>,
+pub struct Router<S, R = S, C = Bincode> {
+    routes: Routes<R, C>,
     _s: PhantomData<fn() -> S>,
 }
 
-impl<S: Service, C: Codec> Default for Router<S, C> {
+impl<S: Service, R: Service, C: Codec> Default for Router<S, R, C> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<S: Service, C: Codec> Router<S, C> {
+impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
     /// No handlers yet.
     pub fn new() -> Self {
         Self {
-            handlers: HashMap::new(),
+            routes: Routes {
+                fingerprint: S::FINGERPRINT,
+                service: S::NAME,
+                handlers: HashMap::new(),
+            },
             _s: PhantomData,
         }
     }
 
-    /// Serves `method` with `handler` (`.route(Put, |call| async move { .. })`). Panics if
-    /// the method already has a handler (a programming error, found at start-up).
+    /// Serves `method` with `handler` (`.route(Put, |call| async move { .. })`), which
+    /// takes a [`Call`] and gives a [`Reply`]. Panics if the method already has a
+    /// handler (a programming error, found at start-up).
     ///
     /// A handler runs in the connection's reader until it first waits (most handlers
     /// never do, and a task per call would cost more than the call); one that waits goes
     /// on in a task of its own. So a handler should not compute for long without
     /// awaiting: put heavy work in `tokio::task::spawn_blocking`.
-    pub fn route<M, F, Fut>(mut self, _method: M, handler: F) -> Self
+    pub fn route<M, F, Fut>(self, _method: M, handler: F) -> Self
     where
         M: Method<Service = S>,
-        F: Fn(Call<M, C>) -> Fut + Send + Sync + 'static,
+        F: Fn(Call<M, R, C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Reply<M::Output>, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        let erased = move |message: Message, peer: Peer<S, C>| -> HandlerFuture {
+        self.insert::<M>(move |message: Message, peer: Peer<R, C>| -> HandlerFuture {
             let handler = handler.clone();
             Box::pin(async move {
                 let args: M::Args = C::decode(&message.args)
@@ -164,17 +189,47 @@ impl<S: Service, C: Codec> Router<S, C> {
                     peer: peer.clone(),
                 };
                 let reply = handler(call).await?;
-                let args = peer
-                    .encode(&reply.value)
-                    .await
-                    .map_err(|e| HandlerError::msg(format!("cannot encode the result: {e}")))?;
-                Ok(Encoded {
-                    args,
-                    segments: reply.segments,
-                })
+                encode_reply(&peer, &reply.value, reply.segments).await
             })
-        };
-        let previous = self.handlers.insert(M::ID, (M::NAME, Arc::new(erased)));
+        })
+    }
+
+    /// Serves `method` with `handler`, which takes the call's [`Context`] and its
+    /// arguments and gives the result: what a generated server trait's
+    /// [`into_router`](crate::service!) uses. Segments go back with
+    /// [`Context::reply_segments`]. Panics as [`route`](Self::route) does.
+    pub fn handle<M, F, Fut>(self, _method: M, handler: F) -> Self
+    where
+        M: Method<Service = S>,
+        F: Fn(Context<R, C>, M::Args) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Output, HandlerError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.insert::<M>(move |message: Message, peer: Peer<R, C>| -> HandlerFuture {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let args: M::Args = C::decode(&message.args)
+                    .map_err(|e| HandlerError::with_code(ErrorCode::DECODE, e))?;
+                let parked = Parked {
+                    peer: &peer,
+                    call_id: message.head.call_id,
+                };
+                let cx = Context::new(message, peer.clone());
+                let value = handler(cx, args).await;
+                let segments = parked.take();
+                encode_reply(&peer, &value?, segments).await
+            })
+        })
+    }
+
+    fn insert<M: Method<Service = S>>(
+        mut self,
+        erased: impl Fn(Message, Peer<R, C>) -> HandlerFuture + Send + Sync + 'static,
+    ) -> Self {
+        let previous = self
+            .routes
+            .handlers
+            .insert(M::ID, (M::NAME, Arc::new(erased)));
         assert!(
             previous.is_none(),
             "method {} (id {}) of {} has two handlers",
@@ -187,15 +242,47 @@ impl<S: Service, C: Codec> Router<S, C> {
 
     /// Methods served.
     pub fn len(&self) -> usize {
-        self.handlers.len()
+        self.routes.handlers.len()
     }
 
     /// Whether no method is served.
     pub fn is_empty(&self) -> bool {
-        self.handlers.is_empty()
+        self.routes.handlers.is_empty()
     }
 
-    pub(crate) fn get(&self, id: u32) -> Option<&Route<S, C>> {
-        self.handlers.get(&id)
+    pub(crate) fn into_routes(self) -> Routes<R, C> {
+        self.routes
     }
+}
+
+/// Takes a call's parked reply segments back from its connection, also when the handler
+/// fails, panics or is stopped, so none are left behind.
+struct Parked<'a, R: Service, C: Codec> {
+    peer: &'a Peer<R, C>,
+    call_id: u32,
+}
+
+impl<R: Service, C: Codec> Parked<'_, R, C> {
+    fn take(self) -> Vec<Bytes> {
+        self.peer.take_reply_segments(self.call_id)
+    }
+}
+
+impl<R: Service, C: Codec> Drop for Parked<'_, R, C> {
+    fn drop(&mut self) {
+        self.peer.take_reply_segments(self.call_id);
+    }
+}
+
+/// Encodes a handler's result into a pool buffer of its connection.
+async fn encode_reply<R: Service, C: Codec, T: serde::Serialize>(
+    peer: &Peer<R, C>,
+    value: &T,
+    segments: Vec<Bytes>,
+) -> Result<Encoded, HandlerError> {
+    let args = peer
+        .encode(value)
+        .await
+        .map_err(|e| HandlerError::msg(format!("cannot encode the result: {e}")))?;
+    Ok(Encoded { args, segments })
 }

@@ -21,6 +21,8 @@ pub trait Method: Send + Sync + 'static {
     const ID: u32;
     /// Its name, for errors and logs.
     const NAME: &'static str;
+    /// Whether it is one-way (declared `oneway fn`): it sends no reply.
+    const ONE_WAY: bool = false;
 }
 
 /// A set of methods, declared with [`service!`](crate::service).
@@ -63,25 +65,8 @@ pub const fn fingerprint(parts: &[&str]) -> u64 {
     hash
 }
 
-/// Whether every id in `ids` is distinct (checked at compile time by
-/// [`service!`](crate::service)).
-#[doc(hidden)]
-pub const fn distinct(ids: &[u32]) -> bool {
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i + 1;
-        while j < ids.len() {
-            if ids[i] == ids[j] {
-                return false;
-            }
-            j += 1;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// Declares a service and its methods.
+/// Declares a service: its methods, a client that calls them and a server trait that
+/// serves them.
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
@@ -93,63 +78,39 @@ pub const fn distinct(ids: &[u32]) -> bool {
 ///     /// Geometry on the board.
 ///     pub service Geometry {
 ///         /// Adds two numbers.
-///         1 => Add((u32, u32)) -> u64;
+///         1 => fn add(a: u32, b: u32) -> u64;
 ///         /// Mirrors a point.
-///         7 => Mirror(Point) -> Point;
+///         7 => fn mirror(p: Point) -> Point;
+///         /// Logs a line; nothing comes back.
+///         8 => oneway fn log(line: String);
 ///     }
 /// }
 ///
 /// use volley_rpc::{Method, Service};
 /// assert_eq!(<Mirror as Method>::ID, 7);
-/// assert_eq!(Geometry::method_name(1), Some("Add"));
+/// assert_eq!(Geometry::method_name(1), Some("add"));
 /// ```
 ///
-/// Each method becomes a unit struct implementing [`Method`]; the service, a unit struct
-/// implementing [`Service`]. Two methods with one id fail to compile.
+/// Each method has an explicit id, never its position, so methods can be added and
+/// reordered without breaking older peers; a `oneway` method sends no reply. From the
+/// declaration come:
+/// - `Geometry`, the service as a type ([`Service`]), and a type per method, named in
+///   CamelCase (`Add`, `Mirror`, `Log`: [`Method`]), whose arguments are the parameter's
+///   type, a tuple of them, or `()`;
+/// - `GeometryClient`, with a method per call taking the arguments by value and giving a
+///   [`Request`](crate::Request) (or a [`OneWay`](crate::OneWay)): `.await` it, or first
+///   set `.segments(..)`, `.deadline(..)` or `.reply()`;
+/// - `GeometryServer`, a trait with a method per call, each taking the call's
+///   [`Context`](crate::Context) and the arguments, and `into_router()`: a server that
+///   leaves a method out does not compile.
+///
+/// Two methods with one id or one name, or a one-way method with a result, fail to
+/// compile. The service's [fingerprint](Service::FINGERPRINT) hashes every id, kind,
+/// name and type as written, and the hello compares it.
 #[macro_export]
 macro_rules! service {
-    (
-        $(#[$meta:meta])*
-        $vis:vis service $service:ident {
-            $(
-                $(#[$mmeta:meta])*
-                $id:literal => $method:ident ( $args:ty ) -> $output:ty ;
-            )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, Default)]
-        $vis struct $service;
-
-        impl $crate::Service for $service {
-            const NAME: &'static str = stringify!($service);
-            const FINGERPRINT: u64 = $crate::service::fingerprint(&[
-                stringify!($service),
-                $( stringify!($id), stringify!($method), stringify!($args), stringify!($output), )*
-            ]);
-            const METHODS: &'static [(u32, &'static str)] = &[
-                $( ($id, stringify!($method)), )*
-            ];
-        }
-
-        const _: () = assert!(
-            $crate::service::distinct(&[$($id),*]),
-            concat!("two methods of ", stringify!($service), " share an id")
-        );
-
-        $(
-            $(#[$mmeta])*
-            #[derive(Clone, Copy, Debug, Default)]
-            $vis struct $method;
-
-            impl $crate::Method for $method {
-                type Service = $service;
-                type Args = $args;
-                type Output = $output;
-                const ID: u32 = $id;
-                const NAME: &'static str = stringify!($method);
-            }
-        )*
+    ($($declaration:tt)*) => {
+        $crate::__private::service! { $crate; $($declaration)* }
     };
 }
 
@@ -162,9 +123,9 @@ mod tests {
         /// A.
         pub(crate) service One {
             /// a.
-            1 => A(u32) -> u32;
+            1 => fn a(x: u32) -> u32;
             /// b.
-            2 => B(String) -> ();
+            2 => oneway fn b(s: String);
         }
     }
 
@@ -173,9 +134,9 @@ mod tests {
             /// The same names, one type changed.
             pub(crate) service One {
                 /// a.
-                1 => A(u64) -> u32;
+                1 => fn a(x: u64) -> u32;
                 /// b.
-                2 => B(String) -> ();
+                2 => oneway fn b(s: String);
             }
         }
     }
@@ -183,10 +144,9 @@ mod tests {
     #[test]
     fn fingerprints_see_types_and_ids() {
         assert_ne!(One::FINGERPRINT, other::One::FINGERPRINT);
-        assert_eq!(One::method_name(2), Some("B"));
+        assert_eq!(One::method_name(2), Some("b"));
         assert_eq!(One::method_name(3), None);
-        assert!(distinct(&[1, 2, 3]));
-        assert!(!distinct(&[1, 2, 1]));
+        const { assert!(B::ONE_WAY && !A::ONE_WAY) };
         assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
     }
 }

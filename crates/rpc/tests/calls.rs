@@ -282,13 +282,13 @@ async fn deadlines_travel_and_expire() {
                 matches!(
                     err,
                     CallError::DeadlineExceeded {
-                        method: "Sleep",
+                        method: "sleep",
                         ..
                     }
                 ),
                 "{err}"
             );
-            assert!(err.to_string().contains("Sleep"), "{err}");
+            assert!(err.to_string().contains("sleep"), "{err}");
             // The server stopped the handler too (it was cancelled or timed out there).
             while seen.sleeps_dropped.load(Ordering::SeqCst) == 0 {
                 tokio::task::yield_now().await;

@@ -37,7 +37,7 @@ mod elsewhere {
         /// `Test` as another build defines it: Echo takes bytes.
         pub service Test {
             /// Changed.
-            1 => Echo(Vec<u8>) -> String;
+            1 => fn echo(args: Vec<u8>) -> String;
         }
     }
 }
@@ -49,6 +49,7 @@ fn hello(version: u16, fingerprint: u64, credit: u32) -> Message {
         max_message: 1 << 20,
         credit,
         fingerprint,
+        calls: fingerprint,
         capabilities: 0,
     };
     Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.encode()))
@@ -180,7 +181,7 @@ async fn handler_failures_come_back_typed_and_the_connection_goes_on() {
             let (server, client, _seen) = pair(link, Config::default(), Config::default()).await;
             let e = client.call::<Fail>(&"no disk".into()).await.unwrap_err();
             assert!(
-                matches!(&e, CallError::Handler { method: "Fail", detail } if detail == "no disk"),
+                matches!(&e, CallError::Handler { method: "fail", detail } if detail == "no disk"),
                 "{e}"
             );
             let e = client.call::<Panic>(&()).await.unwrap_err();
@@ -387,6 +388,7 @@ async fn malformed_frames_end_that_connection_only() {
             max_message: 1 << 20,
             credit: 8,
             fingerprint: Test::FINGERPRINT,
+            calls: Test::FINGERPRINT,
             capabilities: 0,
         };
         let mut head = [0u8; 16];
@@ -438,7 +440,7 @@ async fn postcard_serves_and_refuses_bincode() {
             .serve(server_router::<Postcard>(seen));
         let client = Endpoint::<Test, Postcard>::new(Config::default())
             .unwrap()
-            .serve(Router::new());
+            .serve(Router::<Test, Test, Postcard>::new());
         let (a, b) = local::pair(8, 1 << 20);
         let (_s, c) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         assert_eq!(c.call::<Echo>(&"post".into()).await.unwrap(), "post");

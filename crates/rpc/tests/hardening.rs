@@ -11,7 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::*;
 use volley_proto::wire::rpc::{
-    CAP_ANSWERS_PINGS, CodecId, ErrorCode, Head, Hello, Kind, MAX_HELLO_FRAME, WIRE_VERSION,
+    CAP_ANSWERS_PINGS, CodecId, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME,
+    WIRE_VERSION,
 };
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::link::{LinkError, Message};
@@ -62,13 +63,14 @@ async fn send_hello(framed: &Framed, capabilities: u8) {
         max_message: 1 << 20,
         credit: 8,
         fingerprint: Test::FINGERPRINT,
+        calls: Test::FINGERPRINT,
         capabilities,
     };
     framed
         .send(
             FRAME_TYPE,
             0,
-            &head(Kind::HELLO, 0, 0, 24),
+            &head(Kind::HELLO, 0, 0, HELLO_LEN),
             Bytes::copy_from_slice(&hello.encode()),
         )
         .await
@@ -148,6 +150,7 @@ async fn a_hello_longer_than_its_limit_ends_the_connection_at_once() {
         max_message: 1 << 20,
         credit: 8,
         fingerprint: Test::FINGERPRINT,
+        calls: Test::FINGERPRINT,
         capabilities: 0,
     }
     .encode()
@@ -355,13 +358,13 @@ fn bincode_u64(value: u64) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_bench_get_is_bounded_and_built_once() {
-    use volley_rpc::bench::{self, BenchService, BenchState, Get, GetArgs, MAX_PAYLOAD};
+    use volley_rpc::bench::{self, Bench, BenchState, Get, GetArgs, MAX_PAYLOAD};
     let (a, b) = volley_rpc::link::local::pair(64, 32 << 20);
     let state = Arc::new(BenchState::default());
-    let server = Endpoint::<BenchService>::new(Config::default())
+    let server = Endpoint::<Bench>::new(Config::default())
         .unwrap()
         .serve(bench::router(state));
-    let client = Endpoint::<BenchService>::new(Config::default()).unwrap();
+    let client = Endpoint::<Bench>::new(Config::default()).unwrap();
     let (server, client) = tokio::join!(server.connect(a), client.connect(b));
     let (_server, client) = (server.unwrap(), client.unwrap());
     // One 25-byte call asking for a GiB: refused, not built.

@@ -12,26 +12,26 @@ volley_rpc::service! {
     /// ARTIQ's payload shapes, each way.
     pub(crate) service Artiq {
         /// D2H bytes: the payload comes as a segment.
-        1 => TakeBytes(()) -> ();
+        1 => fn take_bytes();
         /// H2D bytes: this many bytes back as a segment.
-        2 => GiveBytes(u64) -> ();
+        2 => fn give_bytes(args: u64);
         /// D2H i32 list, through serde.
-        3 => TakeI32List(Vec<i32>) -> ();
+        3 => fn take_i32_list(args: Vec<i32>);
         /// H2D i32 list, through serde.
-        4 => GiveI32List(u64) -> Vec<i32>;
+        4 => fn give_i32_list(args: u64) -> Vec<i32>;
         /// D2H i32 array: a raw little-endian segment, summed in place.
-        5 => TakeI32Array(()) -> i64;
+        5 => fn take_i32_array() -> i64;
         /// H2D i32 array: this many elements back as a segment.
-        6 => GiveI32Array(u64) -> ();
+        6 => fn give_i32_array(args: u64);
         /// D2H bytes list: 64 segments.
-        7 => TakeBytesList(()) -> ();
+        7 => fn take_bytes_list();
         /// H2D bytes list: 64 segments totalling this many bytes.
-        8 => GiveBytesList(u64) -> ();
+        8 => fn give_bytes_list(args: u64);
         /// One way: a payload; the server notes when it arrived.
-        9 => AsyncBytes(()) -> ();
+        9 => oneway fn async_bytes();
         /// Waits for this many AsyncBytes arrivals; returns first and last arrival (ns
         /// since the server started) and the count.
-        10 => AsyncSpan(u64) -> (u64, u64, u64);
+        10 => fn async_span(args: u64) -> (u64, u64, u64);
     }
 }
 

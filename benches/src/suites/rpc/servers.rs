@@ -55,10 +55,10 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
             let addr: SocketAddr = addr.parse().expect("an address");
             Listener::bind_tcp(addr, volley_rpc::server::listener_config(16 * MIB, 64))
         };
-        let bincode = Endpoint::<BenchService, Bincode>::new(Config::default())
+        let bincode = Endpoint::<Bench, Bincode>::new(Config::default())
             .expect("settings")
             .serve(service::router(state.clone()));
-        let postcard = Endpoint::<BenchService, Postcard>::new(Config::default())
+        let postcard = Endpoint::<Bench, Postcard>::new(Config::default())
             .expect("settings")
             .serve(service::router(state.clone()));
         let v = serve(
@@ -129,7 +129,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let state2 = state.clone();
         tokio::spawn(async move {
             while let Some((link, pool)) = local_rx.recv().await {
-                let endpoint = Endpoint::<BenchService>::new(Config {
+                let endpoint = Endpoint::<Bench>::new(Config {
                     pool,
                     ..Config::default()
                 })

@@ -23,7 +23,7 @@
 //! given before it hands out a range, so a lying length field is an error, never a read
 //! past the end or an allocation.
 //!
-//! A hello ([`Hello`]) is a message of kind 6 whose arguments are the 24 bytes below; each
+//! A hello ([`Hello`]) is a message of kind 6 whose arguments are the 32 bytes below; each
 //! end sends one first and checks the peer's before any call.
 //!
 //! | offset | bytes | field |
@@ -34,7 +34,8 @@
 //! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`]; others 0 |
 //! | 8 | 4 | the largest message this end takes, in bytes |
 //! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
-//! | 16 | 8 | service fingerprint: a hash of the method ids, names and types |
+//! | 16 | 8 | fingerprint of the service this end serves: a hash of its method ids, kinds, names and types |
+//! | 24 | 8 | fingerprint of the service this end calls (appended; a hello without it calls the service it serves) |
 //!
 //! **How the hello grows** (the rule every later change follows):
 //! - New fields are appended after these 24 bytes. A peer ignores bytes it does not
@@ -86,8 +87,12 @@ pub const FIXED_LEN: usize = 16;
 pub const DEADLINE_LEN: usize = 8;
 /// The most bulk segments one message may carry.
 pub const MAX_SEGMENTS: usize = 64;
-/// Bytes of a hello's fields.
-pub const HELLO_LEN: usize = 24;
+/// Bytes of the hello this version sends: the first 24 every version-1 peer sends, then
+/// the fingerprint of the service the end calls.
+pub const HELLO_LEN: usize = 32;
+/// Bytes of the shortest hello a version-1 peer may send (one without the fields appended
+/// since).
+pub const HELLO_MIN_LEN: usize = 24;
 /// The hello's first four bytes.
 pub const MAGIC: [u8; 4] = *b"VRPC";
 /// The largest hello message as a stream frame, header included: a receiver takes no
@@ -373,15 +378,19 @@ pub struct Hello {
     pub max_message: u32,
     /// Calls in flight this end accepts before answering Busy.
     pub credit: u32,
-    /// A hash of the service's method ids, names and types.
+    /// The fingerprint of the service this end serves: a hash of its method ids, kinds,
+    /// names and types.
     pub fingerprint: u64,
+    /// The fingerprint of the service this end calls (bytes 24..32; a hello of 24 bytes
+    /// calls the service it serves, as every end did before the field was appended).
+    pub calls: u64,
     /// Capability bits (byte 7): [`CAP_ANSWERS_PINGS`]; a version-1 peer that predates
     /// them sends 0.
     pub capabilities: u8,
 }
 
 impl Hello {
-    /// The hello's 24 bytes, to send as the arguments of a [`Kind::HELLO`] message.
+    /// The hello's bytes, to send as the arguments of a [`Kind::HELLO`] message.
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut out = [0; HELLO_LEN];
         out[..4].copy_from_slice(&MAGIC);
@@ -391,11 +400,13 @@ impl Hello {
         out[8..12].copy_from_slice(&self.max_message.to_le_bytes());
         out[12..16].copy_from_slice(&self.credit.to_le_bytes());
         out[16..24].copy_from_slice(&self.fingerprint.to_le_bytes());
+        out[24..32].copy_from_slice(&self.calls.to_le_bytes());
         out
     }
 
     /// Reads a hello from a hello message's arguments. Checks the magic; the version is
-    /// returned as found, for the caller to compare, and bytes after the 24 are ignored.
+    /// returned as found, for the caller to compare, and bytes after the known fields are
+    /// ignored.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes);
         let magic = r.bytes(4, "rpc hello magic")?;
@@ -408,13 +419,23 @@ impl Hello {
         let version = r.u16_le("rpc hello version")?;
         let codec = CodecId(r.u8("rpc hello codec")?);
         let capabilities = r.u8("rpc hello capabilities")?;
+        let max_message = r.u32_le("rpc hello max message")?;
+        let credit = r.u32_le("rpc hello credit")?;
+        let fingerprint = r.u64_le("rpc hello fingerprint")?;
+        // Appended fields: absent from an older version-1 peer's hello.
+        let calls = if r.remaining() >= 8 {
+            r.u64_le("rpc hello calls")?
+        } else {
+            fingerprint
+        };
         Ok(Self {
             version,
             codec,
             capabilities,
-            max_message: r.u32_le("rpc hello max message")?,
-            credit: r.u32_le("rpc hello credit")?,
-            fingerprint: r.u64_le("rpc hello fingerprint")?,
+            max_message,
+            credit,
+            fingerprint,
+            calls,
         })
     }
 }

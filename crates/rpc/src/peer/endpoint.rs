@@ -3,11 +3,11 @@
 
 use super::*;
 
-/// Makes connections that speak service `S` with codec `C`, serving `S`'s methods that
-/// its router handles (if any).
+/// Makes connections that call service `S` with codec `C`, and serve the service of its
+/// router, if it has one (`S` again unless the router says otherwise).
 pub struct Endpoint<S, C = Bincode> {
     config: Config,
-    router: Option<Arc<Router<S, C>>>,
+    router: Option<Arc<Routes<S, C>>>,
 }
 
 impl<S, C> Clone for Endpoint<S, C> {
@@ -29,10 +29,20 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
         })
     }
 
-    /// Serves the router's methods on every connection made from now on.
-    pub fn serve(mut self, router: Router<S, C>) -> Self {
-        self.router = Some(Arc::new(router));
+    /// Serves the router's methods on every connection made from now on: service `T`'s,
+    /// whose handlers call `S` back. The hello says so, and a peer that calls another
+    /// service than `T` is refused.
+    pub fn serve<T: Service>(mut self, router: Router<T, S, C>) -> Self {
+        self.router = Some(Arc::new(router.into_routes()));
         self
+    }
+
+    /// The fingerprint and name of the service this end serves (the one it calls when it
+    /// has no router).
+    fn serves(&self) -> (u64, &'static str) {
+        self.router
+            .as_ref()
+            .map_or((S::FINGERPRINT, S::NAME), |r| (r.fingerprint, r.service))
     }
 
     /// The settings.
@@ -51,7 +61,8 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             max_message: u32::try_from(self.config.max_message.min(sender.max_message()))
                 .unwrap_or(u32::MAX),
             credit: self.config.credit,
-            fingerprint: S::FINGERPRINT,
+            fingerprint: self.serves().0,
+            calls: S::FINGERPRINT,
             capabilities: CAP_ANSWERS_PINGS,
         };
         let theirs = match tokio::time::timeout(
@@ -86,6 +97,12 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
                 ours: S::FINGERPRINT,
                 theirs: theirs.fingerprint,
             })
+        } else if theirs.calls != ours.fingerprint {
+            Some(ConnectError::CallsBack {
+                service: self.serves().1,
+                ours: ours.fingerprint,
+                theirs: theirs.calls,
+            })
         } else {
             None
         };
@@ -117,6 +134,8 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             failure: OnceLock::new(),
             ended: Notify::new(),
             router: self.router.clone(),
+            parked: Mutex::new(HashMap::new()),
+            parked_count: AtomicUsize::new(0),
             running: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
             pending_answers: AtomicUsize::new(0),

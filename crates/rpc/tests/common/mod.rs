@@ -14,29 +14,29 @@ volley_rpc::service! {
     /// Everything the tests exercise.
     pub service Test {
         /// The string back.
-        1 => Echo(String) -> String;
+        1 => fn echo(args: String) -> String;
         /// Sleeps this many milliseconds; counts starts and drops of unfinished runs.
-        2 => Sleep(u64) -> ();
+        2 => fn sleep(args: u64);
         /// Fails with this message.
-        3 => Fail(String) -> ();
+        3 => fn fail(args: String);
         /// Panics.
-        4 => Panic(()) -> ();
+        4 => fn panic();
         /// One way: records its argument in order.
-        5 => Record(u64) -> ();
+        5 => oneway fn record(args: u64);
         /// The segments back, and their total length.
-        6 => Bulk(()) -> u64;
+        6 => fn bulk() -> u64;
         /// Calls the client's `Double` with the argument and returns the answer + 1.
-        7 => CallBack(u64) -> u64;
+        7 => fn call_back(args: u64) -> u64;
         /// Served by the client: twice the argument.
-        8 => Double(u64) -> u64;
+        8 => fn double(args: u64) -> u64;
         /// Nobody serves it.
-        9 => Unrouted(()) -> ();
+        9 => fn unrouted();
         /// Waits until released; counts how many run at once.
-        10 => Blocked(()) -> ();
+        10 => fn blocked();
         /// The deadline the handler saw, in microseconds (0 for none).
-        11 => SeeDeadline(()) -> u64;
+        11 => fn see_deadline() -> u64;
         /// Borrowed decode: the length of the string argument, read without a copy.
-        12 => Borrow(String) -> u64;
+        12 => fn borrow(args: String) -> u64;
     }
 }
 
@@ -68,7 +68,7 @@ impl Drop for DropProbe<'_> {
     }
 }
 
-pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
+pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
     let s1 = seen.clone();
     let s2 = seen.clone();
     let s3 = seen.clone();
@@ -152,7 +152,7 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, C> {
         })
 }
 
-pub fn client_router<C: Codec>() -> Router<Test, C> {
+pub fn client_router<C: Codec>() -> Router<Test, Test, C> {
     Router::new().route(Double, |call| async move { Ok(Reply::new(call.args * 2)) })
 }
 

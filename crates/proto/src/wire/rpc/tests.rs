@@ -133,6 +133,7 @@ fn hello_round_trips_and_checks_its_magic() {
         max_message: 16 << 20,
         credit: 256,
         fingerprint: 0xdead_beef_0123_4567,
+        calls: 0x0123_4567_89ab_cdef,
         capabilities: CAP_ANSWERS_PINGS,
     };
     let bytes = hello.encode();
@@ -146,6 +147,14 @@ fn hello_round_trips_and_checks_its_magic() {
     let mut longer = bytes.to_vec();
     longer.extend_from_slice(&[9; 8]);
     assert_eq!(Hello::parse(&longer), Ok(hello));
+    // A version-1 peer from before the calls field calls what it serves.
+    assert_eq!(
+        Hello::parse(&bytes[..HELLO_MIN_LEN]),
+        Ok(Hello {
+            calls: hello.fingerprint,
+            ..hello
+        })
+    );
     let mut bad = bytes;
     bad[0] = b'X';
     assert!(matches!(
