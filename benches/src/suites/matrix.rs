@@ -85,7 +85,7 @@ fn start_servers() -> Servers {
         )
         .await
         .expect("bind");
-        let udp = volley_rpc::serve_udp(endpoint, channel);
+        let udp = volley_rpc::serve(endpoint, channel);
         (
             Servers {
                 tcp: tcp.local_addr().expect("address"),

@@ -210,7 +210,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
             let channel = ChannelEndpoint::bind(args.listen, channel_config)
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
-            (volley_rpc::serve_udp(endpoint, channel), "udp")
+            (serve(endpoint, channel), "udp")
         }
     };
     let addr = server

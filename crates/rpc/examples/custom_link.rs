@@ -2,7 +2,7 @@
 //! `tokio::io::duplex`, each framed as a big-endian u32 length and then the message as
 //! `Message::into_wire` lays it out (head, arguments, segments), read back with
 //! `Message::from_wire`. A service runs over it exactly as over the built-in links, served
-//! by `serve_links` from a stream of such links.
+//! by `serve` from a stream of such links (`Links`).
 //!
 //! `cargo run -p volley-rpc --example custom_link` prints `ok` last.
 
@@ -136,7 +136,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     let (a, b) = tokio::io::duplex(1 << 20);
     // The server takes its links from any stream of them, as it would from a listener.
     let incoming = futures::stream::iter([Ok(DuplexLink(a))]);
-    let server = volley_rpc::serve_links(server, incoming);
+    let server = volley_rpc::serve(server, volley_rpc::Links::new(incoming));
     let client = client.connect(DuplexLink(b)).await?;
     for size in [0usize, 1, 1 << 20, 5 << 20] {
         let blob = Bytes::from(vec![7u8; size]);

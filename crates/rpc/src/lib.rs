@@ -63,9 +63,9 @@
 //! - A [`MessageLink`](link::MessageLink) moves messages: over transport-tcp's framed
 //!   layer ([`link::framed`], TCP or Unix), over the reliable UDP channel
 //!   ([`link::udp`]), or between tasks ([`link::local`]); a link written in another crate
-//!   takes the same path. [`serve_links`] serves any stream of links; [`serve`] accepts
-//!   TCP or Unix connections and serves each. Features pick the
-//!   links: `tcp` (framed, `serve`), `udp` (the reliable UDP channel, `serve_udp`) and
+//!   takes the same path. [`serve`] serves every connection of an [`Incoming`]: a TCP
+//!   or Unix listener, the UDP channel's endpoint, or any stream of links ([`Links`]). Features pick the
+//!   links: `tcp` (framed links, listeners), `udp` (the reliable UDP channel) and
 //!   `local`, all on by default; `bench` adds the benchmark service.
 //! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
 //!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
@@ -118,11 +118,7 @@ pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
 pub use request::{OneWay, Request, WithSegments};
 pub use router::{Call, Reply, Router};
-#[cfg(feature = "tcp")]
-pub use server::serve;
-#[cfg(feature = "udp")]
-pub use server::serve_udp;
-pub use server::{ServerHandle, serve_links};
+pub use server::{Incoming, Links, ServerHandle, serve};
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};
 

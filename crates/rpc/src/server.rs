@@ -1,8 +1,9 @@
-//! Accept loops that run an [`Endpoint`] on every connection a transport accepts, with
-//! graceful shutdown: `serve` for a transport-tcp `Listener` (feature `tcp`),
-//! `serve_udp` for the UDP channel (feature `udp`).
+//! [`serve`]: runs an [`Endpoint`] on every connection an [`Incoming`] yields (a
+//! transport-tcp `Listener` with feature `tcp`, the UDP channel's endpoint with `udp`, or
+//! any stream of links through [`Links`]), with graceful shutdown.
 
 use core::net::SocketAddr;
+use core::pin::Pin;
 use std::io;
 #[cfg(feature = "tcp")]
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use tokio::task::{JoinHandle, JoinSet};
 #[cfg(feature = "tcp")]
 use volley_proto::wire::rpc::{ErrorCode, Kind};
 #[cfg(feature = "tcp")]
-use volley_transport_tcp::{Accepted, Admission, Listener, ListenerStats, Role, ServerConfig};
+use volley_transport_tcp::{Accepted, Admission, Listener, Role, ServerConfig};
 
 use crate::codec::Codec;
 use crate::link::MessageLink;
@@ -36,73 +37,173 @@ pub fn listener_config(max_message: usize, max_connections: usize) -> ServerConf
     }
 }
 
+/// Where a server's connections come from: each is a link and a name for the log.
+pub trait Incoming: Send + 'static {
+    /// The links it yields.
+    type Link: MessageLink;
+
+    /// The next connection and who it is from (for rate-limited warnings: a host, not a
+    /// port), `None` once no more will come; an error ends the server with it.
+    fn next(&mut self) -> impl Future<Output = Option<io::Result<(Self::Link, String)>>> + Send;
+
+    /// The address it takes connections on, if it has one.
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+}
+
+/// Any stream of links as an [`Incoming`]: `serve(endpoint, Links::new(stream))`.
+pub struct Links<St> {
+    stream: Pin<Box<St>>,
+    n: u64,
+}
+
+impl<St> Links<St> {
+    /// Serves the links `stream` yields.
+    pub fn new(stream: St) -> Self {
+        Self {
+            stream: Box::pin(stream),
+            n: 0,
+        }
+    }
+}
+
+impl<St, L> Incoming for Links<St>
+where
+    St: futures::Stream<Item = io::Result<L>> + Send + 'static,
+    L: MessageLink,
+{
+    type Link = L;
+
+    async fn next(&mut self) -> Option<io::Result<(L, String)>> {
+        let link = futures::StreamExt::next(&mut self.stream).await?;
+        self.n += 1;
+        Some(link.map(|link| (link, format!("link {}", self.n))))
+    }
+}
+
+#[cfg(feature = "tcp")]
+impl Incoming for Listener {
+    type Link = FramedLink;
+
+    fn next(&mut self) -> impl Future<Output = Option<io::Result<(FramedLink, String)>>> + Send {
+        accept_framed(self)
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Self::local_addr(self).ok()
+    }
+}
+
+#[cfg(feature = "tcp")]
+/// Shared with the caller, who can read the listener's stats meanwhile.
+impl Incoming for Arc<Listener> {
+    type Link = FramedLink;
+
+    fn next(&mut self) -> impl Future<Output = Option<io::Result<(FramedLink, String)>>> + Send {
+        accept_framed(self)
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Listener::local_addr(self).ok()
+    }
+}
+
+#[cfg(feature = "tcp")]
+/// The next connection a listener admits; one past `max_connections` is told why and
+/// closed from a task of its own.
+async fn accept_framed(listener: &Listener) -> Option<io::Result<(FramedLink, String)>> {
+    loop {
+        let accepted = match listener.accept_or_refuse().await {
+            Ok(Admission::Accepted(accepted)) => accepted,
+            Ok(Admission::Full(refused)) => {
+                crate::log::warn_limited(
+                    "rpc connection refused: no free connection slot",
+                    &PeerHost(refused.peer.clone()),
+                );
+                tokio::spawn(refuse(refused));
+                continue;
+            }
+            Err(e) => return Some(Err(e)),
+        };
+        let mut link = FramedLink::new(accepted.framed, accepted.incoming);
+        if let volley_transport_tcp::Peer::Tcp(addr) = accepted.peer {
+            link = link.with_peer_addr(addr);
+        }
+        return Some(Ok((link, PeerHost(accepted.peer).to_string())));
+    }
+}
+
+#[cfg(feature = "udp")]
+impl Incoming for volley_transport_udp::channel::ChannelEndpoint {
+    type Link = crate::link::udp::UdpLink;
+
+    async fn next(&mut self) -> Option<io::Result<(Self::Link, String)>> {
+        Some(match self.accept().await {
+            Ok(connection) => {
+                let link = crate::link::udp::UdpLink::new(connection);
+                let who = MessageLink::connection(&link)
+                    .peer_addr
+                    .map_or_else(|| "a udp peer".to_owned(), |a| a.ip().to_string());
+                Ok((link, who))
+            }
+            Err(e) => Err(io::Error::other(e)),
+        })
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Some(Self::local_addr(self))
+    }
+}
+
 /// A running server; see [`serve`].
 #[derive(Debug)]
 pub struct ServerHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
     local_addr: Option<SocketAddr>,
-    #[cfg(feature = "tcp")]
-    listener: Option<Arc<Listener>>,
 }
 
-#[cfg(feature = "tcp")]
-/// Serves `endpoint` on every connection `listener` accepts, each in a task of its own,
-/// until [`ServerHandle::shutdown`]. A connection whose hello fails is logged and closed;
-/// the others go on.
-pub fn serve<S: Service, C: Codec>(endpoint: Endpoint<S, C>, listener: Listener) -> ServerHandle {
-    let (stop, stopped) = watch::channel(false);
-    let local_addr = listener.local_addr().ok();
-    let listener = Arc::new(listener);
-    let task = tokio::spawn(accept_loop(endpoint, listener.clone(), stopped));
+/// Serves `endpoint` on every connection `incoming` yields (a TCP or Unix `Listener`,
+/// an `Arc` of one, the UDP channel's endpoint, or [`Links`] over any stream of links,
+/// your own included), each in a task of its own, until [`ServerHandle::shutdown`]; an
+/// error from `incoming` ends the server with it. A connection whose hello fails is
+/// logged and closed; the others go on.
+pub fn serve<S, C, I>(endpoint: Endpoint<S, C>, mut incoming: I) -> ServerHandle
+where
+    S: Service,
+    C: Codec,
+    I: Incoming,
+{
+    let (stop, mut stopped) = watch::channel(false);
+    let local_addr = incoming.local_addr();
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            while connections.try_join_next().is_some() {}
+            tokio::select! {
+                _ = stopped.changed() => break,
+                next = incoming.next() => {
+                    let Some(next) = next else { break };
+                    let (link, who) = next?;
+                    connections.spawn(run_connection(endpoint.clone(), link, who, stopped.clone()));
+                }
+            }
+        }
+        // Shutting down: each connection drains its running calls, then closes.
+        while connections.join_next().await.is_some() {}
+        Ok(())
+    });
     ServerHandle {
         stop,
         task,
         local_addr,
-        listener: Some(listener),
     }
 }
 
 #[cfg(feature = "tcp")]
 /// What a peer past `max_connections` is told before its connection is closed.
 pub const NO_SLOT: &str = "no free connection slot";
-
-#[cfg(feature = "tcp")]
-async fn accept_loop<S: Service, C: Codec>(
-    endpoint: Endpoint<S, C>,
-    listener: Arc<Listener>,
-    mut stopped: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let mut connections = JoinSet::new();
-    loop {
-        while connections.try_join_next().is_some() {}
-        tokio::select! {
-            _ = stopped.changed() => break,
-            admitted = listener.accept_or_refuse() => {
-                let accepted = match admitted? {
-                    Admission::Accepted(accepted) => accepted,
-                    Admission::Full(refused) => {
-                        crate::log::warn_limited(
-                            "rpc connection refused: no free connection slot",
-                            &PeerHost(refused.peer.clone()),
-                        );
-                        connections.spawn(refuse(refused));
-                        continue;
-                    }
-                };
-                let mut link = FramedLink::new(accepted.framed, accepted.incoming);
-                if let volley_transport_tcp::Peer::Tcp(addr) = accepted.peer {
-                    link = link.with_peer_addr(addr);
-                }
-                let who = PeerHost(accepted.peer).to_string();
-                connections.spawn(run_connection(endpoint.clone(), link, who, stopped.clone()));
-            }
-        }
-    }
-    // Shutting down: each connection drains its running calls, then closes.
-    while connections.join_next().await.is_some() {}
-    Ok(())
-}
 
 #[cfg(feature = "tcp")]
 /// A peer's host, without its port: what rate-limited warnings count by, since each
@@ -135,65 +236,6 @@ async fn refuse(refused: Accepted) {
     sender.close();
 }
 
-/// Serves `endpoint` on every connection a UDP channel endpoint accepts, as `serve`
-/// does for a stream listener.
-#[cfg(feature = "udp")]
-pub fn serve_udp<S: Service, C: Codec>(
-    endpoint: Endpoint<S, C>,
-    channel: volley_transport_udp::channel::ChannelEndpoint,
-) -> ServerHandle {
-    let local_addr = Some(channel.local_addr());
-    let incoming = futures::stream::unfold(channel, |channel| async move {
-        let accepted = channel.accept().await;
-        let link = accepted.map(crate::link::udp::UdpLink::new);
-        Some((link.map_err(io::Error::other), channel))
-    });
-    let mut handle = serve_links(endpoint, incoming);
-    handle.local_addr = local_addr;
-    handle
-}
-
-/// Serves `endpoint` on every link `incoming` yields (any [`MessageLink`]: the built-in
-/// ones, or one of your own), each in a task of its own, until
-/// [`ServerHandle::shutdown`]; an error from `incoming` ends the server with it. A link
-/// whose hello fails is logged and closed; the others go on.
-pub fn serve_links<S, C, L, I>(endpoint: Endpoint<S, C>, incoming: I) -> ServerHandle
-where
-    S: Service,
-    C: Codec,
-    L: MessageLink,
-    I: futures::Stream<Item = io::Result<L>> + Send + 'static,
-{
-    let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let mut incoming = core::pin::pin!(incoming);
-        let mut connections = JoinSet::new();
-        let mut n = 0u64;
-        loop {
-            while connections.try_join_next().is_some() {}
-            tokio::select! {
-                _ = stopped.changed() => break,
-                next = futures::StreamExt::next(&mut incoming) => {
-                    let Some(link) = next else { break };
-                    n += 1;
-                    let who = format!("link {n}");
-                    connections.spawn(run_connection(endpoint.clone(), link?, who, stopped.clone()));
-                }
-            }
-        }
-        // Shutting down: each connection drains its running calls, then closes.
-        while connections.join_next().await.is_some() {}
-        Ok(())
-    });
-    ServerHandle {
-        stop,
-        task,
-        local_addr: None,
-        #[cfg(feature = "tcp")]
-        listener: None,
-    }
-}
-
 /// Runs one connection: the hello, then the peer until it closes or the server stops
 /// (then it drains its running calls). `who` names it in the logs; a refused hello is
 /// logged once per peer and reason at most so often.
@@ -221,14 +263,7 @@ async fn run_connection<S: Service, C: Codec, L: MessageLink>(
 }
 
 impl ServerHandle {
-    /// The stream listener's counts (connections open, accepted, refused for want of a
-    /// slot); `None` for a UDP server.
-    #[cfg(feature = "tcp")]
-    pub fn listener_stats(&self) -> Option<ListenerStats> {
-        self.listener.as_ref().map(|l| l.stats())
-    }
-
-    /// The address it listens on (TCP).
+    /// The address it takes connections on, if its [`Incoming`] has one.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
     }

@@ -385,7 +385,7 @@ async fn the_same_service_over_the_udp_channel() {
             ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::server())
                 .await
                 .unwrap();
-        let server = volley_rpc::serve_udp(endpoint, channel);
+        let server = serve(endpoint, channel);
         let addr = server.local_addr().unwrap();
         let ours = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), ChannelConfig::client())
             .await

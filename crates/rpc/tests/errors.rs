@@ -4,6 +4,7 @@
 
 mod common;
 
+use core::error::Error as _;
 use core::time::Duration;
 use std::sync::Arc;
 
@@ -496,4 +497,25 @@ async fn a_peer_that_floods_past_credit_without_reading_is_dropped() {
         seen.release.notify_waiters();
     })
     .await;
+}
+
+/// A link of any crate reports its transport's error, which stays reachable as the
+/// source (not flattened into text).
+#[test]
+fn a_transport_error_is_kept_as_the_source() {
+    let cause = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+    let e = LinkError::transport(cause);
+    assert_eq!(e.to_string(), "reset by peer");
+    let source = e.source().expect("the cause is the source");
+    assert_eq!(source.to_string(), "reset by peer");
+    let LinkError::Transport { source } = &e else {
+        panic!("a transport error: {e:?}");
+    };
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("the transport's own error, typed");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
+    // Clone keeps it (a pending call each gets the same cause).
+    let again = e.clone();
+    assert!(again.source().is_some());
 }

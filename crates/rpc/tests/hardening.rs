@@ -21,7 +21,19 @@ use volley_transport_tcp::{Error, Framed, Incoming, Listener, Role};
 
 /// A server of the test service with `config`, at most `max_connections` at once, and
 /// its address.
-async fn server(config: Config, max_connections: usize) -> (ServerHandle, SocketAddr) {
+/// A running server and its listener, which tells its counts.
+struct Server {
+    _handle: ServerHandle,
+    listener: Arc<Listener>,
+}
+
+impl Server {
+    fn stats(&self) -> volley_transport_tcp::ListenerStats {
+        self.listener.stats()
+    }
+}
+
+async fn server(config: Config, max_connections: usize) -> (Server, SocketAddr) {
     let endpoint = Endpoint::<Test>::new(config)
         .unwrap()
         .serve(server_router(Arc::new(Seen::default())));
@@ -31,8 +43,13 @@ async fn server(config: Config, max_connections: usize) -> (ServerHandle, Socket
     )
     .await
     .unwrap();
-    let server = serve(endpoint, listener);
+    let listener = Arc::new(listener);
+    let server = serve(endpoint, listener.clone());
     let addr = server.local_addr().unwrap();
+    let server = Server {
+        _handle: server,
+        listener,
+    };
     (server, addr)
 }
 
@@ -89,9 +106,9 @@ async fn next(incoming: &mut Incoming) -> Result<Message, Error> {
 }
 
 /// Waits until the server has `open` connections.
-async fn open_now(server: &ServerHandle, open: usize) {
+async fn open_now(server: &Server, open: usize) {
     within(20, async {
-        while server.listener_stats().unwrap().open != open {
+        while server.stats().open != open {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -134,7 +151,7 @@ async fn past_max_connections_the_client_hears_no_free_slot() {
         second.to_string(),
         "the server refused: no free connection slot"
     );
-    assert_eq!(server.listener_stats().unwrap().refused, 1);
+    assert_eq!(server.stats().refused, 1);
     // The first is served all along.
     let echoed = first.call::<Echo>(&"still here".to_string()).await.unwrap();
     assert_eq!(echoed, "still here");

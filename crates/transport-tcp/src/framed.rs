@@ -197,6 +197,41 @@ impl Framed {
             .await
     }
 
+    /// [`Framed::send`] if the write budget has room now, without waiting: a full budget
+    /// gives the payload back in [`TrySendError::Full`].
+    pub fn try_send(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        payload: Bytes,
+    ) -> Result<(), TrySendError<Bytes>> {
+        match self.shared.try_enqueue(ty, id, head, Payload::Mem(payload)) {
+            Ok(result) => result.map_err(TrySendError::Failed),
+            Err(Payload::Mem(payload)) => Err(TrySendError::Full(payload)),
+            Err(_) => unreachable!("try_enqueue gives back the payload it was given"),
+        }
+    }
+
+    /// [`Framed::send_segments`] if the write budget has room now, without waiting: a
+    /// full budget gives the segments back in [`TrySendError::Full`].
+    pub fn try_send_segments(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        segments: Vec<Bytes>,
+    ) -> Result<(), TrySendError<Vec<Bytes>>> {
+        match self
+            .shared
+            .try_enqueue(ty, id, head, Payload::Many(segments))
+        {
+            Ok(result) => result.map_err(TrySendError::Failed),
+            Err(Payload::Many(segments)) => Err(TrySendError::Full(segments)),
+            Err(_) => unreachable!("try_enqueue gives back the payload it was given"),
+        }
+    }
+
     /// [`Framed::send`] with a file region as the payload (see
     /// [`Pipeline::send_file`](crate::Pipeline::send_file)).
     pub async fn send_file(
@@ -255,6 +290,15 @@ impl Framed {
             ..self.shared.counters.snapshot()
         }
     }
+}
+
+/// Why [`Framed::try_send`] or [`Framed::try_send_segments`] did not queue a frame.
+#[derive(Debug)]
+pub enum TrySendError<T> {
+    /// The write budget is full: the payload, to send later.
+    Full(T),
+    /// The frame cannot be sent (too large, or the connection has ended).
+    Failed(Error),
 }
 
 impl fmt::Debug for Framed {

@@ -110,7 +110,7 @@ mod writer;
 pub use config::{Config, Role, SOCKET_BUFFER, Signal};
 pub use connection::{Connection, Pipeline};
 pub use error::Error;
-pub use framed::{Framed, Incoming};
+pub use framed::{Framed, Incoming, TrySendError};
 pub use frames::{Frame, Reply};
 pub use sendfile::FileRegion;
 pub use server::{Accepted, Admission, Listener, ListenerStats, Peer, ServerConfig};

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc, watch};
 use volley_proto::wire::frame::{self, Header};
 
 use crate::config::{Config, Signal};
@@ -236,6 +236,44 @@ impl Shared {
         head: &[u8],
         payload: Payload,
     ) -> Result<Outgoing, Error> {
+        let cost = self.cost(head, &payload)?;
+        let budget = self
+            .budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| self.failure().unwrap_or(Error::Shutdown))?;
+        self.build(ty, id, head, payload, budget, cost)
+    }
+
+    /// Queues a frame now if the write budget has room for it; if not, gives the payload
+    /// back (`Err`) without waiting.
+    pub(crate) fn try_enqueue(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        payload: Payload,
+    ) -> Result<Result<(), Error>, Payload> {
+        let cost = match self.cost(head, &payload) {
+            Ok(cost) => cost,
+            Err(e) => return Ok(Err(e)),
+        };
+        let budget = match self.budget.clone().try_acquire_many_owned(cost) {
+            Ok(budget) => budget,
+            Err(TryAcquireError::NoPermits) => return Err(payload),
+            Err(TryAcquireError::Closed) => {
+                return Ok(Err(self.failure().unwrap_or(Error::Shutdown)));
+            }
+        };
+        Ok(self
+            .build(ty, id, head, payload, budget, cost)
+            .and_then(|outgoing| self.queue(outgoing)))
+    }
+
+    /// Checks a frame against the size limit and the connection's state; gives what it
+    /// costs of the write budget.
+    fn cost(&self, head: &[u8], payload: &Payload) -> Result<u32, Error> {
         let body_len = head.len() + payload.len();
         let frame_len = body_len as u64 + frame::HEADER_LEN as u64;
         if frame_len > self.config.max_frame_len as u64 {
@@ -247,16 +285,20 @@ impl Shared {
         if let Some(e) = self.failure() {
             return Err(e);
         }
-        let cost =
-            (FRAME_COST + head.len() + payload.in_memory()).min(self.config.write_budget) as u32;
-        let budget = self
-            .budget
-            .clone()
-            .acquire_many_owned(cost)
-            .await
-            .map_err(|_| self.failure().unwrap_or(Error::Shutdown))?;
+        Ok((FRAME_COST + head.len() + payload.in_memory()).min(self.config.write_budget) as u32)
+    }
+
+    fn build(
+        &self,
+        ty: u8,
+        id: u32,
+        head: &[u8],
+        payload: Payload,
+        budget: OwnedSemaphorePermit,
+        cost: u32,
+    ) -> Result<Outgoing, Error> {
         let share = self.share(u64::from(cost))?;
-        let header = Header::new(ty, id, body_len).map_err(Error::Protocol)?;
+        let header = Header::new(ty, id, head.len() + payload.len()).map_err(Error::Protocol)?;
         Ok(Outgoing {
             header: header.encode(),
             head: Head::new(head),

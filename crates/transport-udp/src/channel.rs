@@ -310,6 +310,33 @@ impl ChannelSender {
     /// datagrams, unless the whole message is under 4 KiB (then it is joined into one
     /// buffer: cheaper than keeping its pieces).
     pub async fn send(&self, head: &[u8], segments: &[Bytes]) -> Result<(), ChannelError> {
+        let (len, cost) = self.cost(head, segments)?;
+        let permit = self
+            .budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| ChannelError::Closed("the connection ended".into()))?;
+        self.queue(head, segments, len, permit)
+    }
+
+    /// [`ChannelSender::send`] if the send buffer has room now; `Ok(false)`, nothing
+    /// sent, if it has not.
+    pub fn try_send(&self, head: &[u8], segments: &[Bytes]) -> Result<bool, ChannelError> {
+        let (len, cost) = self.cost(head, segments)?;
+        let permit = match self.budget.clone().try_acquire_many_owned(cost) {
+            Ok(permit) => permit,
+            Err(tokio::sync::TryAcquireError::NoPermits) => return Ok(false),
+            Err(tokio::sync::TryAcquireError::Closed) => {
+                return Err(ChannelError::Closed("the connection ended".into()));
+            }
+        };
+        self.queue(head, segments, len, permit).map(|()| true)
+    }
+
+    /// A message's length, checked against the peer's limit, and its cost of the send
+    /// buffer.
+    fn cost(&self, head: &[u8], segments: &[Bytes]) -> Result<(usize, u32), ChannelError> {
         let len = head.len() + segments.iter().map(Bytes::len).sum::<usize>();
         if len as u64 > u64::from(self.max_message) {
             return Err(ChannelError::TooLarge {
@@ -317,13 +344,16 @@ impl ChannelSender {
                 max: self.max_message,
             });
         }
-        let cost = u32::try_from(len.max(1)).unwrap_or(u32::MAX);
-        let permit = self
-            .budget
-            .clone()
-            .acquire_many_owned(cost)
-            .await
-            .map_err(|_| ChannelError::Closed("the connection ended".into()))?;
+        Ok((len, u32::try_from(len.max(1)).unwrap_or(u32::MAX)))
+    }
+
+    fn queue(
+        &self,
+        head: &[u8],
+        segments: &[Bytes],
+        len: usize,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<(), ChannelError> {
         let message = if len < JOIN_BELOW || segments.is_empty() {
             let mut joined = Vec::with_capacity(len);
             joined.extend_from_slice(head);

@@ -10,9 +10,12 @@ use std::path::Path;
 
 use volley_proto::wire::frame;
 use volley_proto::wire::rpc::MAX_HELLO_FRAME;
-use volley_transport_tcp::{Config, Framed, Incoming, Role};
+use volley_transport_tcp::{Config, Framed, Incoming, Role, TrySendError as FramedTrySend};
 
-use super::{ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
+use super::{
+    ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink,
+    TrySendError,
+};
 
 /// The frame type RPC messages travel in (`'R'`).
 pub const FRAME_TYPE: u8 = 0x52;
@@ -132,11 +135,50 @@ impl FramedSender {
 impl LinkSender for FramedSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
         let mut head = [0u8; MAX_HEAD];
-        let (n, pieces) = message.into_wire(&mut head)?;
-        self.framed
-            .send_segments(FRAME_TYPE, 0, &head[..n], pieces)
-            .await?;
+        if message.segments.is_empty() {
+            // The arguments alone: one piece, no list of them to allocate.
+            let n = message
+                .head
+                .encode(message.args.len(), core::iter::empty(), &mut head)?;
+            self.framed
+                .send(FRAME_TYPE, 0, &head[..n], message.args)
+                .await?;
+        } else {
+            let (n, pieces) = message.into_wire(&mut head)?;
+            self.framed
+                .send_segments(FRAME_TYPE, 0, &head[..n], pieces)
+                .await?;
+        }
         Ok(())
+    }
+
+    fn try_send(&self, message: Message) -> Result<(), TrySendError> {
+        let mut buf = [0u8; MAX_HEAD];
+        let head = message.head;
+        let failed = |e: volley_transport_tcp::Error| TrySendError::Failed(e.into());
+        if message.segments.is_empty() {
+            let n = head
+                .encode(message.args.len(), core::iter::empty(), &mut buf)
+                .map_err(|e| TrySendError::Failed(e.into()))?;
+            self.framed
+                .try_send(FRAME_TYPE, 0, &buf[..n], message.args)
+                .map_err(|e| match e {
+                    FramedTrySend::Full(args) => {
+                        TrySendError::Full(Message::from_pieces(head, vec![args]))
+                    }
+                    FramedTrySend::Failed(e) => failed(e),
+                })
+        } else {
+            let (n, pieces) = message.into_wire(&mut buf).map_err(TrySendError::Failed)?;
+            self.framed
+                .try_send_segments(FRAME_TYPE, 0, &buf[..n], pieces)
+                .map_err(|e| match e {
+                    FramedTrySend::Full(pieces) => {
+                        TrySendError::Full(Message::from_pieces(head, pieces))
+                    }
+                    FramedTrySend::Failed(e) => failed(e),
+                })
+        }
     }
 
     fn max_message(&self) -> usize {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
+use super::{LinkError, LinkReceiver, LinkSender, Message, MessageLink, TrySendError};
 
 /// One end of an in-process link; see [`pair`].
 #[derive(Debug)]
@@ -86,6 +86,17 @@ impl LinkSender for LocalSender {
             .clone()
             .ok_or(LinkError::Closed)?;
         tx.send(message).await.map_err(|_| LinkError::Closed)
+    }
+
+    fn try_send(&self, message: Message) -> Result<(), TrySendError> {
+        let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(tx) = tx.as_ref() else {
+            return Err(TrySendError::Failed(LinkError::Closed));
+        };
+        tx.try_send(message).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(message) => TrySendError::Full(message),
+            mpsc::error::TrySendError::Closed(_) => TrySendError::Failed(LinkError::Closed),
+        })
     }
 
     fn max_message(&self) -> usize {

@@ -194,6 +194,15 @@ pub trait LinkSender: Clone + Send + Sync + 'static {
     /// Queues a message, waiting while the link is at capacity (backpressure lives here).
     fn send(&self, message: Message) -> impl Future<Output = Result<(), LinkError>> + Send;
 
+    /// Queues a message if the link has room now, without waiting, or gives it back in
+    /// [`TrySendError::Full`]. Every message a connection sends tries this first and
+    /// waits in [`send`](Self::send) (through a box) only when it is given back, so a link
+    /// that implements it takes the path the built-in links take. By default it always
+    /// gives the message back.
+    fn try_send(&self, message: Message) -> Result<(), TrySendError> {
+        Err(TrySendError::Full(message))
+    }
+
     /// The largest message (as [`Message::wire_len`]) this link carries.
     fn max_message(&self) -> usize;
 
@@ -203,36 +212,35 @@ pub trait LinkSender: Clone + Send + Sync + 'static {
     fn close(&self);
 }
 
+/// Why [`LinkSender::try_send`] did not queue a message.
+#[derive(Debug)]
+pub enum TrySendError {
+    /// The link is at capacity: the message, to send by waiting.
+    Full(Message),
+    /// The link cannot send it (it has ended, or the message is too large for it).
+    Failed(LinkError),
+}
+
+impl Message {
+    /// Puts a message back together from its head and the pieces
+    /// [`Message::into_wire`] gave (the arguments, then the segments), for a link whose
+    /// transport handed the pieces back unsent.
+    pub fn from_pieces(head: Head, mut pieces: Vec<Bytes>) -> Self {
+        let args = if pieces.is_empty() {
+            Bytes::new()
+        } else {
+            pieces.remove(0)
+        };
+        Self {
+            head,
+            args,
+            segments: pieces,
+        }
+    }
+}
+
 /// Receives messages in the order sent; owned by one task.
 pub trait LinkReceiver: Send + 'static {
     /// The next message; an error once the link has ended.
     fn recv(&mut self) -> impl Future<Output = Result<Message, LinkError>> + Send;
-}
-
-#[cfg(test)]
-mod tests {
-    use core::error::Error;
-
-    use super::LinkError;
-
-    /// A link of any crate reports its transport's error, which stays reachable as the
-    /// source (not flattened into text).
-    #[test]
-    fn a_transport_error_is_kept_as_the_source() {
-        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
-        let e = LinkError::transport(cause);
-        assert_eq!(e.to_string(), "reset by peer");
-        let source = e.source().expect("the cause is the source");
-        assert_eq!(source.to_string(), "reset by peer");
-        let LinkError::Transport { source } = &e else {
-            panic!("a transport error: {e:?}");
-        };
-        let io = source
-            .downcast_ref::<std::io::Error>()
-            .expect("the transport's own error, typed");
-        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
-        // Clone keeps it (a pending call each gets the same cause).
-        let again = e.clone();
-        assert!(again.source().is_some());
-    }
 }

@@ -9,7 +9,10 @@ use volley_transport_udp::channel::{
     ChannelConnection, ChannelError, ChannelReceiver, ChannelSender,
 };
 
-use super::{ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
+use super::{
+    ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink,
+    TrySendError,
+};
 
 /// An RPC link over a channel connection.
 #[derive(Debug)]
@@ -62,6 +65,17 @@ impl LinkSender for UdpSender {
         let mut head = [0u8; MAX_HEAD];
         let (n, pieces) = message.into_wire(&mut head)?;
         self.sender.send(&head[..n], &pieces).await.map_err(lost)
+    }
+
+    fn try_send(&self, message: Message) -> Result<(), TrySendError> {
+        let head = message.head;
+        let mut buf = [0u8; MAX_HEAD];
+        let (n, pieces) = message.into_wire(&mut buf).map_err(TrySendError::Failed)?;
+        match self.sender.try_send(&buf[..n], &pieces) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(TrySendError::Full(Message::from_pieces(head, pieces))),
+            Err(e) => Err(TrySendError::Failed(lost(e))),
+        }
     }
 
     fn max_message(&self) -> usize {

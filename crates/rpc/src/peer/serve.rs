@@ -16,7 +16,7 @@ use volley_proto::wire::rpc::{ErrorCode, Head, Kind};
 use super::{Inner, Peer, lock};
 use crate::codec::Codec;
 use crate::error::HandlerError;
-use crate::link::Message;
+use crate::link::{Message, TrySendError};
 use crate::router::{Encoded, HandlerFuture};
 use crate::service::Service;
 
@@ -91,20 +91,39 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 panic_text(&*panic),
             )),
         };
-        let mut reply = Box::pin(self.clone().reply(head.call_id, outcome));
-        if reply.as_mut().now_or_never().is_none() {
-            // The link is at capacity: finish sending from a task.
-            tokio::spawn(reply);
+        let Some(reply) = self.reply_message(head.call_id, outcome) else {
+            return;
+        };
+        match self.sender.try_send(reply) {
+            Err(TrySendError::Full(reply)) => {
+                // The link is at capacity: finish sending from a task.
+                let inner = self.clone();
+                tokio::spawn(async move {
+                    let _ = inner.sender.send(reply).await;
+                    inner.finish_one();
+                });
+            }
+            Ok(()) | Err(TrySendError::Failed(_)) => self.finish_one(),
         }
     }
 
     /// Sends a finished call's reply (or error), unless a cancel came first, and frees its
     /// credit.
     async fn reply(self: Arc<Self>, call_id: u32, outcome: Result<Encoded, HandlerError>) {
-        // A cancel that came first took the entry (and the credit) already.
-        if lock(&self.running).remove(&call_id).is_none() {
-            return;
+        if let Some(reply) = self.reply_message(call_id, outcome) {
+            let _ = self.sender.send(reply).await;
+            self.finish_one();
         }
+    }
+
+    /// A finished call's reply (or error), sized for the peer; `None` if a cancel came
+    /// first (it took the entry, and the credit, already).
+    fn reply_message(
+        &self,
+        call_id: u32,
+        outcome: Result<Encoded, HandlerError>,
+    ) -> Option<Message> {
+        lock(&self.running).remove(&call_id)?;
         let mut reply = match outcome {
             Ok(encoded) => Message {
                 head: Head {
@@ -134,8 +153,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 Bytes::from(text),
             );
         }
-        let _ = self.sender.send(reply).await;
-        self.finish_one();
+        Some(reply)
     }
 }
 
