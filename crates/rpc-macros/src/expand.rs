@@ -2,7 +2,7 @@
 //! trait.
 
 use proc_macro2::TokenStream as Tokens;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use syn::Attribute;
 
 use crate::{Declaration, MethodDecl, here};
@@ -190,7 +190,9 @@ fn server(d: &Declaration) -> Tokens {
         let method = &m.name;
         let params = m.params.iter().map(|(p, ty)| quote!(#p: #ty));
         let output = m.output_type();
-        quote! {
+        // Spanned at the declaration, so an error about the method (an impl leaving it
+        // out) points at its line.
+        quote_spanned! {m.name.span()=>
             #(#docs)*
             fn #method(
                 &self,

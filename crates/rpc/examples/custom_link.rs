@@ -1,8 +1,10 @@
 //! A `MessageLink` written outside volley-rpc, with only its public API: messages over
 //! `tokio::io::duplex`, each framed as a big-endian u32 length and then the message as
 //! `Message::into_wire` lays it out (head, arguments, segments), read back with
-//! `Message::from_wire`. A service runs over it exactly as over the built-in links, served
-//! by `serve` from a stream of such links (`Links`).
+//! `Message::from_wire`. The `kv` example's service runs over it exactly as over the
+//! built-in links, served by `serve` from a stream of such links (`Links`). It does not
+//! implement `LinkSender::try_send`, so each message waits in `send`: correct, if slower
+//! than a link that can queue without waiting.
 //!
 //! `cargo run -p volley-rpc --example custom_link` prints `ok` last.
 
@@ -12,15 +14,11 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf};
 use tokio::sync::{mpsc, watch};
 use volley_rpc::link::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
-use volley_rpc::{Config, Endpoint, Reply, Router};
+use volley_rpc::{Config, Endpoint};
 
-volley_rpc::service! {
-    /// A tiny store.
-    pub service Store {
-        /// Takes the segments under a name; returns their length.
-        1 => fn put(args: String) -> u64;
-    }
-}
+#[path = "shared/kv.rs"]
+mod kv;
+use kv::{Kv, KvClient, KvServer, Store};
 
 /// The largest message this link carries.
 const MAX_MESSAGE: usize = 16 << 20;
@@ -126,26 +124,31 @@ impl LinkReceiver for DuplexReceiver {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn core::error::Error>> {
-    let router = Router::<Store>::new().route(Put, |call| async move {
-        Ok(Reply::new(
-            call.segments.iter().map(Bytes::len).sum::<usize>() as u64,
-        ))
-    });
-    let server = Endpoint::<Store>::new(Config::default())?.serve(router);
-    let client = Endpoint::<Store>::new(Config::default())?;
+    let server = Endpoint::<Kv>::new(Config::default())?.serve(Store::default().into_router());
+    let client = Endpoint::<Kv>::new(Config::default())?;
     let (a, b) = tokio::io::duplex(1 << 20);
     // The server takes its links from any stream of them, as it would from a listener.
     let incoming = futures::stream::iter([Ok(DuplexLink(a))]);
     let server = volley_rpc::serve(server, volley_rpc::Links::new(incoming));
-    let client = client.connect(DuplexLink(b)).await?;
+    let kv = KvClient::new(client.connect(DuplexLink(b)).await?);
     for size in [0usize, 1, 1 << 20, 5 << 20] {
-        let blob = Bytes::from(vec![7u8; size]);
-        let reply = client
-            .call_with::<Put>(&"blob".into(), vec![blob.clone(), blob], None)
-            .await?;
-        assert_eq!(reply.value, 2 * size as u64, "a reply over the custom link");
+        let value = Bytes::from((0..size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        kv.put(format!("{size}")).segment(value.clone()).await?;
+        let got = kv.get(format!("{size}")).reply().await?;
+        assert!(got.value, "the value of {size} bytes is there");
+        assert_eq!(
+            got.segments,
+            vec![value],
+            "{size} bytes back over the custom link"
+        );
     }
-    client.shutdown().await;
+    kv.remove("0".into()).await?;
+    let left = kv
+        .wait_for("0".into(), false)
+        .deadline(core::time::Duration::from_secs(5))
+        .await?;
+    assert_eq!(left, 3);
+    kv.peer().shutdown().await;
     server.shutdown().await?;
     println!("ok");
     Ok(())

@@ -15,7 +15,7 @@ use tokio::task::{JoinHandle, JoinSet};
 #[cfg(feature = "tcp")]
 use volley_proto::wire::rpc::{ErrorCode, Kind};
 #[cfg(feature = "tcp")]
-use volley_transport_tcp::{Accepted, Admission, Listener, Role, ServerConfig};
+use volley_transport_tcp::{Accepted, Admission, Role, ServerConfig};
 
 use crate::codec::Codec;
 use crate::link::MessageLink;
@@ -25,6 +25,11 @@ use crate::link::framed::{self, FramedLink};
 use crate::link::{LinkSender, Message};
 use crate::peer::Endpoint;
 use crate::service::Service;
+
+#[cfg(feature = "tcp")]
+/// transport-tcp's listener (TCP or Unix), re-exported so a server needs no other crate:
+/// `Listener::bind_tcp(addr, listener_config(..))`.
+pub use volley_transport_tcp::Listener;
 
 #[cfg(feature = "tcp")]
 /// Listener settings for RPC: framed connections sized for `max_message`, no idle
