@@ -113,9 +113,9 @@ async fn never_reads(addr: SocketAddr, for_how_long: Duration) -> u64 {
         .await
         .unwrap();
     let args = {
-        let mut out = Vec::new();
+        let mut out = bytes::BytesMut::new();
         <volley_rpc::Bincode as volley_rpc::Codec>::encode(&7u64, &mut out).unwrap();
-        Bytes::from(out)
+        out.freeze()
     };
     let method = <Echo as volley_rpc::service::Method>::ID;
     let until = tokio::time::Instant::now() + for_how_long;

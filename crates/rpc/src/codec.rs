@@ -2,6 +2,7 @@
 //! default; postcard ([`Postcard`], feature `postcard`) as the maintained alternative.
 //! Both ends must use the same one; the hello checks it.
 
+use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 use volley_proto::wire::rpc::CodecId;
 
@@ -15,8 +16,9 @@ pub trait Codec: Send + Sync + 'static {
     /// The id the hello carries.
     const ID: CodecId;
 
-    /// Appends `value`'s encoding to `out`.
-    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError>;
+    /// Appends `value`'s encoding to `out` (a [`BufferPool`](crate::BufferPool) buffer,
+    /// frozen into `Bytes` without a copy or an allocation once written).
+    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut BytesMut) -> Result<(), CodecError>;
 
     /// Decodes a value from all of `bytes`; a value may borrow from them (`&str`,
     /// `&[u8]`) where its type allows. Bytes left over are an error.
@@ -31,8 +33,9 @@ pub struct Bincode;
 impl Codec for Bincode {
     const ID: CodecId = CodecId::BINCODE2;
 
-    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        bincode::serde::encode_into_std_write(value, out, bincode::config::standard())
+    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut BytesMut) -> Result<(), CodecError> {
+        let mut out = out.writer();
+        bincode::serde::encode_into_std_write(value, &mut out, bincode::config::standard())
             .map(drop)
             .map_err(|e| CodecError(e.to_string()))
     }
@@ -60,10 +63,10 @@ pub struct Postcard;
 impl Codec for Postcard {
     const ID: CodecId = CodecId::POSTCARD;
 
-    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        let taken = core::mem::take(out);
-        *out = postcard::to_extend(value, taken).map_err(|e| CodecError(e.to_string()))?;
-        Ok(())
+    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut BytesMut) -> Result<(), CodecError> {
+        postcard::to_extend(value, Extender(out))
+            .map(drop)
+            .map_err(|e| CodecError(e.to_string()))
     }
 
     fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
@@ -76,6 +79,17 @@ impl Codec for Postcard {
             )));
         }
         Ok(value)
+    }
+}
+
+/// postcard's `to_extend` takes its buffer by value: this lends it the pool's.
+#[cfg(feature = "postcard")]
+struct Extender<'a>(&'a mut BytesMut);
+
+#[cfg(feature = "postcard")]
+impl Extend<u8> for Extender<'_> {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+        self.0.extend(bytes);
     }
 }
 
@@ -110,7 +124,7 @@ mod tests {
             blob: &[1, 2, 3],
             n: 1 << 40,
         };
-        let mut out = Vec::new();
+        let mut out = BytesMut::new();
         C::encode(&value, &mut out).unwrap();
         let back: Borrowing<'_> = C::decode(&out).unwrap();
         assert_eq!(back, value);
@@ -119,7 +133,7 @@ mod tests {
         assert!(range.contains(&back.name.as_ptr()));
         assert!(range.contains(&back.blob.as_ptr()));
         // Left-over bytes and truncation are errors, not panics.
-        out.push(0);
+        out.extend_from_slice(&[0]);
         assert!(C::decode::<Borrowing<'_>>(&out).is_err());
         out.truncate(3);
         assert!(C::decode::<Borrowing<'_>>(&out).is_err());

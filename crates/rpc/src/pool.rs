@@ -1,13 +1,16 @@
-//! [`BufferPool`]: reusable buffers shared by `Arc` between the task that fills one and
-//! the task that sends it, returned to the pool when the last reference drops. Taking a
-//! buffer first tries a number of times without yielding (a buffer is usually about to
-//! come back: the writer is finishing with it), then awaits one.
+//! [`BufferPool`]: reusable encode buffers. A buffer is a `BytesMut`: what is written into
+//! it is frozen into `Bytes` that share its memory (no copy, no allocation), the buffer
+//! goes straight back to the pool, and the next message is written after the last in the
+//! same memory, which is reclaimed from the start once every message frozen from it has
+//! been sent and dropped. Only when a buffer is full while its messages are still in
+//! flight does it take fresh memory. Taking a buffer first tries a number of times
+//! without yielding (one is usually about to come back), then awaits one.
 
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 
 /// How a pool is sized and how hard it tries before waiting.
@@ -15,10 +18,11 @@ use tokio::sync::Notify;
 pub struct PoolConfig {
     /// Buffers in the pool (1..=65536).
     pub buffers: usize,
-    /// Bytes each buffer starts with; a buffer that grew is kept up to `max_keep`.
+    /// Bytes of room a buffer has when taken: its memory is that size at least, and
+    /// messages are written into it one after another until it is full.
     pub initial: usize,
-    /// A buffer that grew beyond this is replaced with a fresh one when it comes back, so
-    /// one large message does not pin its memory in the pool.
+    /// A buffer that grew beyond this (for one large message) is replaced with a fresh one
+    /// when it comes back, so the pool does not pin its memory.
     pub max_keep: usize,
     /// Times to look for a free buffer without yielding before awaiting one (ARTIQ's
     /// figure: 100); 0 awaits at once.
@@ -54,7 +58,7 @@ pub struct BufferPool {
 }
 
 struct Inner {
-    free: Mutex<Vec<Vec<u8>>>,
+    free: Mutex<Vec<BytesMut>>,
     returned: Notify,
     config: PoolConfig,
     at_once: AtomicU64,
@@ -62,11 +66,11 @@ struct Inner {
     awaited: AtomicU64,
 }
 
-/// A buffer taken from a [`BufferPool`]: write into it (it derefs to `Vec<u8>`), then
-/// [`freeze`](PoolBuf::freeze) it into `Bytes` to share; it goes back to the pool when
-/// the last reference drops.
+/// A buffer taken from a [`BufferPool`]: write into it (it derefs to `BytesMut`), then
+/// [`freeze`](PoolBuf::freeze) what was written into `Bytes`; the buffer goes back to
+/// the pool then (or when dropped), its memory shared with the frozen bytes.
 pub struct PoolBuf {
-    buf: Vec<u8>,
+    buf: BytesMut,
     pool: Arc<Inner>,
 }
 
@@ -77,7 +81,7 @@ impl BufferPool {
     /// [`PoolConfig::check`] first.
     pub fn new(config: PoolConfig) -> Self {
         config.check().expect("pool settings");
-        let free = (0..config.buffers).map(|_| Vec::new()).collect();
+        let free = (0..config.buffers).map(|_| BytesMut::new()).collect();
         Self {
             inner: Arc::new(Inner {
                 free: Mutex::new(free),
@@ -98,8 +102,11 @@ impl BufferPool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()?;
+        // A buffer is allocated when first taken. After that, a message that does not
+        // fit in the rest of it reclaims its memory from the start if every message
+        // frozen from it is gone, or else takes fresh memory (BytesMut::reserve).
         if buf.capacity() == 0 {
-            buf.reserve_exact(self.inner.config.initial);
+            buf.reserve(self.inner.config.initial);
         }
         Some(PoolBuf {
             buf,
@@ -186,22 +193,22 @@ impl fmt::Debug for BufferPool {
 }
 
 impl PoolBuf {
-    /// Shares the buffer as `Bytes` (no copy); it returns to the pool when the last clone
-    /// drops.
-    pub fn freeze(self) -> Bytes {
-        Bytes::from_owner(self)
+    /// What was written, as `Bytes` sharing the buffer's memory (no copy, no
+    /// allocation); the buffer goes back to the pool.
+    pub fn freeze(mut self) -> Bytes {
+        self.buf.split().freeze()
     }
 }
 
 impl core::ops::Deref for PoolBuf {
-    type Target = Vec<u8>;
-    fn deref(&self) -> &Vec<u8> {
+    type Target = BytesMut;
+    fn deref(&self) -> &BytesMut {
         &self.buf
     }
 }
 
 impl core::ops::DerefMut for PoolBuf {
-    fn deref_mut(&mut self) -> &mut Vec<u8> {
+    fn deref_mut(&mut self) -> &mut BytesMut {
         &mut self.buf
     }
 }
@@ -224,7 +231,7 @@ impl Drop for PoolBuf {
     fn drop(&mut self) {
         let mut buf = core::mem::take(&mut self.buf);
         if buf.capacity() > self.pool.config.max_keep {
-            buf = Vec::new();
+            buf = BytesMut::new();
         }
         buf.clear();
         self.pool
@@ -242,27 +249,39 @@ mod tests {
     use core::time::Duration;
 
     #[tokio::test]
-    async fn buffers_come_back_when_the_last_share_drops() {
+    async fn a_frozen_message_shares_the_buffer_which_comes_back_at_once() {
         let pool = BufferPool::new(PoolConfig {
             buffers: 1,
+            initial: 64,
             spin: 0,
             ..PoolConfig::default()
         });
         let mut buf = pool.get().await;
         buf.extend_from_slice(b"hello");
-        let bytes = buf.freeze();
-        let clone = bytes.slice(1..);
-        assert_eq!(pool.free(), 0);
-        assert!(pool.try_get().is_none());
-        drop(bytes);
-        assert_eq!(pool.free(), 0, "a slice still shares it");
-        // A waiter is woken by the return.
+        let start = buf.as_ptr();
+        let hello = buf.freeze();
+        assert_eq!(&hello[..], b"hello");
+        assert_eq!(hello.as_ptr(), start, "frozen in place, not copied");
+        assert_eq!(pool.free(), 1, "the buffer is back");
+        // The next message goes after it in the same memory while it is still held...
+        let mut buf = pool.try_get().unwrap();
+        buf.extend_from_slice(b"world");
+        let world = buf.freeze();
+        assert_eq!(world.as_ptr(), start.wrapping_add(5));
+        assert_eq!(&hello[..], b"hello", "the first is untouched");
+        // ...and once both are gone, a message that does not fit in the rest reuses the
+        // memory from the start.
+        drop((hello, world));
+        let mut buf = pool.try_get().unwrap();
+        buf.extend_from_slice(&[7; 60]);
+        assert_eq!(buf.as_ptr(), start, "reclaimed");
+        // A waiter is woken when a held buffer comes back.
         let waiter = tokio::spawn({
             let pool = pool.clone();
             async move { pool.get().await.len() }
         });
         tokio::task::yield_now().await;
-        drop(clone);
+        drop(buf);
         let len = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("the waiter got the buffer back")
@@ -280,7 +299,7 @@ mod tests {
             .lock()
             .unwrap()
             .iter()
-            .map(Vec::capacity)
+            .map(BytesMut::capacity)
             .sum();
         assert_eq!(held, 0, "an unused pool holds no buffer memory");
         assert!(pool.try_get().unwrap().capacity() >= PoolConfig::default().initial);

@@ -25,7 +25,10 @@ struct Other;
 
 impl Codec for Other {
     const ID: CodecId = CodecId::RAW;
-    fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn encode<T: Serialize + ?Sized>(
+        value: &T,
+        out: &mut bytes::BytesMut,
+    ) -> Result<(), CodecError> {
         Bincode::encode(value, out)
     }
     fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
@@ -79,9 +82,9 @@ async fn raw_peer(config: Config) -> ((Peer<Test>, Arc<Seen>), LocalSender, Loca
 }
 
 fn call(id: u32, method: u32, args: impl Serialize) -> Message {
-    let mut out = Vec::new();
+    let mut out = bytes::BytesMut::new();
     Bincode::encode(&args, &mut out).unwrap();
-    Message::new(Kind::CALL, id, method, out.into())
+    Message::new(Kind::CALL, id, method, out.freeze())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,9 +255,9 @@ async fn calls_past_credit_are_answered_busy_at_once() {
         assert_eq!(peer.stats().busy, 5);
         // One-way calls past the credit are dropped and counted.
         let oneway = Message::new(Kind::ONE_WAY, 8, 5, {
-            let mut out = Vec::new();
+            let mut out = bytes::BytesMut::new();
             Bincode::encode(&1u64, &mut out).unwrap();
-            out.into()
+            out.freeze()
         });
         tx.send(oneway).await.unwrap();
         while peer.stats().oneway_dropped == 0 {

@@ -368,9 +368,9 @@ async fn a_peer_flooding_past_its_credit_is_dropped_and_closed() {
 
 /// Bincode 2's encoding of a `u64` argument, as the test service reads it.
 fn bincode_u64(value: u64) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = bytes::BytesMut::new();
     <volley_rpc::Bincode as volley_rpc::Codec>::encode(&value, &mut out).unwrap();
-    out
+    out.to_vec()
 }
 
 #[tokio::test]

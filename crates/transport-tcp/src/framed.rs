@@ -197,37 +197,37 @@ impl Framed {
             .await
     }
 
-    /// [`Framed::send`] if the write budget has room now, without waiting: a full budget
-    /// gives the payload back in [`TrySendError::Full`].
-    pub fn try_send(
+    /// [`Framed::send_segments`] with the payload as a first piece and the rest (so a
+    /// caller holding them apart need not allocate a list with room for both).
+    pub async fn send_parts(
         &self,
         ty: u8,
         id: u32,
         head: &[u8],
-        payload: Bytes,
-    ) -> Result<(), TrySendError<Bytes>> {
-        match self.shared.try_enqueue(ty, id, head, Payload::Mem(payload)) {
-            Ok(result) => result.map_err(TrySendError::Failed),
-            Err(Payload::Mem(payload)) => Err(TrySendError::Full(payload)),
-            Err(_) => unreachable!("try_enqueue gives back the payload it was given"),
-        }
+        first: Bytes,
+        rest: Vec<Bytes>,
+    ) -> Result<(), Error> {
+        self.shared
+            .enqueue(ty, id, head, Payload::Parts(first, rest))
+            .await
     }
 
-    /// [`Framed::send_segments`] if the write budget has room now, without waiting: a
-    /// full budget gives the segments back in [`TrySendError::Full`].
-    pub fn try_send_segments(
+    /// [`Framed::send_parts`] if the write budget has room now, without waiting: a full
+    /// budget gives the pieces back in [`TrySendError::Full`].
+    pub fn try_send_parts(
         &self,
         ty: u8,
         id: u32,
         head: &[u8],
-        segments: Vec<Bytes>,
-    ) -> Result<(), TrySendError<Vec<Bytes>>> {
+        first: Bytes,
+        rest: Vec<Bytes>,
+    ) -> Result<(), TrySendError<(Bytes, Vec<Bytes>)>> {
         match self
             .shared
-            .try_enqueue(ty, id, head, Payload::Many(segments))
+            .try_enqueue(ty, id, head, Payload::Parts(first, rest))
         {
             Ok(result) => result.map_err(TrySendError::Failed),
-            Err(Payload::Many(segments)) => Err(TrySendError::Full(segments)),
+            Err(Payload::Parts(first, rest)) => Err(TrySendError::Full((first, rest))),
             Err(_) => unreachable!("try_enqueue gives back the payload it was given"),
         }
     }

@@ -45,6 +45,9 @@ pub(crate) enum Payload {
     Mem(Bytes),
     /// Several pieces of memory, back to back (the writer splits them up).
     Many(Vec<Bytes>),
+    /// A first piece, then several more: [`Payload::Many`] without putting the first in
+    /// the list (which would allocate when the list is full).
+    Parts(Bytes, Vec<Bytes>),
     /// A file region.
     File(FileRegion),
 }
@@ -54,6 +57,7 @@ impl Payload {
         match self {
             Self::Mem(bytes) => bytes.len(),
             Self::Many(pieces) => pieces.iter().map(Bytes::len).sum(),
+            Self::Parts(first, rest) => first.len() + rest.iter().map(Bytes::len).sum::<usize>(),
             Self::File(region) => region.len(),
         }
     }
@@ -62,7 +66,7 @@ impl Payload {
     pub(crate) fn in_memory(&self) -> usize {
         match self {
             Self::Mem(bytes) => bytes.len(),
-            Self::Many(pieces) => pieces.iter().map(Bytes::len).sum(),
+            Self::Many(_) | Self::Parts(..) => self.len(),
             Self::File(_) => 0,
         }
     }

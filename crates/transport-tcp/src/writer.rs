@@ -127,6 +127,17 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
             small.extend_from_slice(&out.header);
             small.extend_from_slice(out.head.as_slice());
             match out.payload {
+                Payload::Parts(first, rest) => {
+                    for piece in core::iter::once(first).chain(rest) {
+                        stage(
+                            Payload::Mem(piece),
+                            threshold,
+                            &mut small,
+                            &mut segments,
+                            &shared,
+                        );
+                    }
+                }
                 Payload::Many(pieces) => {
                     for piece in pieces {
                         stage(
@@ -181,7 +192,9 @@ async fn write_all<W: AsyncWrite + SendFile + Unpin>(
                 segments.pop_front();
                 continue;
             }
-            Payload::Many(_) => unreachable!("`stage` splits pieces into segments"),
+            Payload::Many(_) | Payload::Parts(..) => {
+                unreachable!("`stage` splits pieces into segments")
+            }
             Payload::Mem(first) if !vectored => {
                 // A stream that does not forward vectored writes would write one slice
                 // per call anyway; say so by writing them one at a time.

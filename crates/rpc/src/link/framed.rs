@@ -135,50 +135,29 @@ impl FramedSender {
 impl LinkSender for FramedSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
         let mut head = [0u8; MAX_HEAD];
-        if message.segments.is_empty() {
-            // The arguments alone: one piece, no list of them to allocate.
-            let n = message
-                .head
-                .encode(message.args.len(), core::iter::empty(), &mut head)?;
-            self.framed
-                .send(FRAME_TYPE, 0, &head[..n], message.args)
-                .await?;
-        } else {
-            let (n, pieces) = message.into_wire(&mut head)?;
-            self.framed
-                .send_segments(FRAME_TYPE, 0, &head[..n], pieces)
-                .await?;
-        }
+        let n = message.encode_head(&mut head)?;
+        self.framed
+            .send_parts(FRAME_TYPE, 0, &head[..n], message.args, message.segments)
+            .await?;
         Ok(())
     }
 
     fn try_send(&self, message: Message) -> Result<(), TrySendError> {
         let mut buf = [0u8; MAX_HEAD];
+        let n = message
+            .encode_head(&mut buf)
+            .map_err(TrySendError::Failed)?;
         let head = message.head;
-        let failed = |e: volley_transport_tcp::Error| TrySendError::Failed(e.into());
-        if message.segments.is_empty() {
-            let n = head
-                .encode(message.args.len(), core::iter::empty(), &mut buf)
-                .map_err(|e| TrySendError::Failed(e.into()))?;
-            self.framed
-                .try_send(FRAME_TYPE, 0, &buf[..n], message.args)
-                .map_err(|e| match e {
-                    FramedTrySend::Full(args) => {
-                        TrySendError::Full(Message::from_pieces(head, vec![args]))
-                    }
-                    FramedTrySend::Failed(e) => failed(e),
-                })
-        } else {
-            let (n, pieces) = message.into_wire(&mut buf).map_err(TrySendError::Failed)?;
-            self.framed
-                .try_send_segments(FRAME_TYPE, 0, &buf[..n], pieces)
-                .map_err(|e| match e {
-                    FramedTrySend::Full(pieces) => {
-                        TrySendError::Full(Message::from_pieces(head, pieces))
-                    }
-                    FramedTrySend::Failed(e) => failed(e),
-                })
-        }
+        self.framed
+            .try_send_parts(FRAME_TYPE, 0, &buf[..n], message.args, message.segments)
+            .map_err(|e| match e {
+                FramedTrySend::Full((args, segments)) => TrySendError::Full(Message {
+                    head,
+                    args,
+                    segments,
+                }),
+                FramedTrySend::Failed(e) => TrySendError::Failed(e.into()),
+            })
     }
 
     fn max_message(&self) -> usize {

@@ -79,6 +79,14 @@ impl Message {
         Ok((n, pieces))
     }
 
+    /// Encodes the head into `buf`, returning its length: what goes on a wire before the
+    /// arguments and then the segments.
+    pub fn encode_head(&self, buf: &mut [u8; MAX_HEAD]) -> Result<usize, LinkError> {
+        Ok(self
+            .head
+            .encode(self.args.len(), self.segments.iter().map(Bytes::len), buf)?)
+    }
+
     /// Parses a whole message from `bytes` (what [`Message::into_wire`] gave, joined),
     /// arguments and segments as slices of them, every length checked first.
     pub fn from_wire(bytes: &Bytes) -> Result<Self, LinkError> {
