@@ -24,7 +24,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use volley_rpc::bench::{self as service, Bench, BenchState, Echo, Get, GetArgs, Put, PutReply};
+use volley_rpc::bench::{self as service, Bench, BenchClient, BenchState, GetArgs, PutReply};
 use volley_rpc::link::MessageLink;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local::{self, LocalLink};
@@ -42,7 +42,7 @@ mod servers;
 
 use artiq::{Arrivals, Artiq, artiq_router, artiq_table};
 use costs::{allocations, spinning};
-use servers::{Servers, TarpcBenchClient, start_servers};
+use servers::{RawCall, RawReply, Servers, TarpcBenchClient, start_servers};
 
 const MIB: usize = 1 << 20;
 /// Pattern bytes: the largest payload plus room for every offset.
@@ -73,12 +73,13 @@ enum Client {
     Tarpc(TarpcBenchClient),
     Volley(Peer<Bench, Bincode>),
     Postcard(Peer<Bench, Postcard>),
+    RawLocal(tokio::sync::mpsc::Sender<RawCall>),
 }
 
 /// Each system, and whether its client runs on the 2-worker runtime (else the
 /// current-thread one). tarpc and the raw baseline run both ways and are compared at their
 /// best per workload; volley over TCP runs both ways and shows both.
-const SYSTEMS: [(&str, bool); 9] = [
+const SYSTEMS: [(&str, bool); 10] = [
     ("raw tokio", false),
     ("raw tokio, mt client", true),
     ("tarpc", false),
@@ -88,7 +89,14 @@ const SYSTEMS: [(&str, bool); 9] = [
     ("volley tcp postcard", false),
     ("volley unix", false),
     ("volley in-process", false),
+    ("raw in-process", false),
 ];
+
+/// The systems whose `/ raw` divides by the raw in-process anchor (the last system), not
+/// by raw tokio over TCP.
+fn in_process(system: &str) -> bool {
+    system.ends_with("in-process")
+}
 
 /// A loopback TCP stream with TCP_NODELAY, framed with length prefixes (raw and tarpc).
 async fn length_delimited(addr: SocketAddr) -> Framed<TcpStream, LengthDelimitedCodec> {
@@ -145,6 +153,11 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
             )
             .await,
         ),
+        "raw in-process" => {
+            let (tx, rx) = tokio::sync::mpsc::channel(1024);
+            servers.raw_local.send(rx).expect("the server thread runs");
+            Client::RawLocal(tx)
+        }
         _ => {
             let (ours, theirs) = local::pair(1024, 16 * MIB);
             servers
@@ -172,6 +185,10 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
         Client::Postcard(p) => {
             let (p, pattern) = (p.clone(), pattern.clone());
             callers(w, move |i| volley_call(p.clone(), w, i, pattern.clone())).await?;
+        }
+        Client::RawLocal(tx) => {
+            let (tx, pattern) = (tx.clone(), pattern.clone());
+            callers(w, move |i| raw_local_call(tx.clone(), w, i, pattern.clone())).await?;
         }
     }
     Ok(start.elapsed().as_secs_f64())
@@ -214,10 +231,11 @@ async fn volley_call<C: Codec>(
     index: u64,
     pattern: Bytes,
 ) -> Result<(), String> {
+    let bench = BenchClient::new(peer);
     let start = service::offset(index);
     match w.work {
         Work::Echo => {
-            let v = peer.call::<Echo>(&index).await.map_err(|e| e.to_string())?;
+            let v = bench.echo(index).await.map_err(|e| e.to_string())?;
             check(v == index, "echo")
         }
         Work::Put => {
@@ -226,19 +244,17 @@ async fn volley_call<C: Codec>(
                 len: w.payload as u64,
                 hash: xxhash_rust::xxh3::xxh3_64(&body),
             };
-            let r = peer
-                .call_with::<Put>(&(), vec![body], None)
-                .await
-                .map_err(|e| e.to_string())?;
-            check(r.value == want, "put")
+            let r = bench.put().segment(body).await.map_err(|e| e.to_string())?;
+            check(r == want, "put")
         }
         Work::Get => {
             let args = GetArgs {
                 index,
                 len: w.payload as u64,
             };
-            let r = peer
-                .call_with::<Get>(&args, Vec::new(), None)
+            let r = bench
+                .get(args)
+                .reply()
                 .await
                 .map_err(|e| e.to_string())?;
             check(
@@ -246,6 +262,38 @@ async fn volley_call<C: Codec>(
                 "get",
             )
         }
+    }
+}
+
+/// A call of the raw in-process anchor: a tokio mpsc queue there, a oneshot back.
+async fn raw_local_call(
+    tx: tokio::sync::mpsc::Sender<RawCall>,
+    w: Workload,
+    index: u64,
+    pattern: Bytes,
+) -> Result<(), String> {
+    let start = service::offset(index);
+    let body = match w.work {
+        Work::Put => pattern.slice(start..start + w.payload),
+        _ => Bytes::new(),
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    tx.send(RawCall {
+        work: w.work,
+        index,
+        len: w.payload,
+        body: body.clone(),
+        reply,
+    })
+    .await
+    .map_err(|_| "raw in-process: the server ended")?;
+    match answer.await.map_err(|_| "raw in-process: no reply")? {
+        RawReply::Echo(v) => check(v == index, "echo"),
+        RawReply::Put(len, hash) => check(
+            len == w.payload as u64 && hash == xxhash_rust::xxh3::xxh3_64(&body),
+            "put",
+        ),
+        RawReply::Get(bytes) => check(bytes == pattern[start..start + w.payload], "get"),
     }
 }
 
@@ -441,8 +489,10 @@ pub(crate) fn run(mode: Mode) -> Report {
         let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
         // Each anchor at its best runtime setup for this workload.
         let (raw, tarpc) = (medians[0].max(medians[1]), medians[2].max(medians[3]));
+        let raw_local = medians[SYSTEMS.len() - 1];
         for (i, (system, _)) in SYSTEMS.iter().enumerate() {
             let rate = medians[i];
+            let raw = if in_process(system) { raw_local } else { raw };
             let mib = rate * w.payload as f64 / MIB as f64;
             let lo = rates[i].iter().copied().fold(f64::INFINITY, f64::min);
             let hi = rates[i].iter().copied().fold(0.0, f64::max);
@@ -472,6 +522,12 @@ pub(crate) fn run(mode: Mode) -> Report {
         "every reply checked (echo value, put length and xxh3, get bytes against the pattern); \
          servers on one current-thread runtime; clients on a current-thread runtime, or (mt client) a \
          2-worker one; one connection per system; / tarpc and / raw divide by the better of each anchor's two setups"
+            .into(),
+    );
+    report.notes.push(
+        "raw in-process: the ceiling of the in-process rows: the same callers sending each call \
+         through a tokio mpsc queue (1024) to one server task that answers on a oneshot; no codec, \
+         no ids, no credit; the in-process rows' / raw divides by it"
             .into(),
     );
     report.notes.push(

@@ -367,7 +367,7 @@ pub async fn run<C: Codec>(peer: &Peer<Bench, C>, spec: Spec) -> Outcome {
     let window = (peer.peer_hello().credit as usize).clamp(1, MAX_WINDOW);
     for k in 0..concurrency {
         // Caller k makes calls k, k + C, k + 2C, ...
-        let peer = peer.clone();
+        let bench = BenchClient::new(peer.clone());
         let pattern = pattern.clone();
         callers.push(tokio::spawn(async move {
             let mut tally = Tally::default();
@@ -380,7 +380,7 @@ pub async fn run<C: Codec>(peer: &Peer<Bench, C>, spec: Spec) -> Outcome {
             while indexes.peek().is_some() {
                 // Issue the batch (never more than `window` at a time), await all of it.
                 let calls = futures::stream::iter(indexes.by_ref().take(batch))
-                    .map(|i| one(&peer, spec, i, &pattern, run_id, payload))
+                    .map(|i| one(&bench, spec, i, &pattern, run_id, payload))
                     .buffer_unordered(window);
                 futures::pin_mut!(calls);
                 while let Some(result) = calls.next().await {
@@ -415,12 +415,10 @@ pub async fn run<C: Codec>(peer: &Peer<Bench, C>, spec: Spec) -> Outcome {
             wait_ms: spec.deadline.as_millis() as u64,
         };
         let deadline = spec.deadline + Duration::from_secs(5);
-        match peer
-            .call_with::<Arrived>(&args, Vec::new(), Some(deadline))
-            .await
-        {
-            Ok(reply) => {
-                total.ok = reply.value.min(spec.calls);
+        let bench = BenchClient::new(peer.clone());
+        match bench.arrived(args).deadline(deadline).await {
+            Ok(arrived) => {
+                total.ok = arrived.min(spec.calls);
                 total.failed = spec.calls - total.ok;
                 if total.failed > 0 && total.first_error.is_none() {
                     total.first_error = Some(format!(
@@ -449,20 +447,18 @@ pub async fn run<C: Codec>(peer: &Peer<Bench, C>, spec: Spec) -> Outcome {
 
 /// One call, checked: Ok(true) when its content is right.
 async fn one<C: Codec>(
-    peer: &Peer<Bench, C>,
+    bench: &BenchClient<C>,
     spec: Spec,
     index: u64,
     pattern: &Bytes,
     run: u64,
     payload: usize,
 ) -> Result<bool, CallError> {
-    let deadline = Some(spec.deadline);
     let start = offset(index);
     match spec.workload {
         Workload::Echo => {
             let value = index ^ 0x5a5a_5a5a_5a5a_5a5a;
-            let reply = peer.call_with::<Echo>(&value, Vec::new(), deadline).await?;
-            Ok(reply.value == value)
+            Ok(bench.echo(value).deadline(spec.deadline).await? == value)
         }
         Workload::Put => {
             let body = pattern.slice(start..start + payload);
@@ -470,22 +466,21 @@ async fn one<C: Codec>(
                 len: payload as u64,
                 hash: xxhash_rust::xxh3::xxh3_64(&body),
             };
-            let reply = peer.call_with::<Put>(&(), vec![body], deadline).await?;
-            Ok(reply.value == want)
+            let reply = bench.put().segment(body).deadline(spec.deadline).await?;
+            Ok(reply == want)
         }
         Workload::Get => {
             let args = GetArgs {
                 index,
                 len: payload as u64,
             };
-            let reply = peer.call_with::<Get>(&args, Vec::new(), deadline).await?;
+            let reply = bench.get(args).deadline(spec.deadline).reply().await?;
             let want = &pattern[start..start + payload];
             Ok(reply.segments.len() == 1 && reply.segments[0] == want)
         }
         Workload::Send => {
             let body = pattern.slice(start..start + payload);
-            peer.send::<Push>(&PushArgs { run, index }, vec![body])
-                .await?;
+            bench.push(PushArgs { run, index }).segment(body).await?;
             Ok(true)
         }
     }

@@ -116,7 +116,7 @@ pub use context::Context;
 pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
-pub use request::{OneWay, Request, WithSegments};
+pub use request::{OneWay, ReplyFuture, Request, SendFuture, ValueFuture, WithSegments};
 pub use router::{Call, Reply, Router};
 pub use server::{Incoming, Links, ServerHandle, serve};
 pub use service::{Method, Service};

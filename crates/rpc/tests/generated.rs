@@ -27,6 +27,8 @@ volley_rpc::service! {
         3 => fn fail_after_parking();
         /// The address the call came from, as the server saw it.
         4 => fn whoami() -> Option<String>;
+        /// Never returns.
+        5 => fn wait_forever();
     }
 }
 
@@ -72,6 +74,10 @@ impl ShopServer for Here {
 
     async fn whoami(&self, cx: Context<Shop>) -> Result<Option<String>, HandlerError> {
         Ok(cx.connection().peer_addr.map(|a| a.to_string()))
+    }
+
+    async fn wait_forever(&self, _cx: Context<Shop>) -> Result<(), HandlerError> {
+        core::future::pending().await
     }
 }
 
@@ -178,6 +184,10 @@ impl ShopServer<Till> for Register {
     async fn whoami(&self, _cx: Context<Till>) -> Result<Option<String>, HandlerError> {
         Ok(None)
     }
+
+    async fn wait_forever(&self, _cx: Context<Till>) -> Result<(), HandlerError> {
+        Ok(())
+    }
 }
 
 struct Doubler;
@@ -233,6 +243,69 @@ async fn each_direction_has_its_own_service_and_the_hello_checks_both() {
             ),
             "{told}"
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_must_wait_for_credit_or_room_still_complete() {
+    within(30, async {
+        let state = Arc::new(State::default());
+        // One call in flight at a time, and a link that holds one message.
+        let server = Endpoint::<Shop>::new(Config {
+            credit: 1,
+            ..Config::default()
+        })
+        .unwrap()
+        .serve(Here(state.clone()).into_router());
+        let client = Endpoint::<Shop>::new(Config::default()).unwrap();
+        let (a, b) = local::pair(1, 1 << 20);
+        let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
+        let shop = ShopClient::new(peer);
+        let calls = (0..32u32).map(|i| {
+            let shop = shop.clone();
+            tokio::spawn(async move { shop.mirror(i, 1).await })
+        });
+        let ticks = (0..32u64).map(|_| {
+            let shop = shop.clone();
+            tokio::spawn(async move { shop.tick(1).await })
+        });
+        let ticks: Vec<_> = ticks.collect();
+        for (i, call) in calls.enumerate() {
+            assert_eq!(call.await.unwrap().unwrap().1, i as u64 + 1);
+        }
+        for tick in ticks {
+            tick.await.unwrap().unwrap();
+        }
+        // Every one-way call ran: a sync call after them finds all 32 (they run in order,
+        // the sync call may overtake the last ones, so wait for the count).
+        while state.ticks.load(Ordering::SeqCst) < 32 {
+            let ticked = state.ticked.notified();
+            tokio::pin!(ticked);
+            ticked.as_mut().enable();
+            if state.ticks.load(Ordering::SeqCst) >= 32 {
+                break;
+            }
+            ticked.await;
+        }
+        // A deadline that passes gives the error naming the method, and the call is
+        // cancelled at the server (its credit comes back: the next call goes through).
+        let slow = shop
+            .wait_forever()
+            .deadline(Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                slow,
+                CallError::DeadlineExceeded {
+                    method: "wait_forever",
+                    ..
+                }
+            ),
+            "{slow}"
+        );
+        assert_eq!(shop.mirror(1, 2).await.unwrap().1, 3);
     })
     .await;
 }

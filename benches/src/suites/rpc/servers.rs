@@ -46,6 +46,25 @@ pub(super) struct Servers {
     pub(super) artiq: SocketAddr,
     /// Server ends of in-process links go here to be served.
     pub(super) local: tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
+    /// Queues of the raw in-process anchor go here to be served.
+    pub(super) raw_local: tokio::sync::mpsc::UnboundedSender<tokio::sync::mpsc::Receiver<RawCall>>,
+}
+
+/// A call of the raw in-process anchor: no codec, no ids, no framing; the reply comes on
+/// its own oneshot.
+pub(super) struct RawCall {
+    pub(super) work: Work,
+    pub(super) index: u64,
+    pub(super) len: usize,
+    pub(super) body: Bytes,
+    pub(super) reply: tokio::sync::oneshot::Sender<RawReply>,
+}
+
+/// What the raw in-process server answers.
+pub(super) enum RawReply {
+    Echo(u64),
+    Put(u64, u64),
+    Get(Bytes),
 }
 
 pub(super) fn start_servers(dir: PathBuf) -> Servers {
@@ -142,6 +161,14 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
                 });
             }
         });
+        let (raw_local_tx, mut raw_local_rx) =
+            tokio::sync::mpsc::unbounded_channel::<tokio::sync::mpsc::Receiver<RawCall>>();
+        let raw_pattern = service::pattern(PATTERN);
+        tokio::spawn(async move {
+            while let Some(queue) = raw_local_rx.recv().await {
+                tokio::spawn(raw_local_server(queue, raw_pattern.clone()));
+            }
+        });
         let servers = Servers {
             volley: v.local_addr().expect("address"),
             postcard: p.local_addr().expect("address"),
@@ -150,6 +177,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
             raw: raw_addr,
             artiq: a.local_addr().expect("address"),
             local: local_tx,
+            raw_local: raw_local_tx,
         };
         (servers, (v, p, u, a))
     })
@@ -188,5 +216,23 @@ async fn raw_server(stream: TcpStream, pattern: Bytes) {
         if framed.read_buffer().is_empty() && SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
             return;
         }
+    }
+}
+
+/// The raw in-process anchor's server: one task answering the queue's calls in order.
+async fn raw_local_server(mut queue: tokio::sync::mpsc::Receiver<RawCall>, pattern: Bytes) {
+    while let Some(call) = queue.recv().await {
+        let reply = match call.work {
+            Work::Echo => RawReply::Echo(call.index),
+            Work::Put => RawReply::Put(
+                call.body.len() as u64,
+                xxhash_rust::xxh3::xxh3_64(&call.body),
+            ),
+            Work::Get => {
+                let start = service::offset(call.index);
+                RawReply::Get(pattern.slice(start..start + call.len))
+            }
+        };
+        let _ = call.reply.send(reply);
     }
 }

@@ -3,6 +3,9 @@
 //! call back if it is dropped before its reply.
 
 use super::*;
+use crate::link::TrySendError;
+use crate::pool::PoolBuf;
+use crate::request::{ReplyFuture, SendFuture};
 
 impl<S: Service, C: Codec> Peer<S, C> {
     /// Calls `M` and waits for its result.
@@ -23,69 +26,158 @@ impl<S: Service, C: Codec> Peer<S, C> {
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
     ) -> Result<Reply<M::Output>, CallError> {
-        let inner = &self.inner;
-        let deadline = deadline.or(inner.config.default_deadline);
+        let deadline = deadline.or(self.inner.config.default_deadline);
         let message = self
             .message::<M>(Kind::CALL, args, segments, deadline)
             .await?;
+        self.dispatch::<M>(message, deadline).await
+    }
+
+    /// A sync call's message on its way: credit, the waiter, the send, the reply.
+    async fn dispatch<M: Method<Service = S>>(
+        &self,
+        message: Message,
+        deadline: Option<Duration>,
+    ) -> Result<Reply<M::Output>, CallError> {
+        let inner = &self.inner;
         let permit = inner.acquire(M::NAME).await?;
-        let id = message.head.call_id;
-        let (tx, rx) = oneshot::channel();
-        lock(&inner.waiters).insert(id, tx);
-        let mut guard = Pending {
-            inner: inner.clone(),
-            id,
-            permit: Some(permit),
-        };
+        let (guard, rx) = self.register(message.head.call_id, permit);
+        self.send_and_wait::<M>(message, guard, rx, deadline).await
+    }
+
+    /// Sends a registered call (waiting while the link is full) and waits for its reply.
+    async fn send_and_wait<M: Method<Service = S>>(
+        &self,
+        message: Message,
+        mut guard: Pending<S, C>,
+        rx: oneshot::Receiver<Message>,
+        deadline: Option<Duration>,
+    ) -> Result<Reply<M::Output>, CallError> {
+        let inner = &self.inner;
         if let Err(e) = inner.sender.send(message).await {
             guard.disarm();
             return Err(inner.lost(M::NAME, e));
         }
-        inner.counters.calls_sent.fetch_add(1, Ordering::Relaxed);
-        inner.activity.fetch_add(1, Ordering::Relaxed);
+        inner.sent();
         let reply = match deadline {
             Some(after) => match tokio::time::timeout(after, rx).await {
                 Ok(reply) => reply,
-                Err(_) => {
-                    return Err(CallError::DeadlineExceeded {
-                        method: M::NAME,
-                        after,
-                    });
-                }
+                Err(_) => return Err(deadline_exceeded::<M>(after)),
             },
             None => rx.await,
         };
         guard.disarm();
-        let Ok(reply) = reply else {
-            return Err(inner.lost(M::NAME, LinkError::Closed));
+        inner.finish::<M>(reply, deadline)
+    }
+
+    /// Registers call `id`'s waiter, holding `permit` until the reply comes.
+    fn register(
+        &self,
+        id: u32,
+        permit: OwnedSemaphorePermit,
+    ) -> (Pending<S, C>, oneshot::Receiver<Message>) {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.waiters).insert(id, tx);
+        let guard = Pending {
+            inner: self.inner.clone(),
+            id,
+            permit: Some(permit),
         };
-        match reply.head.kind {
-            Kind::REPLY => {
-                let value = C::decode(&reply.args).map_err(|source| CallError::DecodeReply {
-                    method: M::NAME,
-                    source,
-                })?;
-                Ok(Reply {
-                    value,
-                    segments: reply.segments,
-                })
+        (guard, rx)
+    }
+
+    /// Starts a sync call of `M` without waiting where nothing makes it wait (a pool
+    /// buffer free, credit left, room on the link), which is almost always: then the call
+    /// is on the link and the future only waits for its reply. Where something would
+    /// wait, the rest goes on in a boxed future.
+    pub(crate) fn start_call<M: Method<Service = S>>(
+        &self,
+        args: M::Args,
+        segments: Vec<Bytes>,
+        deadline: Option<Duration>,
+    ) -> ReplyFuture<M, C> {
+        let deadline = deadline.or(self.inner.config.default_deadline);
+        let Some(buf) = self.inner.pool.try_get() else {
+            let peer = self.clone();
+            return ReplyFuture::slow(Box::pin(async move {
+                peer.call_with::<M>(&args, segments, deadline).await
+            }));
+        };
+        let message = match self.message_in::<M>(buf, Kind::CALL, &args, segments, deadline) {
+            Ok(message) => message,
+            Err(e) => return ReplyFuture::ready(Err(e)),
+        };
+        let Ok(permit) = self.inner.credit.clone().try_acquire_owned() else {
+            let peer = self.clone();
+            return ReplyFuture::slow(Box::pin(async move {
+                peer.dispatch::<M>(message, deadline).await
+            }));
+        };
+        let (mut guard, rx) = self.register(message.head.call_id, permit);
+        match self.inner.sender.try_send(message) {
+            Ok(()) => {
+                self.inner.sent();
+                ReplyFuture::waiting(guard, rx, deadline)
             }
-            _ => {
-                let code = ErrorCode(reply.head.method);
-                let detail = String::from_utf8_lossy(&reply.args).into_owned();
-                Err(match (code, deadline) {
-                    (ErrorCode::DEADLINE, Some(after)) => CallError::DeadlineExceeded {
-                        method: M::NAME,
-                        after,
-                    },
-                    (ErrorCode::TOO_LARGE, _) => CallError::TooLarge {
-                        method: M::NAME,
-                        len: 0,
-                        max: inner.ours.max_message as usize,
-                    },
-                    _ => CallError::from_reply(M::NAME, M::ID, code, detail),
-                })
+            Err(TrySendError::Full(message)) => {
+                let peer = self.clone();
+                ReplyFuture::slow(Box::pin(async move {
+                    peer.send_and_wait::<M>(message, guard, rx, deadline).await
+                }))
             }
+            Err(TrySendError::Failed(e)) => {
+                guard.disarm();
+                ReplyFuture::ready(Err(self.inner.lost(M::NAME, e)))
+            }
+        }
+    }
+
+    /// Starts a one-way call of `M` as [`start_call`](Self::start_call) does.
+    pub(crate) fn start_send<M: Method<Service = S>>(
+        &self,
+        args: M::Args,
+        segments: Vec<Bytes>,
+    ) -> SendFuture {
+        let slow = |peer: Self, args: M::Args, segments| -> SendFuture {
+            SendFuture::slow(Box::pin(
+                async move { peer.send::<M>(&args, segments).await },
+            ))
+        };
+        let Some(buf) = self.inner.pool.try_get() else {
+            return slow(self.clone(), args, segments);
+        };
+        let message = match self.message_in::<M>(buf, Kind::ONE_WAY, &args, segments, None) {
+            Ok(message) => message,
+            Err(e) => return SendFuture::ready(Err(e)),
+        };
+        let Ok(permit) = self.inner.credit.clone().try_acquire_owned() else {
+            let peer = self.clone();
+            return SendFuture::slow(Box::pin(
+                async move { peer.send_message::<M>(message).await },
+            ));
+        };
+        // The credit comes back in a credit message, not with a reply.
+        permit.forget();
+        self.inner.oneway_out.fetch_add(1, Ordering::Relaxed);
+        match self.inner.sender.try_send(message) {
+            Ok(()) => {
+                self.inner.sent();
+                SendFuture::ready(Ok(()))
+            }
+            Err(TrySendError::Full(message)) => {
+                let peer = self.clone();
+                SendFuture::slow(Box::pin(async move {
+                    let inner = &peer.inner;
+                    inner
+                        .sender
+                        .send(message)
+                        .await
+                        .map_err(|e| inner.lost(M::NAME, e))?;
+                    inner.sent();
+                    Ok(())
+                }))
+            }
+            Err(TrySendError::Failed(e)) => SendFuture::ready(Err(self.inner.lost(M::NAME, e))),
         }
     }
 
@@ -97,10 +189,18 @@ impl<S: Service, C: Codec> Peer<S, C> {
         args: &M::Args,
         segments: Vec<Bytes>,
     ) -> Result<(), CallError> {
-        let inner = &self.inner;
         let message = self
             .message::<M>(Kind::ONE_WAY, args, segments, None)
             .await?;
+        self.send_message::<M>(message).await
+    }
+
+    /// A one-way call's message on its way: credit, then the send.
+    async fn send_message<M: Method<Service = S>>(
+        &self,
+        message: Message,
+    ) -> Result<(), CallError> {
+        let inner = &self.inner;
         let permit = inner.acquire(M::NAME).await?;
         // The credit comes back in a credit message, not with a reply.
         permit.forget();
@@ -110,8 +210,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             .send(message)
             .await
             .map_err(|e| inner.lost(M::NAME, e))?;
-        inner.counters.calls_sent.fetch_add(1, Ordering::Relaxed);
-        inner.activity.fetch_add(1, Ordering::Relaxed);
+        inner.sent();
         Ok(())
     }
 
@@ -129,13 +228,29 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 cause: cause.clone(),
             });
         }
-        let args = self
-            .encode(args)
-            .await
-            .map_err(|source| CallError::Encode {
+        let buf = self.inner.pool.get().await;
+        self.message_in::<M>(buf, kind, args, segments, deadline)
+    }
+
+    /// [`message`](Self::message) with the buffer in hand.
+    fn message_in<M: Method<Service = S>>(
+        &self,
+        mut buf: PoolBuf,
+        kind: Kind,
+        args: &M::Args,
+        segments: Vec<Bytes>,
+        deadline: Option<Duration>,
+    ) -> Result<Message, CallError> {
+        if let Some(cause) = self.inner.failure.get() {
+            return Err(CallError::ConnectionLost {
                 method: M::NAME,
-                source,
-            })?;
+                cause: cause.clone(),
+            });
+        }
+        C::encode(args, &mut buf).map_err(|source| CallError::Encode {
+            method: M::NAME,
+            source,
+        })?;
         let message = Message {
             head: Head {
                 kind,
@@ -143,7 +258,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 method: M::ID,
                 deadline_us: deadline.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
             },
-            args,
+            args: buf.freeze(),
             segments,
         };
         let max = self.inner.theirs.max_message as usize;
@@ -173,13 +288,24 @@ impl<S: Service, C: Codec> Peer<S, C> {
 /// A sync call waiting for its reply: dropped early, it withdraws the waiter and tells
 /// the peer to cancel; the credit comes back once the cancel is queued, so the peer has
 /// freed the slot before this end uses it again.
-struct Pending<S: Service, C: Codec> {
+pub(crate) struct Pending<S: Service, C: Codec> {
     inner: Arc<Inner<S, C>>,
     id: u32,
     permit: Option<OwnedSemaphorePermit>,
 }
 
 impl<S: Service, C: Codec> Pending<S, C> {
+    /// The reply came (or the waiter ended): withdraws the waiter and frees the credit,
+    /// and gives what the reply means for the caller.
+    pub(crate) fn finish<M: Method>(
+        &mut self,
+        reply: Result<Message, oneshot::error::RecvError>,
+        deadline: Option<Duration>,
+    ) -> Result<Reply<M::Output>, CallError> {
+        self.disarm();
+        self.inner.finish::<M>(reply, deadline)
+    }
+
     fn disarm(&mut self) {
         lock(&self.inner.waiters).remove(&self.id);
         self.permit = None;
@@ -204,5 +330,57 @@ impl<S: Service, C: Codec> Drop for Pending<S, C> {
             let _ = sender.send(cancel).await;
             drop(permit);
         });
+    }
+}
+
+/// The error of a call whose deadline passed.
+pub(crate) fn deadline_exceeded<M: Method>(after: Duration) -> CallError {
+    CallError::DeadlineExceeded {
+        method: M::NAME,
+        after,
+    }
+}
+
+impl<S: Service, C: Codec> Inner<S, C> {
+    /// Counts a call sent.
+    fn sent(&self) {
+        self.counters.calls_sent.fetch_add(1, Ordering::Relaxed);
+        self.activity.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What a sync call's reply (or its waiter's end) means for its caller.
+    pub(crate) fn finish<M: Method>(
+        &self,
+        reply: Result<Message, oneshot::error::RecvError>,
+        deadline: Option<Duration>,
+    ) -> Result<Reply<M::Output>, CallError> {
+        let Ok(reply) = reply else {
+            return Err(self.lost(M::NAME, LinkError::Closed));
+        };
+        match reply.head.kind {
+            Kind::REPLY => {
+                let value = C::decode(&reply.args).map_err(|source| CallError::DecodeReply {
+                    method: M::NAME,
+                    source,
+                })?;
+                Ok(Reply {
+                    value,
+                    segments: reply.segments,
+                })
+            }
+            _ => {
+                let code = ErrorCode(reply.head.method);
+                let detail = String::from_utf8_lossy(&reply.args).into_owned();
+                Err(match (code, deadline) {
+                    (ErrorCode::DEADLINE, Some(after)) => deadline_exceeded::<M>(after),
+                    (ErrorCode::TOO_LARGE, _) => CallError::TooLarge {
+                        method: M::NAME,
+                        len: 0,
+                        max: self.ours.max_message as usize,
+                    },
+                    _ => CallError::from_reply(M::NAME, M::ID, code, detail),
+                })
+            }
+        }
     }
 }

@@ -38,6 +38,7 @@ mod serve;
 use crate::pool::BufferPool;
 use crate::router::{Reply, Router, Routes};
 use crate::service::{Method, Service};
+pub(crate) use call::{Pending, deadline_exceeded};
 pub use endpoint::Endpoint;
 
 /// Answers (error replies, pongs) this end may have queued at once before it gives up on
