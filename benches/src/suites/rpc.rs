@@ -188,7 +188,10 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
         }
         Client::RawLocal(tx) => {
             let (tx, pattern) = (tx.clone(), pattern.clone());
-            callers(w, move |i| raw_local_call(tx.clone(), w, i, pattern.clone())).await?;
+            callers(w, move |i| {
+                raw_local_call(tx.clone(), w, i, pattern.clone())
+            })
+            .await?;
         }
     }
     Ok(start.elapsed().as_secs_f64())
@@ -252,11 +255,7 @@ async fn volley_call<C: Codec>(
                 index,
                 len: w.payload as u64,
             };
-            let r = bench
-                .get(args)
-                .reply()
-                .await
-                .map_err(|e| e.to_string())?;
+            let r = bench.get(args).reply().await.map_err(|e| e.to_string())?;
             check(
                 r.segments.len() == 1 && r.segments[0] == pattern[start..start + w.payload],
                 "get",

@@ -2,6 +2,30 @@
 //! `volley_rpc::service!`, which passes its own path in first, so the generated code
 //! names volley-rpc however the user's crate imports it.
 //!
+//! ```
+//! use volley_rpc::{Context, HandlerError};
+//!
+//! volley_rpc::service! {
+//!     /// Adds.
+//!     pub service Adder {
+//!         /// The sum.
+//!         1 => fn add(a: u32, b: u32) -> u64;
+//!     }
+//! }
+//!
+//! struct Here;
+//!
+//! impl AdderServer for Here {
+//!     async fn add(&self, _cx: Context<Adder>, a: u32, b: u32) -> Result<u64, HandlerError> {
+//!         Ok(u64::from(a) + u64::from(b))
+//!     }
+//! }
+//!
+//! let router = Here.into_router();
+//! assert_eq!(router.len(), 1);
+//! assert_eq!(<Add as volley_rpc::Method>::ID, 1);
+//! ```
+//!
 //! From one declaration it makes the service's marker type, a marker type per method,
 //! a client with one method per call, and a server trait with one method per call.
 //! Declaring errors (two methods with one id or one name, a one-way method with a

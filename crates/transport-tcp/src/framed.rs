@@ -292,7 +292,7 @@ impl Framed {
     }
 }
 
-/// Why [`Framed::try_send`] or [`Framed::try_send_segments`] did not queue a frame.
+/// Why [`Framed::try_send_parts`] did not queue a frame.
 #[derive(Debug)]
 pub enum TrySendError<T> {
     /// The write budget is full: the payload, to send later.
