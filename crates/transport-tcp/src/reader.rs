@@ -85,7 +85,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             n = read => n,
             () = ending.wait_for(|e| *e).map(drop) => return linger(&mut reader, &shared).await,
         };
-        let n = match n {
+        let got = match n {
             Ok(n) => n,
             Err(idle) => {
                 return shared.fail(Error::Timeout {
@@ -94,11 +94,11 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
                 });
             }
         };
-        match n {
+        let got = match got {
             Ok(0) => return shared.fail(Error::Closed),
-            Ok(_) => {}
+            Ok(got) => got,
             Err(e) => return shared.fail(e.into()),
-        }
+        };
         Counters::add(&shared.counters.reads, 1);
         let mut frames = 0;
         loop {
@@ -133,7 +133,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             }
         }
         if let Some(spin) = config.spin {
-            gate.earned(frames, spin);
+            gate.earned(frames, got, spin);
         }
     }
 }
@@ -163,11 +163,16 @@ async fn linger<R: AsyncRead + Unpin>(reader: &mut R, shared: &Shared) {
 /// Reads that go straight to sleep once spinning rests.
 const RESTING_READS: u32 = 128;
 
+/// Bytes read that pay for a quarter of a spin, as a whole frame does.
+const BULK_READ: usize = 16 * 1024;
+
 /// Whether the reader spins before its next read. Spinning pays when what comes brings
 /// work (a reply to what was just written, a batch of calls): it saves a wake-up per
 /// read. A trickle of bytes brings next to none, and each spin burns most of the gap
 /// between them. So the time spun (the whole spin when nothing came) is a debt that each
-/// whole frame read pays a quarter of a spin of; past two spins' worth of debt, the next
+/// whole frame read pays a quarter of a spin of, and so does each [`BULK_READ`] of bytes
+/// (a large frame arrives over many reads, none with a whole frame, and spinning between
+/// them is what keeps its transfer fast); past two spins' worth of debt, the next
 /// [`RESTING_READS`] reads sleep at once, then spinning is tried again. Credit is kept up
 /// to four spins' worth, so a busy stretch pays for its end. A peer sending a little at
 /// a time thus costs a wake-up per read, not a spinning thread.
@@ -194,10 +199,12 @@ impl SpinGate {
         self.debt = self.debt.saturating_add(waited.min(spin));
     }
 
-    /// Notes the whole frames a read brought, and rests spinning if it does not pay.
-    fn earned(&mut self, frames: u64, spin: Duration) {
+    /// Notes the whole frames and the bytes a read brought, and rests spinning if they do
+    /// not pay.
+    fn earned(&mut self, frames: u64, bytes: usize, spin: Duration) {
         let spin = spin.as_micros() as i64;
-        let credit = i64::try_from(frames)
+        let paying = frames.saturating_add((bytes / BULK_READ) as u64);
+        let credit = i64::try_from(paying)
             .unwrap_or(i64::MAX)
             .saturating_mul(spin / 4);
         self.debt = self.debt.saturating_sub(credit).max(-4 * spin);
@@ -358,12 +365,19 @@ mod tests {
         for i in 0..10_000 {
             assert!(gate.open(), "spin {i}");
             gate.spent((i % 20 != 0).then_some(30), spin);
-            gate.earned(1, spin);
+            gate.earned(1, 8, spin);
         }
         for i in 0..10_000 {
             assert!(gate.open(), "batch {i}");
             gate.spent(Some(200), spin);
-            gate.earned(64, spin);
+            gate.earned(64, 64 * 24, spin);
+        }
+        // A large frame over many reads, none holding a whole frame, each a while after
+        // the last: the bytes pay, so it spins all the way.
+        for i in 0..10_000 {
+            assert!(gate.open(), "bulk read {i}");
+            gate.spent(Some(60), spin);
+            gate.earned(u64::from(i % 64 == 63), 64 * 1024, spin);
         }
         // A byte every 200 us, a whole frame every tenth read: a few spins, then a rest.
         let mut gate = SpinGate::default();
@@ -374,7 +388,7 @@ mod tests {
                 spins += 1;
                 gate.spent(Some(200), spin);
             }
-            gate.earned(u64::from(i % 10 == 0), spin);
+            gate.earned(u64::from(i % 10 == 0), 1, spin);
         }
         assert!(spins * 10 < reads, "{spins} spins in {reads} reads");
         assert!(spins > 0, "spinning is tried again after a rest");
