@@ -114,11 +114,18 @@ impl BufferPool {
         })
     }
 
+    /// A free buffer if one is free now, counted as taken at once (the look
+    /// [`get`](Self::get) starts with).
+    pub(crate) fn get_now(&self) -> Option<PoolBuf> {
+        let buf = self.try_get()?;
+        self.inner.at_once.fetch_add(1, Ordering::Relaxed);
+        Some(buf)
+    }
+
     /// A free buffer: looks once, then up to `spin` more times without yielding, then
     /// waits for one to come back.
     pub async fn get(&self) -> PoolBuf {
-        if let Some(buf) = self.try_get() {
-            self.inner.at_once.fetch_add(1, Ordering::Relaxed);
+        if let Some(buf) = self.get_now() {
             return buf;
         }
         for _ in 0..self.inner.config.spin {

@@ -9,7 +9,7 @@ use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -31,6 +31,19 @@ const FILE_CHUNK: usize = 256 * 1024;
 pub(crate) fn current_thread() -> bool {
     tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
+}
+
+/// [`stage`] for each piece of a payload in pieces.
+fn stage_pieces(
+    pieces: impl IntoIterator<Item = Bytes>,
+    threshold: usize,
+    small: &mut BytesMut,
+    segments: &mut VecDeque<Payload>,
+    shared: &Shared,
+) {
+    for piece in pieces {
+        stage(Payload::Mem(piece), threshold, small, segments, shared);
+    }
 }
 
 /// Adds one payload to what is to be written: copied into `small` if it is under the
@@ -128,26 +141,11 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
             small.extend_from_slice(out.head.as_slice());
             match out.payload {
                 Payload::Parts(first, rest) => {
-                    for piece in core::iter::once(first).chain(rest) {
-                        stage(
-                            Payload::Mem(piece),
-                            threshold,
-                            &mut small,
-                            &mut segments,
-                            &shared,
-                        );
-                    }
+                    let pieces = core::iter::once(first).chain(rest);
+                    stage_pieces(pieces, threshold, &mut small, &mut segments, &shared);
                 }
                 Payload::Many(pieces) => {
-                    for piece in pieces {
-                        stage(
-                            Payload::Mem(piece),
-                            threshold,
-                            &mut small,
-                            &mut segments,
-                            &shared,
-                        );
-                    }
+                    stage_pieces(pieces, threshold, &mut small, &mut segments, &shared);
                 }
                 payload => stage(payload, threshold, &mut small, &mut segments, &shared),
             }

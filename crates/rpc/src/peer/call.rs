@@ -97,7 +97,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         deadline: Option<Duration>,
     ) -> ReplyFuture<M, C> {
         let deadline = deadline.or(self.inner.config.default_deadline);
-        let Some(buf) = self.inner.pool.try_get() else {
+        let Some(buf) = self.inner.pool.get_now() else {
             let peer = self.clone();
             return ReplyFuture::slow(Box::pin(async move {
                 peer.call_with::<M>(&args, segments, deadline).await
@@ -143,7 +143,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 async move { peer.send::<M>(&args, segments).await },
             ))
         };
-        let Some(buf) = self.inner.pool.try_get() else {
+        let Some(buf) = self.inner.pool.get_now() else {
             return slow(self.clone(), args, segments);
         };
         let message = match self.message_in::<M>(buf, Kind::ONE_WAY, &args, segments, None) {
@@ -166,16 +166,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             }
             Err(TrySendError::Full(message)) => {
                 let peer = self.clone();
-                SendFuture::slow(Box::pin(async move {
-                    let inner = &peer.inner;
-                    inner
-                        .sender
-                        .send(message)
-                        .await
-                        .map_err(|e| inner.lost(M::NAME, e))?;
-                    inner.sent();
-                    Ok(())
-                }))
+                SendFuture::slow(Box::pin(async move { peer.deliver::<M>(message).await }))
             }
             Err(TrySendError::Failed(e)) => SendFuture::ready(Err(self.inner.lost(M::NAME, e))),
         }
@@ -205,6 +196,12 @@ impl<S: Service, C: Codec> Peer<S, C> {
         // The credit comes back in a credit message, not with a reply.
         permit.forget();
         inner.oneway_out.fetch_add(1, Ordering::Relaxed);
+        self.deliver::<M>(message).await
+    }
+
+    /// Hands a one-way call to the link, waiting while it is full, and counts it.
+    async fn deliver<M: Method<Service = S>>(&self, message: Message) -> Result<(), CallError> {
+        let inner = &self.inner;
         inner
             .sender
             .send(message)
