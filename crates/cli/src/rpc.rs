@@ -4,6 +4,7 @@
 use core::net::SocketAddr;
 use core::time::Duration;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -66,6 +67,11 @@ pub(crate) struct ServeArgs {
     /// and closed (at most 100 such refusals a second; beyond that they wait).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     max_connections: u64,
+    /// Admit only clients whose hello carries the token in this file's first line
+    /// (without its line ending; compared in constant time); others are refused at once
+    /// as unauthenticated.
+    #[arg(long, value_name = "FILE")]
+    auth_token_file: Option<PathBuf>,
     #[command(flatten)]
     timeouts: Timeouts,
 }
@@ -173,8 +179,25 @@ pub(crate) struct BenchArgs {
     /// Deadline of each call, in seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     deadline_secs: u64,
+    /// Send the token in this file's first line (without its line ending) in the hello.
+    #[arg(long, value_name = "FILE")]
+    auth_token_file: Option<PathBuf>,
     #[command(flatten)]
     timeouts: Timeouts,
+}
+
+/// The token in `path`'s first line, without its line ending; an empty one is refused.
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or_default();
+    if token.is_empty() {
+        bail!(
+            "the token file {} has an empty first line: a token is 1 to 512 bytes",
+            path.display()
+        );
+    }
+    Ok(token.to_owned())
 }
 
 pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
@@ -189,10 +212,18 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
         credit: args.credit,
         ..Config::default()
     })?;
+    let token = args
+        .auth_token_file
+        .as_deref()
+        .map(read_token)
+        .transpose()?;
     let state = Arc::new(BenchState::default());
-    let endpoint = Endpoint::<Bench>::new(config)
+    let mut endpoint = Endpoint::<Bench>::new(config)
         .context("rpc settings")?
         .serve(bench::router(state.clone()));
+    if let Some(token) = token {
+        endpoint = endpoint.require_token(token).context("--auth-token-file")?;
+    }
     let (server, name) = match args.transport {
         Transport::Tcp => {
             // Fits: range-checked to 65536.
@@ -248,7 +279,12 @@ async fn wait(server: &volley_rpc::ServerHandle) -> anyhow::Result<()> {
 async fn drive(args: BenchArgs) -> anyhow::Result<()> {
     let payload = args.payload as usize;
     let config = args.timeouts.apply(Config::default())?;
-    let endpoint = Endpoint::<Bench>::new(config).context("rpc settings")?;
+    let mut endpoint = Endpoint::<Bench>::new(config).context("rpc settings")?;
+    if let Some(path) = &args.auth_token_file {
+        endpoint = endpoint
+            .token(read_token(path)?)
+            .context("--auth-token-file")?;
+    }
     let peer = match args.transport {
         Transport::Tcp => {
             let link = tokio::time::timeout(

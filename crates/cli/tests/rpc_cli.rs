@@ -367,3 +367,75 @@ async fn a_full_server_says_so_and_a_silent_connection_loses_its_slot() {
     assert!(freed.starts_with("calls=10 ok=10 failed=0"), "{freed}");
     drop(silent);
 }
+
+#[tokio::test]
+async fn a_token_file_on_both_ends_admits_and_its_absence_is_refused() {
+    let dir = scratch("rpc-token");
+    let good = dir.join("token");
+    std::fs::write(&good, "s3cret\r\nsecond line ignored\n").unwrap();
+    let wrong = dir.join("wrong");
+    std::fs::write(&wrong, "s3cre7\n").unwrap();
+    let empty = dir.join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let good = good.to_str().unwrap();
+    let (_server, line) = spawn(&[
+        "rpc",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--auth-token-file",
+        good,
+    ])
+    .await;
+    let addr = line
+        .strip_prefix("listening tcp=")
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    let (ok, last, err) = bench(&[
+        "--connect",
+        &addr,
+        "--calls",
+        "100",
+        "--auth-token-file",
+        good,
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert!(last.starts_with("calls=100 ok=100 failed=0 "), "{last}");
+    for args in [
+        vec!["--connect", addr.as_str()],
+        vec![
+            "--connect",
+            addr.as_str(),
+            "--auth-token-file",
+            wrong.to_str().unwrap(),
+        ],
+    ] {
+        let (ok, _, err) = bench(&args).await;
+        assert!(!ok);
+        assert!(err.contains("unauthenticated"), "{args:?}: {err}");
+    }
+    // An empty token is refused before anything connects, on either command.
+    let (ok, _, err) = bench(&[
+        "--connect",
+        &addr,
+        "--auth-token-file",
+        empty.to_str().unwrap(),
+    ])
+    .await;
+    assert!(!ok);
+    assert!(err.contains("empty first line"), "{err}");
+    let serve = timeout(
+        Duration::from_secs(60),
+        Command::new(VOLLEY)
+            .args(["rpc", "serve", "--auth-token-file", empty.to_str().unwrap()])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("volley rpc serve ends at once")
+    .unwrap();
+    assert!(!serve.status.success());
+    assert!(String::from_utf8_lossy(&serve.stderr).contains("empty first line"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -174,6 +174,10 @@ pub enum ConnectError {
         /// The fingerprint of the service the peer calls.
         theirs: u64,
     },
+    /// The server refused this end's authentication token (missing or wrong), or, at a
+    /// server, the peer's hello did not pass the check.
+    #[error("unauthenticated")]
+    Unauthenticated,
     /// A setting is out of range.
     #[error("rpc settings: {0}")]
     Config(String),

@@ -86,11 +86,14 @@
 //! cancels it at the peer.
 //!
 //! # Exposure
-//! There is no authentication and no encryption: anyone who can reach the socket can
-//! call every method. Bind to loopback (the CLI's default) or a Unix socket, or carry it
-//! inside something that authenticates.
+//! A server may check each connection at its hello ([`Endpoint::require_token`], or
+//! [`Endpoint::authenticate`] with a check of its own, see [`auth`]); without a check,
+//! anyone who can reach the socket can call every method. There is no encryption: a token
+//! crosses the wire in the clear. Bind to loopback (the CLI's default) or a Unix socket,
+//! or carry it inside something that encrypts.
 
 pub mod array;
+pub mod auth;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod codec;
@@ -108,6 +111,7 @@ pub mod server;
 pub mod service;
 
 pub use array::LeArray;
+pub use auth::AuthRequest;
 #[cfg(feature = "postcard")]
 pub use codec::Postcard;
 pub use codec::{Bincode, Codec, CodecError};

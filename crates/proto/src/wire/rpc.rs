@@ -36,6 +36,7 @@
 //! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
 //! | 16 | 8 | fingerprint of the service this end serves: a hash of its method ids, kinds, names and types |
 //! | 24 | 8 | fingerprint of the service this end calls (appended; a hello without it calls the service it serves) |
+//! | 32 | 2 + n | authentication token (appended, optional): a u16 length n (at most [`MAX_TOKEN`]), then n bytes |
 //!
 //! **How the hello grows** (the rule every later change follows):
 //! - New fields are appended after these 24 bytes. A peer ignores bytes it does not
@@ -93,6 +94,9 @@ pub const HELLO_LEN: usize = 32;
 /// Bytes of the shortest hello a version-1 peer may send (one without the fields appended
 /// since).
 pub const HELLO_MIN_LEN: usize = 24;
+/// The longest authentication token a hello carries.
+pub const MAX_TOKEN: usize = 512;
+
 /// The hello's first four bytes.
 pub const MAGIC: [u8; 4] = *b"VRPC";
 /// The largest hello message as a stream frame, header included: a receiver takes no
@@ -152,6 +156,9 @@ open_enum! {
         /// The caller broke the protocol with this call (it reused the id of a call
         /// still running, for one); the connection goes on.
         PROTOCOL = 9 => "protocol error",
+        /// The hello's authentication token is missing or wrong (sent in place of a
+        /// hello, then the connection closes).
+        UNAUTHENTICATED = 10 => "unauthenticated",
     }
 }
 
@@ -402,6 +409,52 @@ impl Hello {
         out[16..24].copy_from_slice(&self.fingerprint.to_le_bytes());
         out[24..32].copy_from_slice(&self.calls.to_le_bytes());
         out
+    }
+
+    /// The hello's bytes followed by an authentication token (a u16 length, then the
+    /// token), written into `out`; gives the length written. A token over [`MAX_TOKEN`]
+    /// or an `out` too short is an error.
+    pub fn encode_with_token(&self, token: &[u8], out: &mut [u8]) -> Result<usize> {
+        if token.len() > MAX_TOKEN {
+            return Err(Error::TooLarge {
+                what: "rpc hello token",
+                len: token.len() as u64,
+                max: MAX_TOKEN as u64,
+            });
+        }
+        let len = HELLO_LEN + 2 + token.len();
+        if out.len() < len {
+            return Err(Error::Truncated {
+                what: "rpc hello buffer",
+                needed: len,
+                available: out.len(),
+            });
+        }
+        out[..HELLO_LEN].copy_from_slice(&self.encode());
+        out[HELLO_LEN..HELLO_LEN + 2].copy_from_slice(&(token.len() as u16).to_le_bytes());
+        out[HELLO_LEN + 2..len].copy_from_slice(token);
+        Ok(len)
+    }
+
+    /// The authentication token a hello's bytes carry after its fields, if any; a length
+    /// over [`MAX_TOKEN`] or past the bytes given is an error.
+    pub fn token(bytes: &[u8]) -> Result<Option<&[u8]>> {
+        let Some(rest) = bytes.get(HELLO_LEN..) else {
+            return Ok(None);
+        };
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        let mut r = Reader::new(rest);
+        let len = usize::from(r.u16_le("rpc hello token length")?);
+        if len > MAX_TOKEN {
+            return Err(Error::TooLarge {
+                what: "rpc hello token",
+                len: len as u64,
+                max: MAX_TOKEN as u64,
+            });
+        }
+        Ok(Some(r.bytes(len, "rpc hello token")?))
     }
 
     /// Reads a hello from a hello message's arguments. Checks the magic; the version is

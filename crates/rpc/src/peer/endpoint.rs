@@ -8,6 +8,10 @@ use super::*;
 pub struct Endpoint<S, C = Bincode> {
     config: Config,
     router: Option<Arc<Routes<S, C>>>,
+    /// The token this end's hello carries.
+    token: Option<Bytes>,
+    /// The check a peer's hello must pass before this end sends its own.
+    check: Option<Check>,
 }
 
 impl<S, C> Clone for Endpoint<S, C> {
@@ -15,6 +19,8 @@ impl<S, C> Clone for Endpoint<S, C> {
         Self {
             config: self.config,
             router: self.router.clone(),
+            token: self.token.clone(),
+            check: self.check.clone(),
         }
     }
 }
@@ -26,7 +32,41 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
         Ok(Self {
             config,
             router: None,
+            token: None,
+            check: None,
         })
+    }
+
+    /// Sends `token` (1 to 512 bytes) in every hello, for a server that checks it.
+    pub fn token(mut self, token: impl Into<Bytes>) -> Result<Self, ConnectError> {
+        self.token = Some(crate::auth::checked_token(token.into())?);
+        Ok(self)
+    }
+
+    /// Admits a connection only if `check` says so, given what is known of it and the
+    /// token its hello carries. This end then reads the peer's hello before it sends its
+    /// own, and answers a refused one with [`ConnectError::Unauthenticated`] (the peer
+    /// learns it at once) and closes the connection: no call of it runs. Only one end of a
+    /// connection (the server) may check, or each waits for the other's hello.
+    pub fn authenticate<F, Fut>(mut self, check: F) -> Self
+    where
+        F: Fn(AuthRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = bool> + Send + 'static,
+    {
+        self.check = Some(Arc::new(move |request| Box::pin(check(request))));
+        self
+    }
+
+    /// [`authenticate`](Self::authenticate) with the built-in check: the hello must carry
+    /// `token` (1 to 512 bytes), compared in constant time.
+    pub fn require_token(self, token: impl Into<Bytes>) -> Result<Self, ConnectError> {
+        let want = crate::auth::checked_token(token.into())?;
+        Ok(self.authenticate(move |request: AuthRequest| {
+            let admitted = request
+                .token
+                .is_some_and(|got| crate::auth::same(&got, &want));
+            core::future::ready(admitted)
+        }))
     }
 
     /// Serves the router's methods on every connection made from now on: service `T`'s,
@@ -65,12 +105,35 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             calls: S::FINGERPRINT,
             capabilities: CAP_ANSWERS_PINGS,
         };
-        let theirs = match tokio::time::timeout(
-            self.config.hello_timeout,
-            hello(&sender, &mut receiver, ours),
-        )
-        .await
-        {
+        let exchange = async {
+            match &self.check {
+                // Checking: the peer's hello first, ours only if it passes.
+                Some(check) => {
+                    let (theirs, token) = recv_hello(&mut receiver).await?;
+                    let request = AuthRequest {
+                        connection: connection.clone(),
+                        token,
+                    };
+                    if !check(request).await {
+                        let why = Message::new(
+                            Kind::ERROR,
+                            0,
+                            ErrorCode::UNAUTHENTICATED.0,
+                            Bytes::from_static(b"unauthenticated"),
+                        );
+                        let _ = sender.send(why).await;
+                        return Err(ConnectError::Unauthenticated);
+                    }
+                    send_hello(&sender, &ours, self.token.as_deref()).await?;
+                    Ok(theirs)
+                }
+                None => {
+                    send_hello(&sender, &ours, self.token.as_deref()).await?;
+                    Ok(recv_hello(&mut receiver).await?.0)
+                }
+            }
+        };
+        let theirs = match tokio::time::timeout(self.config.hello_timeout, exchange).await {
             Ok(Ok(theirs)) => theirs,
             Ok(Err(e)) => {
                 sender.close();
@@ -156,20 +219,32 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
     }
 }
 
-/// Sends our hello and takes the peer's.
-async fn hello<T: LinkSender, R: LinkReceiver>(
+/// Sends this end's hello, with its token if it has one.
+async fn send_hello<T: LinkSender>(
     sender: &T,
-    receiver: &mut R,
-    ours: Hello,
-) -> Result<Hello, ConnectError> {
+    ours: &Hello,
+    token: Option<&[u8]>,
+) -> Result<(), ConnectError> {
+    let args = match token {
+        Some(token) => {
+            let mut buf = [0u8; HELLO_LEN + 2 + MAX_TOKEN];
+            let n = ours
+                .encode_with_token(token, &mut buf)
+                .map_err(ConnectError::Malformed)?;
+            Bytes::copy_from_slice(&buf[..n])
+        }
+        None => Bytes::copy_from_slice(&ours.encode()),
+    };
     sender
-        .send(Message::new(
-            Kind::HELLO,
-            0,
-            0,
-            Bytes::copy_from_slice(&ours.encode()),
-        ))
-        .await?;
+        .send(Message::new(Kind::HELLO, 0, 0, args))
+        .await
+        .map_err(ConnectError::from)
+}
+
+/// Takes the peer's hello, and the token it carries.
+async fn recv_hello<R: LinkReceiver>(
+    receiver: &mut R,
+) -> Result<(Hello, Option<Bytes>), ConnectError> {
     let message = receiver.recv().await?;
     // A stream link holds the first frame to this already; a datagram link is checked
     // here.
@@ -184,7 +259,16 @@ async fn hello<T: LinkSender, R: LinkReceiver>(
         ));
     }
     match message.head.kind {
-        Kind::HELLO => Hello::parse(&message.args).map_err(ConnectError::Malformed),
+        Kind::HELLO => {
+            let hello = Hello::parse(&message.args).map_err(ConnectError::Malformed)?;
+            let token = Hello::token(&message.args)
+                .map_err(ConnectError::Malformed)?
+                .map(|t| message.args.slice_ref(t));
+            Ok((hello, token))
+        }
+        Kind::ERROR if message.head.method == ErrorCode::UNAUTHENTICATED.0 => {
+            Err(ConnectError::Unauthenticated)
+        }
         Kind::ERROR => Err(ConnectError::Refused(
             String::from_utf8_lossy(&message.args).into_owned(),
         )),

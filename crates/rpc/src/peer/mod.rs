@@ -19,8 +19,11 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
 use volley_proto::wire::frame;
 use volley_proto::wire::rpc::{
-    CAP_ANSWERS_PINGS, ErrorCode, Head, Hello, Kind, MAX_HELLO_FRAME, WIRE_VERSION,
+    CAP_ANSWERS_PINGS, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN,
+    WIRE_VERSION,
 };
+
+use crate::auth::{AuthRequest, Check};
 
 use crate::codec::{Bincode, Codec, CodecError};
 use crate::config::Config;

@@ -209,3 +209,31 @@ proptest! {
         let _ = Hello::parse(&bytes);
     }
 }
+
+#[test]
+fn a_hello_carries_a_token_after_its_fields() {
+    let hello = Hello {
+        version: WIRE_VERSION,
+        codec: CodecId::BINCODE2,
+        max_message: 1 << 20,
+        credit: 8,
+        fingerprint: 1,
+        calls: 2,
+        capabilities: 0,
+    };
+    let mut out = [0u8; HELLO_LEN + 2 + MAX_TOKEN];
+    let n = hello.encode_with_token(b"secret", &mut out).unwrap();
+    assert_eq!(Hello::parse(&out[..n]), Ok(hello));
+    assert_eq!(Hello::token(&out[..n]), Ok(Some(&b"secret"[..])));
+    assert_eq!(Hello::token(&hello.encode()), Ok(None), "no token");
+    // A length past the bytes, or over the limit, is an error, not a read past the end.
+    assert!(Hello::token(&out[..n - 1]).is_err());
+    let mut long = out;
+    long[HELLO_LEN..HELLO_LEN + 2].copy_from_slice(&(MAX_TOKEN as u16 + 1).to_le_bytes());
+    assert!(matches!(Hello::token(&long), Err(Error::TooLarge { .. })));
+    assert!(
+        hello
+            .encode_with_token(&[0; MAX_TOKEN + 1], &mut out)
+            .is_err()
+    );
+}

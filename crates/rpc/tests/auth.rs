@@ -1,0 +1,109 @@
+//! Authentication at the hello: a server that checks tokens admits the right one and
+//! refuses a missing or wrong one at once, with a typed error at the client.
+
+use core::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use volley_rpc::link::framed::FramedLink;
+use volley_rpc::server::{Listener, listener_config};
+use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, ServerHandle, serve};
+
+mod common;
+use common::{Echo, Seen, Test, server_router, within};
+
+async fn server(endpoint: Endpoint<Test>) -> (ServerHandle, SocketAddr) {
+    let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))
+        .await
+        .unwrap();
+    let server = serve(endpoint, listener);
+    let addr = server.local_addr().unwrap();
+    (server, addr)
+}
+
+async fn client(
+    addr: SocketAddr,
+    token: Option<&str>,
+) -> Result<volley_rpc::Peer<Test>, ConnectError> {
+    let mut endpoint = Endpoint::<Test>::new(Config::default()).unwrap();
+    if let Some(token) = token {
+        endpoint = endpoint.token(token.to_owned()).unwrap();
+    }
+    endpoint
+        .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+        .await
+}
+
+#[tokio::test]
+async fn a_token_check_admits_the_right_token_only() {
+    within(30, async {
+        let endpoint = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(Arc::new(Seen::default())))
+            .require_token("s3cret")
+            .unwrap();
+        let (_server, addr) = server(endpoint).await;
+        let good = client(addr, Some("s3cret")).await.unwrap();
+        assert_eq!(good.call::<Echo>(&"in".into()).await.unwrap(), "in");
+        for token in [None, Some("s3creT"), Some("s3cret-and-more")] {
+            let refused = client(addr, token).await.unwrap_err();
+            assert!(
+                matches!(refused, ConnectError::Unauthenticated),
+                "{token:?}: {refused}"
+            );
+            assert_eq!(refused.to_string(), "unauthenticated");
+        }
+        // The refusals cost the admitted connection nothing.
+        assert_eq!(good.call::<Echo>(&"still".into()).await.unwrap(), "still");
+    })
+    .await;
+}
+
+/// What a check saw: the peer's address and its token.
+type Checked = (Option<SocketAddr>, Option<Vec<u8>>);
+
+#[tokio::test]
+async fn a_check_sees_the_address_and_the_token() {
+    within(30, async {
+        let seen: Arc<Mutex<Vec<Checked>>> = Arc::default();
+        let log = seen.clone();
+        let endpoint = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(Arc::new(Seen::default())))
+            .authenticate(move |request: AuthRequest| {
+                let log = log.clone();
+                async move {
+                    let token = request.token.map(|t| t.to_vec());
+                    let admit = token.as_deref() == Some(b"ok".as_slice());
+                    log.lock()
+                        .unwrap()
+                        .push((request.connection.peer_addr, token));
+                    admit
+                }
+            });
+        let (_server, addr) = server(endpoint).await;
+        client(addr, Some("ok")).await.unwrap();
+        assert!(matches!(
+            client(addr, Some("no")).await,
+            Err(ConnectError::Unauthenticated)
+        ));
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            seen.iter()
+                .all(|(a, _)| a.is_some_and(|a| a.ip().is_loopback()))
+        );
+        assert_eq!(seen[0].1.as_deref(), Some(b"ok".as_slice()));
+        assert_eq!(seen[1].1.as_deref(), Some(b"no".as_slice()));
+    })
+    .await;
+}
+
+#[test]
+fn tokens_are_checked_before_anything_connects() {
+    let empty = Endpoint::<Test>::new(Config::default()).unwrap().token("");
+    assert!(matches!(empty, Err(ConnectError::Config(_))));
+    let long = Endpoint::<Test>::new(Config::default())
+        .unwrap()
+        .require_token(vec![7u8; 513]);
+    assert!(matches!(long, Err(ConnectError::Config(_))));
+}
