@@ -176,11 +176,9 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         Fut: Future<Output = Result<Reply<M::Output>, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.insert::<M>(move |message: Message, peer: Peer<R, C>| -> HandlerFuture {
+        self.insert::<M, _, _>(move |args, message, peer| {
             let handler = handler.clone();
-            Box::pin(async move {
-                let args: M::Args = C::decode(&message.args)
-                    .map_err(|e| HandlerError::with_code(ErrorCode::DECODE, e))?;
+            async move {
                 let call = Call {
                     args,
                     segments: message.segments,
@@ -190,7 +188,7 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
                 };
                 let reply = handler(call).await?;
                 encode_reply(&peer, &reply.value, reply.segments).await
-            })
+            }
         })
     }
 
@@ -205,11 +203,9 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         Fut: Future<Output = Result<M::Output, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.insert::<M>(move |message: Message, peer: Peer<R, C>| -> HandlerFuture {
+        self.insert::<M, _, _>(move |args, message, peer| {
             let handler = handler.clone();
-            Box::pin(async move {
-                let args: M::Args = C::decode(&message.args)
-                    .map_err(|e| HandlerError::with_code(ErrorCode::DECODE, e))?;
+            async move {
                 let parked = Parked {
                     peer: &peer,
                     call_id: message.head.call_id,
@@ -218,14 +214,27 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
                 let value = handler(cx, args).await;
                 let segments = parked.take();
                 encode_reply(&peer, &value?, segments).await
-            })
+            }
         })
     }
 
-    fn insert<M: Method<Service = S>>(
-        mut self,
-        erased: impl Fn(Message, Peer<R, C>) -> HandlerFuture + Send + Sync + 'static,
-    ) -> Self {
+    /// Adds `run` as `M`'s handler, behind the step every handler shares: decoding the
+    /// arguments (a failure answered `DECODE`), and the box that erases its type.
+    fn insert<M, F, Fut>(mut self, run: F) -> Self
+    where
+        M: Method<Service = S>,
+        F: Fn(M::Args, Message, Peer<R, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Encoded, HandlerError>> + Send + 'static,
+    {
+        let erased = move |message: Message, peer: Peer<R, C>| -> HandlerFuture {
+            match C::decode::<M::Args>(&message.args) {
+                Ok(args) => Box::pin(run(args, message, peer)),
+                Err(e) => Box::pin(core::future::ready(Err(HandlerError::with_code(
+                    ErrorCode::DECODE,
+                    e,
+                )))),
+            }
+        };
         let previous = self
             .routes
             .handlers

@@ -190,11 +190,14 @@ impl Framed {
         ty: u8,
         id: u32,
         head: &[u8],
-        segments: Vec<Bytes>,
+        mut segments: Vec<Bytes>,
     ) -> Result<(), Error> {
-        self.shared
-            .enqueue(ty, id, head, Payload::Many(segments))
-            .await
+        let first = if segments.is_empty() {
+            Bytes::new()
+        } else {
+            segments.remove(0)
+        };
+        self.send_parts(ty, id, head, first, segments).await
     }
 
     /// [`Framed::send_segments`] with the payload as a first piece and the rest (so a

@@ -43,10 +43,9 @@ impl Outgoing {
 pub(crate) enum Payload {
     /// Bytes in memory.
     Mem(Bytes),
-    /// Several pieces of memory, back to back (the writer splits them up).
-    Many(Vec<Bytes>),
-    /// A first piece, then several more: [`Payload::Many`] without putting the first in
-    /// the list (which would allocate when the list is full).
+    /// Pieces of memory, back to back (the writer splits them up): a first piece and the
+    /// rest, so a caller holding them apart (arguments and segments) need not put the
+    /// first in the list, which would allocate when the list is full.
     Parts(Bytes, Vec<Bytes>),
     /// A file region.
     File(FileRegion),
@@ -56,7 +55,6 @@ impl Payload {
     pub(crate) fn len(&self) -> usize {
         match self {
             Self::Mem(bytes) => bytes.len(),
-            Self::Many(pieces) => pieces.iter().map(Bytes::len).sum(),
             Self::Parts(first, rest) => first.len() + rest.iter().map(Bytes::len).sum::<usize>(),
             Self::File(region) => region.len(),
         }
@@ -66,7 +64,7 @@ impl Payload {
     pub(crate) fn in_memory(&self) -> usize {
         match self {
             Self::Mem(bytes) => bytes.len(),
-            Self::Many(_) | Self::Parts(..) => self.len(),
+            Self::Parts(..) => self.len(),
             Self::File(_) => 0,
         }
     }

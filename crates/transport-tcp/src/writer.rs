@@ -9,7 +9,7 @@ use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -31,19 +31,6 @@ const FILE_CHUNK: usize = 256 * 1024;
 pub(crate) fn current_thread() -> bool {
     tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
-}
-
-/// [`stage`] for each piece of a payload in pieces.
-fn stage_pieces(
-    pieces: impl IntoIterator<Item = Bytes>,
-    threshold: usize,
-    small: &mut BytesMut,
-    segments: &mut VecDeque<Payload>,
-    shared: &Shared,
-) {
-    for piece in pieces {
-        stage(Payload::Mem(piece), threshold, small, segments, shared);
-    }
 }
 
 /// Adds one payload to what is to be written: copied into `small` if it is under the
@@ -141,11 +128,15 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
             small.extend_from_slice(out.head.as_slice());
             match out.payload {
                 Payload::Parts(first, rest) => {
-                    let pieces = core::iter::once(first).chain(rest);
-                    stage_pieces(pieces, threshold, &mut small, &mut segments, &shared);
-                }
-                Payload::Many(pieces) => {
-                    stage_pieces(pieces, threshold, &mut small, &mut segments, &shared);
+                    for piece in core::iter::once(first).chain(rest) {
+                        stage(
+                            Payload::Mem(piece),
+                            threshold,
+                            &mut small,
+                            &mut segments,
+                            &shared,
+                        );
+                    }
                 }
                 payload => stage(payload, threshold, &mut small, &mut segments, &shared),
             }
@@ -190,9 +181,7 @@ async fn write_all<W: AsyncWrite + SendFile + Unpin>(
                 segments.pop_front();
                 continue;
             }
-            Payload::Many(_) | Payload::Parts(..) => {
-                unreachable!("`stage` splits pieces into segments")
-            }
+            Payload::Parts(..) => unreachable!("`stage` splits pieces into segments"),
             Payload::Mem(first) if !vectored => {
                 // A stream that does not forward vectored writes would write one slice
                 // per call anyway; say so by writing them one at a time.

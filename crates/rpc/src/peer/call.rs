@@ -219,14 +219,21 @@ impl<S: Service, C: Codec> Peer<S, C> {
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
     ) -> Result<Message, CallError> {
-        if let Some(cause) = self.inner.failure.get() {
-            return Err(CallError::ConnectionLost {
-                method: M::NAME,
-                cause: cause.clone(),
-            });
-        }
+        // Before waiting for a buffer: a call on an ended connection fails at once.
+        self.alive::<M>()?;
         let buf = self.inner.pool.get().await;
         self.message_in::<M>(buf, kind, args, segments, deadline)
+    }
+
+    /// `Ok` while the connection is up; else the error a call of `M` gets.
+    fn alive<M: Method<Service = S>>(&self) -> Result<(), CallError> {
+        match self.inner.failure.get() {
+            Some(cause) => Err(CallError::ConnectionLost {
+                method: M::NAME,
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// [`message`](Self::message) with the buffer in hand.
@@ -238,12 +245,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
     ) -> Result<Message, CallError> {
-        if let Some(cause) = self.inner.failure.get() {
-            return Err(CallError::ConnectionLost {
-                method: M::NAME,
-                cause: cause.clone(),
-            });
-        }
+        self.alive::<M>()?;
         C::encode(args, &mut buf).map_err(|source| CallError::Encode {
             method: M::NAME,
             source,
