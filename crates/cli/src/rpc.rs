@@ -10,9 +10,12 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use volley_rpc::bench::{self, Bench, BenchState, Spec, Workload};
+use volley_rpc::link::LinkError;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::udp::UdpLink;
-use volley_rpc::{Config, Endpoint, serve};
+use volley_rpc::tls::rustls::ClientConfig;
+use volley_rpc::tls::{self, Roots, ServerName, TlsListener};
+use volley_rpc::{Config, ConnectError, Endpoint, serve};
 use volley_transport_tcp::Listener;
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
@@ -24,8 +27,9 @@ const HEAD_ROOM: usize = 4096;
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve the built-in bench service (echo, put, get, send) until SIGINT or SIGTERM.
-    /// Prints `listening tcp=ADDR` (or `listening udp=ADDR`) once it accepts. No authentication, no encryption:
-    /// keep it on loopback unless the network is yours.
+    /// Prints `listening tcp=ADDR` (or `listening udp=ADDR`) once it accepts. Encrypted
+    /// with --tls-cert and --tls-key (TCP), authenticated with --auth-token-file or
+    /// --client-ca; without them, keep it on loopback unless the network is yours.
     Serve(ServeArgs),
     /// Drive a bench server, check every reply, and end with the line
     /// `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M`.
@@ -72,6 +76,17 @@ pub(crate) struct ServeArgs {
     /// as unauthenticated.
     #[arg(long, value_name = "FILE")]
     auth_token_file: Option<PathBuf>,
+    /// Speak TLS 1.3 with this certificate chain (PEM, the server's own first); needs
+    /// --tls-key. TCP only.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: admit only clients presenting a certificate signed by a CA in this PEM
+    /// file. Needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
     #[command(flatten)]
     timeouts: Timeouts,
 }
@@ -182,8 +197,52 @@ pub(crate) struct BenchArgs {
     /// Send the token in this file's first line (without its line ending) in the hello.
     #[arg(long, value_name = "FILE")]
     auth_token_file: Option<PathBuf>,
+    /// Speak TLS 1.3, trusting only the certificates in this PEM file (a private CA, or
+    /// the server's own self-signed certificate). TCP only.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls")]
+    tls_ca: Option<PathBuf>,
+    /// Speak TLS 1.3, trusting the system's root certificates.
+    #[arg(long)]
+    tls: bool,
+    /// The name to check in the server's certificate; by default the IP of --connect,
+    /// which the certificate must then list as an IP address (as curl does).
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// A client certificate chain (PEM) for mutual TLS; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     #[command(flatten)]
     timeouts: Timeouts,
+}
+
+impl BenchArgs {
+    /// The client's TLS settings and the name to check, if it speaks TLS; TLS options
+    /// without TLS, or with UDP, are refused with the reason.
+    fn tls(&self) -> anyhow::Result<Option<(Arc<ClientConfig>, ServerName<'static>)>> {
+        let roots = match (&self.tls_ca, self.tls) {
+            (Some(path), _) => Roots::File(path),
+            (None, true) => Roots::System,
+            (None, false) => {
+                if self.server_name.is_some() || self.tls_cert.is_some() {
+                    bail!("--server-name and --tls-cert need TLS: add --tls-ca FILE or --tls");
+                }
+                return Ok(None);
+            }
+        };
+        if self.transport == Transport::Udp {
+            bail!("TLS (--tls-ca, --tls) runs over TCP: --transport udp has no TLS");
+        }
+        let identity = self.tls_cert.as_deref().zip(self.tls_key.as_deref());
+        let config = tls::client_config(roots, identity).context("TLS settings")?;
+        let name = match &self.server_name {
+            Some(name) => tls::server_name(name).context("--server-name")?,
+            None => ServerName::IpAddress(self.connect.ip().into()),
+        };
+        Ok(Some((config, name)))
+    }
 }
 
 /// The token in `path`'s first line, without its line ending; an empty one is refused.
@@ -217,6 +276,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(read_token)
         .transpose()?;
+    let handshake_timeout = config.hello_timeout;
     let state = Arc::new(BenchState::default());
     let mut endpoint = Endpoint::<Bench>::new(config)
         .context("rpc settings")?
@@ -224,6 +284,15 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(token) = token {
         endpoint = endpoint.require_token(token).context("--auth-token-file")?;
     }
+    let tls_config = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            if args.transport == Transport::Udp {
+                bail!("TLS (--tls-cert) runs over TCP: --transport udp has no TLS");
+            }
+            Some(tls::server_config(cert, key, args.client_ca.as_deref()).context("TLS settings")?)
+        }
+        _ => None,
+    };
     let (server, name) = match args.transport {
         Transport::Tcp => {
             // Fits: range-checked to 65536.
@@ -232,7 +301,14 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
             let listener = Listener::bind_tcp(args.listen, listener_config)
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
-            (serve(endpoint, listener), "tcp")
+            let server = match tls_config {
+                Some(config) => serve(
+                    endpoint,
+                    TlsListener::new(listener, config).handshake_timeout(handshake_timeout),
+                ),
+                None => serve(endpoint, listener),
+            };
+            (server, "tcp")
         }
         Transport::Udp => {
             let mut channel_config = args.timeouts.channel(ChannelConfig::server());
@@ -276,6 +352,21 @@ async fn wait(server: &volley_rpc::ServerHandle) -> anyhow::Result<()> {
     bail!("the rpc server stopped accepting connections")
 }
 
+/// A failed hello over TCP, saying so when the server looks like a TLS one and this end
+/// spoke plain: it answered with a TLS record, or closed without a word.
+fn plain_meets_tls(e: ConnectError, tls: bool, addr: SocketAddr) -> anyhow::Error {
+    match e {
+        ConnectError::Link(LinkError::PeerSpeaksTls) if !tls => {
+            anyhow::anyhow!("rpc hello with {addr}: the server speaks TLS (use --tls-ca)")
+        }
+        ConnectError::Link(LinkError::Closed) if !tls => anyhow::anyhow!(
+            "rpc hello with {addr}: the server closed the connection during the hello; \
+             perhaps the server speaks TLS (use --tls-ca)"
+        ),
+        e => anyhow::Error::new(e).context(format!("rpc hello with {addr}")),
+    }
+}
+
 async fn drive(args: BenchArgs) -> anyhow::Result<()> {
     let payload = args.payload as usize;
     let config = args.timeouts.apply(Config::default())?;
@@ -285,18 +376,27 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
             .token(read_token(path)?)
             .context("--auth-token-file")?;
     }
+    let tls = args.tls()?;
     let peer = match args.transport {
         Transport::Tcp => {
-            let link = tokio::time::timeout(
-                Duration::from_secs(10),
-                FramedLink::connect_tcp(args.connect, MAX_MESSAGE),
-            )
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!("cannot connect to {}: no answer within 10 s", args.connect)
-            })?
-            .with_context(|| format!("cannot connect to {}", args.connect))?;
-            endpoint.connect(link).await
+            let link = async {
+                match &tls {
+                    Some((config, name)) => {
+                        tls::connect(args.connect, name.clone(), config.clone(), MAX_MESSAGE).await
+                    }
+                    None => FramedLink::connect_tcp(args.connect, MAX_MESSAGE).await,
+                }
+            };
+            let link = tokio::time::timeout(Duration::from_secs(10), link)
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!("cannot connect to {}: no answer within 10 s", args.connect)
+                })?
+                .with_context(|| format!("cannot connect to {}", args.connect))?;
+            endpoint
+                .connect(link)
+                .await
+                .map_err(|e| plain_meets_tls(e, tls.is_some(), args.connect))?
         }
         Transport::Udp => {
             let any: SocketAddr = if args.connect.is_ipv4() {
@@ -312,10 +412,12 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
                 .connect(args.connect)
                 .await
                 .with_context(|| format!("cannot connect to {}", args.connect))?;
-            endpoint.connect(UdpLink::new(connection)).await
+            endpoint
+                .connect(UdpLink::new(connection))
+                .await
+                .with_context(|| format!("rpc hello with {}", args.connect))?
         }
-    }
-    .with_context(|| format!("rpc hello with {}", args.connect))?;
+    };
     let limit = peer.peer_hello().max_message as usize;
     if payload + HEAD_ROOM > limit {
         bail!(

@@ -109,6 +109,8 @@ pub mod router;
 pub mod server;
 #[doc(hidden)]
 pub mod service;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use array::LeArray;
 pub use auth::AuthRequest;

@@ -15,12 +15,13 @@ use tokio::task::{JoinHandle, JoinSet};
 #[cfg(feature = "tcp")]
 use volley_proto::wire::rpc::{ErrorCode, Kind};
 #[cfg(feature = "tcp")]
-use volley_transport_tcp::{Accepted, Admission, Role, ServerConfig};
+use volley_transport_tcp::{Admission, Role, ServerConfig};
 
 use crate::codec::Codec;
-use crate::link::MessageLink;
+use crate::error::ConnectError;
 #[cfg(feature = "tcp")]
 use crate::link::framed::{self, FramedLink};
+use crate::link::{LinkError, MessageLink};
 #[cfg(feature = "tcp")]
 use crate::link::{LinkSender, Message};
 use crate::peer::Endpoint;
@@ -126,7 +127,7 @@ async fn accept_framed(listener: &Listener) -> Option<io::Result<(FramedLink, St
                     "rpc connection refused: no free connection slot",
                     &PeerHost(refused.peer.clone()),
                 );
-                tokio::spawn(refuse(refused));
+                tokio::spawn(refuse(FramedLink::new(refused.framed, refused.incoming)));
                 continue;
             }
             Err(e) => return Some(Err(e)),
@@ -213,7 +214,7 @@ pub const NO_SLOT: &str = "no free connection slot";
 #[cfg(feature = "tcp")]
 /// A peer's host, without its port: what rate-limited warnings count by, since each
 /// connection of one attacker comes from a port of its own.
-struct PeerHost(volley_transport_tcp::Peer);
+pub(crate) struct PeerHost(pub(crate) volley_transport_tcp::Peer);
 
 #[cfg(feature = "tcp")]
 impl core::fmt::Display for PeerHost {
@@ -229,8 +230,8 @@ impl core::fmt::Display for PeerHost {
 /// Tells a peer past `max_connections` why (an error reply in place of the hello, which
 /// the client reports as "the server refused: no free connection slot"), then closes its
 /// connection both ways; the listener's linger bounds how long that takes.
-async fn refuse(refused: Accepted) {
-    let (sender, _receiver) = FramedLink::new(refused.framed, refused.incoming).split();
+pub(crate) async fn refuse(link: FramedLink) {
+    let (sender, _receiver) = link.split();
     let why = Message::new(
         Kind::ERROR,
         0,
@@ -252,6 +253,10 @@ async fn run_connection<S: Service, C: Codec, L: MessageLink>(
 ) {
     let peer = match endpoint.connect(link).await {
         Ok(peer) => peer,
+        Err(ConnectError::Link(LinkError::PeerSpeaksTls)) => {
+            crate::log::warn_limited("a TLS client on a plain port", &who);
+            return;
+        }
         Err(e) => {
             tracing::debug!(peer = %who, "rpc connection refused at the hello: {e}");
             crate::log::warn_limited(

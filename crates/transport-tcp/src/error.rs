@@ -33,6 +33,11 @@ pub enum Error {
     /// The peer sent bytes that are not a frame; the stream cannot be trusted after it.
     #[error("the peer sent a malformed frame: {0}")]
     Protocol(#[source] volley_proto::wire::Error),
+    /// The peer's first bytes are a TLS record, not a frame: it speaks TLS on a stream
+    /// that expects frames (checked only for a first frame held to
+    /// [`Config::first_frame_max`](crate::Config::first_frame_max)).
+    #[error("the peer speaks TLS (its first bytes are a TLS record, not a frame)")]
+    PeerSpeaksTls,
     /// A request too large to frame.
     #[error("request of {len} bytes exceeds the {max}-byte frame limit")]
     TooLarge {

@@ -113,6 +113,9 @@ pub use error::Error;
 pub use framed::{Framed, Incoming, TrySendError};
 pub use frames::{Frame, Reply};
 pub use sendfile::FileRegion;
-pub use server::{Accepted, Admission, Listener, ListenerStats, Peer, ServerConfig};
+pub use server::{
+    Accepted, AcceptedStream, Admission, Listener, ListenerStats, Peer, Seat, ServerConfig,
+    Unframed,
+};
 pub use shared::FRAME_COST;
 pub use stats::Stats;

@@ -24,6 +24,16 @@ const SPARE_BUFFERS: usize = 16;
 /// Reads of `read_chunk` each buffer takes before the largest frame's room.
 const READS_PER_BUFFER: usize = 4;
 
+/// A malformed frame, or, in place of the first frame, a TLS record: a TLS peer on a
+/// stream that expects frames is told apart from a broken one.
+fn protocol(e: volley_proto::wire::Error, first: bool, bytes: &[u8]) -> Error {
+    if first && volley_proto::wire::frame::looks_like_tls(bytes) {
+        Error::PeerSpeaksTls
+    } else {
+        Error::Protocol(e)
+    }
+}
+
 pub(crate) async fn run<R: AsyncRead + Unpin>(
     mut reader: R,
     shared: Arc<Shared>,
@@ -48,7 +58,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
     loop {
         let current = match decoder.frame_len(&buffers.current) {
             Ok(total) => total,
-            Err(e) => return shared.fail(Error::Protocol(e)),
+            Err(e) => return shared.fail(protocol(e, first, &buffers.current)),
         };
         let plan = buffers.plan(current);
         if plan.fresh {
@@ -105,7 +115,7 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             let (ty, id, used) = match decoder.decode(&buffers.current) {
                 Ok(Some((frame, used))) => (frame.ty, frame.id, used),
                 Ok(None) => break,
-                Err(e) => return shared.fail(Error::Protocol(e)),
+                Err(e) => return shared.fail(protocol(e, first, &buffers.current)),
             };
             frames += 1;
             if first {

@@ -15,7 +15,10 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{Config, Role};
+use tokio::io::{AsyncRead, AsyncWrite};
+
 use crate::framed::{Framed, Incoming};
+use crate::sendfile::Plain;
 use crate::shared::{WriteMemory, lock};
 
 /// How a [`Listener`] accepts.
@@ -80,14 +83,108 @@ pub struct Accepted {
     pub peer: Peer,
 }
 
-/// What [`Listener::accept_or_refuse`] gives.
+/// What [`Listener::accept_or_refuse`] gives ([`Accepted`] connections), or
+/// [`Listener::accept_unframed_or_refuse`] ([`Unframed`] streams).
 #[derive(Debug)]
-pub enum Admission {
+pub enum Admission<T = Accepted> {
     /// A connection that holds one of the `max_connections` slots.
-    Accepted(Accepted),
+    Accepted(T),
     /// A connection past `max_connections`, holding no slot: tell the peer why, then
     /// [`Framed::close_both`]. Its [`Config::linger`] bounds how long it stays open.
-    Full(Accepted),
+    Full(T),
+}
+
+impl<T> Admission<T> {
+    /// The same admission of what `f` makes of its connection.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Admission<U> {
+        match self {
+            Self::Accepted(t) => Admission::Accepted(f(t)),
+            Self::Full(t) => Admission::Full(f(t)),
+        }
+    }
+}
+
+/// A stream accepted but not yet framed, for a layer that runs over it first (a TLS
+/// handshake): [`Listener::accept_unframed_or_refuse`]. Its [`Seat`] holds the
+/// connection's slot until the framed connection made from it ends (or the seat is
+/// dropped).
+#[derive(Debug)]
+pub struct Unframed {
+    /// The stream: TCP (Nagle's algorithm off, keep-alive on) or Unix.
+    pub stream: AcceptedStream,
+    /// Who it is.
+    pub peer: Peer,
+    /// What the framed connection is started with.
+    pub seat: Seat,
+}
+
+/// An accepted stream.
+#[derive(Debug)]
+pub enum AcceptedStream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// A Unix socket.
+    Unix(UnixStream),
+}
+
+/// A listener's connection slot (if the connection got one), its memory for queued
+/// frames and its connection settings: [`Seat::frame`] starts a framed connection with
+/// them over any stream.
+#[derive(Debug)]
+pub struct Seat {
+    slot: Option<OwnedSemaphorePermit>,
+    memory: Arc<WriteMemory>,
+    config: Config,
+}
+
+impl Seat {
+    /// Starts a framed connection over the halves of any stream (a TLS stream split in
+    /// two), with the listener's connection settings, slot and memory.
+    pub fn frame<R, W>(self, reader: R, writer: W) -> (Framed, Incoming)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Framed::start(
+            reader,
+            Plain(writer),
+            self.config,
+            self.slot,
+            Some(self.memory),
+        )
+    }
+
+    /// The settings its framed connection gets.
+    pub fn config(&self) -> Config {
+        self.config
+    }
+}
+
+impl Unframed {
+    /// Frames the stream as it is (a plain connection; over TCP and Unix sockets file
+    /// regions go by `sendfile(2)`).
+    pub fn frame(self) -> Accepted {
+        let Seat {
+            slot,
+            memory,
+            config,
+        } = self.seat;
+        let (framed, incoming) = match self.stream {
+            AcceptedStream::Tcp(stream) => {
+                let (read, write) = stream.into_split();
+                Framed::start(read, write, config, slot, Some(memory))
+            }
+            AcceptedStream::Unix(stream) => {
+                let (read, write) = stream.into_split();
+                Framed::start(read, write, config, slot, Some(memory))
+            }
+        };
+        Accepted {
+            framed,
+            incoming,
+            peer: self.peer,
+        }
+    }
 }
 
 /// Counts kept by a [`Listener`].
@@ -124,11 +221,6 @@ pub struct Listener {
 enum Inner {
     Tcp(TcpListener),
     Unix(UnixListener),
-}
-
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
 }
 
 impl Listener {
@@ -203,10 +295,16 @@ impl Listener {
     /// [`ServerConfig::max_refusals_per_second`] a second. Past that rate the one
     /// connection accepted waits for a slot (the backlog holds the others).
     pub async fn accept_or_refuse(&self) -> io::Result<Admission> {
+        Ok(self.accept_unframed_or_refuse().await?.map(Unframed::frame))
+    }
+
+    /// As [`Listener::accept_or_refuse`], but the stream is handed over unframed, for a
+    /// layer that runs over it first (a TLS handshake), with the [`Seat`] that frames it.
+    pub async fn accept_unframed_or_refuse(&self) -> io::Result<Admission<Unframed>> {
         let (stream, peer) = self.accept_stream().await?;
         loop {
             if let Ok(slot) = self.open.clone().try_acquire_owned() {
-                return Ok(Admission::Accepted(self.start(stream, peer, Some(slot))));
+                return Ok(Admission::Accepted(self.unframed(stream, peer, Some(slot))));
             }
             let next_second = {
                 let mut refusals = lock(&self.refusals);
@@ -223,7 +321,7 @@ impl Listener {
             };
             let Some(next_second) = next_second else {
                 self.refused.fetch_add(1, Ordering::Relaxed);
-                return Ok(Admission::Full(self.start(stream, peer, None)));
+                return Ok(Admission::Full(self.unframed(stream, peer, None)));
             };
             // Refused enough this second: wait for a slot, or for the next second.
             tokio::select! {
@@ -231,7 +329,7 @@ impl Listener {
                     let slot = slot.map_err(|_| {
                         io::Error::other("the listener's connection slots were closed")
                     })?;
-                    return Ok(Admission::Accepted(self.start(stream, peer, Some(slot))));
+                    return Ok(Admission::Accepted(self.unframed(stream, peer, Some(slot))));
                 }
                 () = tokio::time::sleep_until(next_second.into()) => {}
             }
@@ -241,22 +339,24 @@ impl Listener {
     /// Accepts the next connection, holding `slot` (if any) for as long as it is open.
     async fn accept_with(&self, slot: Option<OwnedSemaphorePermit>) -> io::Result<Accepted> {
         let (stream, peer) = self.accept_stream().await?;
-        Ok(self.start(stream, peer, slot))
+        Ok(self.unframed(stream, peer, slot).frame())
     }
 
     /// The next stream from the listener, pausing while out of file descriptors.
-    async fn accept_stream(&self) -> io::Result<(Stream, Peer)> {
+    async fn accept_stream(&self) -> io::Result<(AcceptedStream, Peer)> {
         let mut pause = Duration::from_millis(5);
         loop {
             let accepted = match &self.inner {
-                Inner::Tcp(listener) => listener
-                    .accept()
-                    .await
-                    .map(|(stream, addr)| (Stream::Tcp(stream), Peer::Tcp(addr))),
+                Inner::Tcp(listener) => listener.accept().await.map(|(stream, addr)| {
+                    // Each only fails on a socket already dead; its reader says so.
+                    let _ = stream.set_nodelay(true);
+                    let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive());
+                    (AcceptedStream::Tcp(stream), Peer::Tcp(addr))
+                }),
                 Inner::Unix(listener) => listener
                     .accept()
                     .await
-                    .map(|(stream, _)| (Stream::Unix(stream), Peer::Unix)),
+                    .map(|(stream, _)| (AcceptedStream::Unix(stream), Peer::Unix)),
             };
             match accepted {
                 Ok(accepted) => {
@@ -278,26 +378,21 @@ impl Listener {
         }
     }
 
-    /// Starts a framed connection over an accepted stream.
-    fn start(&self, stream: Stream, peer: Peer, slot: Option<OwnedSemaphorePermit>) -> Accepted {
-        let config = self.config.connection;
-        let (framed, incoming) = match stream {
-            Stream::Tcp(stream) => {
-                // Each only fails on a socket already dead; its reader says so.
-                let _ = stream.set_nodelay(true);
-                let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive());
-                let (read, write) = stream.into_split();
-                Framed::start(read, write, config, slot, Some(self.memory.clone()))
-            }
-            Stream::Unix(stream) => {
-                let (read, write) = stream.into_split();
-                Framed::start(read, write, config, slot, Some(self.memory.clone()))
-            }
-        };
-        Accepted {
-            framed,
-            incoming,
+    /// An accepted stream with its seat.
+    fn unframed(
+        &self,
+        stream: AcceptedStream,
+        peer: Peer,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Unframed {
+        Unframed {
+            stream,
             peer,
+            seat: Seat {
+                slot,
+                memory: self.memory.clone(),
+                config: self.config.connection,
+            },
         }
     }
 

@@ -19,6 +19,14 @@ pub const MIN_LENGTH: u32 = 5;
 /// a length field of at most 256 KiB (its SFTP_MAX_MSG_LENGTH), so 256 KiB + 4.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 256 * 1024 + LENGTH_LEN;
 
+/// Whether `bytes` (the first a peer sent) begin as a TLS record would: a handshake
+/// (0x16) or alert (0x15) record of TLS 1.0 to 1.3 (0x03, then 0x01..=0x04). Read as a
+/// frame header they claim hundreds of megabytes, so a stream that expects frames can
+/// tell a TLS peer from a broken one.
+pub fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, 0x01..=0x04, ..])
+}
+
 /// A frame's fixed header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Header {

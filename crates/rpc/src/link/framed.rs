@@ -83,6 +83,13 @@ impl FramedLink {
         self
     }
 
+    /// The same link, with `connection` as what handlers learn of it.
+    #[must_use]
+    pub fn with_connection(mut self, connection: ConnectionInfo) -> Self {
+        self.connection = connection;
+        self
+    }
+
     /// Connects over TCP to `addr` with [`config`]'s settings.
     pub async fn connect_tcp(addr: SocketAddr, max_message: usize) -> io::Result<Self> {
         let (framed, incoming) =

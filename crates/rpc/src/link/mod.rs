@@ -117,6 +117,9 @@ pub enum LinkError {
     /// The peer sent bytes that are not an RPC message.
     #[error("the peer sent a malformed rpc message: {0}")]
     Malformed(#[from] volley_proto::wire::Error),
+    /// The peer's first bytes are a TLS record: it speaks TLS, this end does not.
+    #[error("the peer speaks TLS (its first bytes are a TLS record, not an rpc hello)")]
+    PeerSpeaksTls,
     /// The peer sent a frame that is not RPC.
     #[error("the peer sent a frame of type {0:#04x}, not an rpc message")]
     NotRpc(u8),
@@ -151,7 +154,10 @@ impl LinkError {
 #[cfg(feature = "tcp")]
 impl From<volley_transport_tcp::Error> for LinkError {
     fn from(error: volley_transport_tcp::Error) -> Self {
-        Self::transport(error)
+        match error {
+            volley_transport_tcp::Error::PeerSpeaksTls => Self::PeerSpeaksTls,
+            error => Self::transport(error),
+        }
     }
 }
 
@@ -172,15 +178,33 @@ pub trait MessageLink: Send + 'static {
     }
 }
 
-/// What is known of a connection: the peer's address where the link has one. More may
-/// be added (a TLS identity, an authentication result), so it is built with
-/// [`ConnectionInfo::new`] and its `with_` methods.
+/// What is known of a connection: the peer's address where the link has one, and what
+/// TLS says of the peer. More may be added, so it is built with [`ConnectionInfo::new`]
+/// and its `with_` methods.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionInfo {
     /// The address the peer connects from (TCP, UDP); `None` for a Unix socket or an
     /// in-process link.
     pub peer_addr: Option<core::net::SocketAddr>,
+    /// The peer's TLS identity; `None` when the link is not TLS.
+    pub tls: Option<TlsIdentity>,
+}
+
+/// What a TLS handshake established about the peer (feature `tls` fills it in).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsIdentity {
+    /// The peer's own (leaf) certificate in DER, checked against the trusted roots;
+    /// `None` if it presented none (a client where the server asks for no certificate).
+    pub certificate: Option<Bytes>,
+    /// The DNS names among the certificate's subject alternative names.
+    pub dns_names: Vec<String>,
+    /// The URI names among them (a SPIFFE id, for example). IP addresses among them are
+    /// not listed: read them from [`certificate`](Self::certificate).
+    pub uri_names: Vec<String>,
+    /// The TLS version negotiated ("TLSv1_3").
+    pub version: String,
 }
 
 impl ConnectionInfo {
@@ -193,6 +217,13 @@ impl ConnectionInfo {
     #[must_use]
     pub fn with_peer_addr(mut self, addr: core::net::SocketAddr) -> Self {
         self.peer_addr = Some(addr);
+        self
+    }
+
+    /// With the peer's TLS identity.
+    #[must_use]
+    pub fn with_tls(mut self, identity: TlsIdentity) -> Self {
+        self.tls = Some(identity);
         self
     }
 }
