@@ -100,10 +100,10 @@ fn examples() -> Result<(), String> {
     Ok(())
 }
 
-/// volley-rpc with each link feature (and `tls`) alone builds, without warnings, and with `tcp` alone
+/// volley-rpc with each link feature (and `tls`, `quic`) alone builds, without warnings, and with `tcp` alone
 /// its normal dependencies hold no UDP crate.
 fn features() -> Result<(), String> {
-    for features in ["tcp", "udp", "local", "tls"] {
+    for features in ["tcp", "udp", "local", "tls", "quic"] {
         exec(
             cargo()
                 .args([

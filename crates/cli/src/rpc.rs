@@ -13,6 +13,7 @@ use volley_rpc::bench::{self, Bench, BenchState, Spec, Workload};
 use volley_rpc::link::LinkError;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::udp::UdpLink;
+use volley_rpc::quic::{self, QuicListener};
 use volley_rpc::tls::rustls::ClientConfig;
 use volley_rpc::tls::{self, Roots, ServerName, TlsListener};
 use volley_rpc::{Config, ConnectError, Endpoint, serve};
@@ -27,7 +28,7 @@ const HEAD_ROOM: usize = 4096;
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve the built-in bench service (echo, put, get, send) until SIGINT or SIGTERM.
-    /// Prints `listening tcp=ADDR` (or `listening udp=ADDR`) once it accepts. Encrypted
+    /// Prints `listening tcp=ADDR` (or `udp=ADDR`, `quic=ADDR`) once it accepts. Encrypted
     /// with --tls-cert and --tls-key (TCP), authenticated with --auth-token-file or
     /// --client-ca; without them, keep it on loopback unless the network is yours.
     Serve(ServeArgs),
@@ -42,6 +43,9 @@ pub(crate) enum Transport {
     Tcp,
     /// volley's reliable UDP channel.
     Udp,
+    /// QUIC (quinn), always with TLS: the server needs --tls-cert and --tls-key, the
+    /// client --tls-ca or --tls.
+    Quic,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -226,6 +230,9 @@ impl BenchArgs {
             (Some(path), _) => Roots::File(path),
             (None, true) => Roots::System,
             (None, false) => {
+                if self.transport == Transport::Quic {
+                    bail!("--transport quic is always encrypted: add --tls-ca FILE or --tls");
+                }
                 if self.server_name.is_some() || self.tls_cert.is_some() {
                     bail!("--server-name and --tls-cert need TLS: add --tls-ca FILE or --tls");
                 }
@@ -233,7 +240,7 @@ impl BenchArgs {
             }
         };
         if self.transport == Transport::Udp {
-            bail!("TLS (--tls-ca, --tls) runs over TCP: --transport udp has no TLS");
+            bail!("TLS (--tls-ca, --tls) runs over TCP or QUIC: --transport udp has no TLS");
         }
         let identity = self.tls_cert.as_deref().zip(self.tls_key.as_deref());
         let config = tls::client_config(roots, identity).context("TLS settings")?;
@@ -287,9 +294,12 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
     let tls_config = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             if args.transport == Transport::Udp {
-                bail!("TLS (--tls-cert) runs over TCP: --transport udp has no TLS");
+                bail!("TLS (--tls-cert) runs over TCP or QUIC: --transport udp has no TLS");
             }
             Some(tls::server_config(cert, key, args.client_ca.as_deref()).context("TLS settings")?)
+        }
+        _ if args.transport == Transport::Quic => {
+            bail!("--transport quic is always encrypted: give --tls-cert FILE and --tls-key FILE")
         }
         _ => None,
     };
@@ -309,6 +319,18 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
                 None => serve(endpoint, listener),
             };
             (server, "tcp")
+        }
+        Transport::Quic => {
+            let tls = tls_config.expect("checked above: QUIC has TLS settings");
+            // Fits: range-checked to 65536.
+            let listener = QuicListener::bind(
+                args.listen,
+                tls,
+                &endpoint.config(),
+                args.max_connections as usize,
+            )
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+            (serve(endpoint, listener), "quic")
         }
         Transport::Udp => {
             let mut channel_config = args.timeouts.channel(ChannelConfig::server());
@@ -397,6 +419,16 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
                 .connect(link)
                 .await
                 .map_err(|e| plain_meets_tls(e, tls.is_some(), args.connect))?
+        }
+        Transport::Quic => {
+            let (tls, name) = tls.expect("checked by BenchArgs::tls: QUIC has TLS settings");
+            let link = quic::connect(args.connect, name, tls, &endpoint.config())
+                .await
+                .with_context(|| format!("cannot connect to {}", args.connect))?;
+            endpoint
+                .connect(link)
+                .await
+                .with_context(|| format!("rpc hello with {}", args.connect))?
         }
         Transport::Udp => {
             let any: SocketAddr = if args.connect.is_ipv4() {

@@ -205,3 +205,53 @@ async fn tls_options_are_refused_where_they_cannot_apply() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn quic_serve_and_bench_end_to_end() {
+    let dir = scratch_with_certificates("rpc-quic");
+    let (cert, key, ca) = (
+        path(&dir, "server.pem"),
+        path(&dir, "server.key"),
+        path(&dir, "ca.pem"),
+    );
+    let (_server, line) = spawn(&[
+        "rpc",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--transport",
+        "quic",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ])
+    .await;
+    let addr = line
+        .strip_prefix("listening quic=")
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    for extra in [
+        &["--calls", "300", "--concurrency", "16"][..],
+        &["--calls", "10", "--call", "put", "--payload", "1048576"],
+        &["--calls", "10", "--call", "get", "--payload", "1048576"],
+        &["--calls", "50", "--call", "send", "--payload", "65536"],
+    ] {
+        let mut args = vec!["--connect", &addr, "--transport", "quic", "--tls-ca", &ca];
+        args.extend_from_slice(extra);
+        let (ok, last, err) = bench(&args).await;
+        assert!(ok, "{args:?}: {err}");
+        assert!(last.contains(" failed=0 "), "{last}");
+    }
+    // QUIC is always encrypted: both ends say what is missing.
+    let (ok, err) = run(&["rpc", "serve", "--transport", "quic"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("give --tls-cert FILE and --tls-key FILE"),
+        "{err}"
+    );
+    let (ok, _, err) = bench(&["--connect", &addr, "--transport", "quic"]).await;
+    assert!(!ok);
+    assert!(err.contains("add --tls-ca FILE or --tls"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

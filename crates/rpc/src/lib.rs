@@ -104,6 +104,8 @@ pub mod link;
 pub mod log;
 pub mod peer;
 pub mod pool;
+#[cfg(feature = "quic")]
+pub mod quic;
 pub mod request;
 pub mod router;
 pub mod server;

@@ -71,13 +71,12 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::task::JoinSet;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use volley_transport_tcp::{AcceptedStream, Admission, Listener, Role, Seat, Unframed};
 
 use crate::link::framed::{self, FramedLink};
 use crate::link::{ConnectionInfo, TlsIdentity};
-use crate::server::{Incoming, PeerHost};
+use crate::server::{Handshakes, Incoming, PeerHost};
 
 pub use rustls;
 pub use rustls::pki_types::ServerName;
@@ -286,13 +285,20 @@ pub async fn connect(
 
 /// What the handshake established about the peer.
 fn identity(connection: &rustls::CommonState) -> TlsIdentity {
-    let leaf = connection.peer_certificates().and_then(<[_]>::first);
-    let mut identity = TlsIdentity {
-        certificate: leaf.map(|der| Bytes::copy_from_slice(der)),
-        version: connection
+    identity_of(
+        connection.peer_certificates().and_then(<[_]>::first),
+        connection
             .protocol_version()
             .map(|v| format!("{v:?}"))
             .unwrap_or_default(),
+    )
+}
+
+/// The identity a peer's leaf certificate (checked by the handshake) gives.
+pub(crate) fn identity_of(leaf: Option<&CertificateDer<'_>>, version: String) -> TlsIdentity {
+    let mut identity = TlsIdentity {
+        certificate: leaf.map(|der| Bytes::copy_from_slice(der)),
+        version,
         ..TlsIdentity::default()
     };
     if let Some(cert) = leaf.and_then(|der| webpki::EndEntityCert::try_from(der).ok()) {
@@ -311,7 +317,7 @@ pub struct TlsListener {
     listener: Arc<Listener>,
     acceptor: TlsAcceptor,
     handshake_timeout: Duration,
-    handshakes: JoinSet<Option<(FramedLink, String)>>,
+    handshakes: Handshakes<FramedLink>,
 }
 
 impl TlsListener {
@@ -321,7 +327,7 @@ impl TlsListener {
             listener: listener.into(),
             acceptor: TlsAcceptor::from(config),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-            handshakes: JoinSet::new(),
+            handshakes: Handshakes::new(),
         }
     }
 
@@ -337,27 +343,31 @@ impl TlsListener {
     pub fn listener(&self) -> &Arc<Listener> {
         &self.listener
     }
+}
 
-    fn start(&mut self, admission: Admission<Unframed>) {
-        let acceptor = self.acceptor.clone();
-        let timeout = self.handshake_timeout;
-        match admission {
-            Admission::Accepted(unframed) => {
-                self.handshakes
-                    .spawn(async move { handshake(acceptor, unframed, timeout).await });
-            }
-            Admission::Full(unframed) => {
-                crate::log::warn_limited(
-                    "rpc connection refused: no free connection slot",
-                    &PeerHost(unframed.peer.clone()),
-                );
-                self.handshakes.spawn(async move {
-                    if let Some((link, _)) = handshake(acceptor, unframed, timeout).await {
-                        crate::server::refuse(link).await;
-                    }
-                    None
-                });
-            }
+/// Starts the handshake of a connection just accepted.
+fn start(
+    handshakes: &mut Handshakes<FramedLink>,
+    acceptor: &TlsAcceptor,
+    timeout: Duration,
+    admission: Admission<Unframed>,
+) {
+    let acceptor = acceptor.clone();
+    match admission {
+        Admission::Accepted(unframed) => {
+            handshakes.spawn(async move { handshake(acceptor, unframed, timeout).await });
+        }
+        Admission::Full(unframed) => {
+            crate::log::warn_limited(
+                "rpc connection refused: no free connection slot",
+                &PeerHost(unframed.peer.clone()),
+            );
+            handshakes.spawn(async move {
+                if let Some((link, _)) = handshake(acceptor, unframed, timeout).await {
+                    crate::server::refuse(link).await;
+                }
+                None
+            });
         }
     }
 }
@@ -376,20 +386,14 @@ impl Incoming for TlsListener {
     type Link = FramedLink;
 
     async fn next(&mut self) -> Option<io::Result<(FramedLink, String)>> {
-        loop {
-            tokio::select! {
-                admission = self.listener.accept_unframed_or_refuse() => match admission {
-                    Ok(admission) => self.start(admission),
-                    Err(e) => return Some(Err(e)),
-                },
-                Some(done) = self.handshakes.join_next() => match done {
-                    Ok(Some(link)) => return Some(Ok(link)),
-                    Ok(None) => {}
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => {}
-                },
-            }
-        }
+        let (listener, acceptor, timeout) =
+            (&self.listener, &self.acceptor, self.handshake_timeout);
+        self.handshakes
+            .next(
+                || async { Some(listener.accept_unframed_or_refuse().await) },
+                |handshakes, admission| start(handshakes, acceptor, timeout, admission),
+            )
+            .await
     }
 
     fn local_addr(&self) -> Option<SocketAddr> {
