@@ -14,17 +14,15 @@
 
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU64, Ordering};
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
-use futures::{SinkExt, StreamExt};
+use bytes::Bytes;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use volley_rpc::bench::{self as service, Bench, BenchClient, BenchState, GetArgs, PutReply};
+use volley_rpc::bench::{self as service, Bench, BenchState};
 use volley_rpc::link::MessageLink;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local::{self, LocalLink};
@@ -38,34 +36,21 @@ use crate::harness::{Mode, Report, Table, median};
 
 mod artiq;
 mod costs;
+mod peers;
 mod servers;
 
 use artiq::{Arrivals, Artiq, artiq_router, artiq_table};
 use costs::{allocations, spinning};
-use servers::{RawCall, RawReply, Servers, TarpcBenchClient, start_servers};
-
-const MIB: usize = 1 << 20;
+use peers::{
+    MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run, raw_server,
+    tarpc_call, tarpc_serve, tcp, volley_call,
+};
+use servers::{RawCall, RawReply, Servers, start_servers};
 /// Pattern bytes: the largest payload plus room for every offset.
 const PATTERN: usize = MIB + 4096;
 
 // ---------------------------------------------------------------------------------------
 // The clients.
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Work {
-    Echo,
-    Put,
-    Get,
-}
-
-#[derive(Clone, Copy)]
-struct Workload {
-    name: &'static str,
-    work: Work,
-    payload: usize,
-    callers: usize,
-    calls: usize,
-}
 
 /// A connected client of one system.
 enum Client {
@@ -98,15 +83,6 @@ fn in_process(system: &str) -> bool {
     system.ends_with("in-process")
 }
 
-/// A loopback TCP stream with TCP_NODELAY, framed with length prefixes (raw and tarpc).
-async fn length_delimited(addr: SocketAddr) -> Framed<TcpStream, LengthDelimitedCodec> {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    LengthDelimitedCodec::builder()
-        .max_frame_length(64 * MIB)
-        .new_framed(stream)
-}
-
 /// A volley connection over `link`, after its hello.
 async fn volley<S: Service, C: Codec, L: MessageLink>(config: Config, link: L) -> Peer<S, C> {
     Endpoint::new(config)
@@ -122,27 +98,21 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
         pool,
         ..Config::default()
     };
-    let tcp = |addr| async move {
+    let framed = |addr| async move {
         FramedLink::connect_tcp(addr, 16 * MIB)
             .await
             .expect("connect")
     };
     match system {
-        "raw tokio" => Client::Raw(Arc::new(tokio::sync::Mutex::new(
-            length_delimited(servers.raw).await,
+        "raw tokio" => Client::Raw(Arc::new(tokio::sync::Mutex::new(length_delimited(
+            tcp(servers.raw).await,
+        )))),
+        "tarpc" => Client::Tarpc(peers::tarpc_client(length_delimited(
+            tcp(servers.tarpc).await,
         ))),
-        "tarpc" => {
-            let transport = tarpc::serde_transport::new(
-                length_delimited(servers.tarpc).await,
-                tarpc::tokio_serde::formats::Bincode::default(),
-            );
-            Client::Tarpc(
-                TarpcBenchClient::new(tarpc::client::Config::default(), transport).spawn(),
-            )
-        }
-        "volley tcp" => Client::Volley(volley(config, tcp(servers.volley).await).await),
+        "volley tcp" => Client::Volley(volley(config, framed(servers.volley).await).await),
         "volley tcp postcard" => {
-            Client::Postcard(volley(config, tcp(servers.postcard).await).await)
+            Client::Postcard(volley(config, framed(servers.postcard).await).await)
         }
         "volley unix" => Client::Volley(
             volley(
@@ -197,73 +167,6 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// `w.callers` tasks, caller k making calls k, k + C, ... one at a time.
-async fn callers<F, Fut>(w: Workload, call: F) -> Result<(), String>
-where
-    F: Fn(u64) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), String>> + Send + 'static,
-{
-    let call = Arc::new(call);
-    let mut tasks = Vec::new();
-    for k in 0..w.callers {
-        let call = call.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in (k..w.calls).step_by(w.callers) {
-                call(i as u64).await?;
-            }
-            Ok::<(), String>(())
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| e.to_string())??;
-    }
-    Ok(())
-}
-
-fn check(ok: bool, what: &str) -> Result<(), String> {
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("{what}: wrong reply"))
-    }
-}
-
-async fn volley_call<C: Codec>(
-    peer: Peer<Bench, C>,
-    w: Workload,
-    index: u64,
-    pattern: Bytes,
-) -> Result<(), String> {
-    let bench = BenchClient::new(peer);
-    let start = service::offset(index);
-    match w.work {
-        Work::Echo => {
-            let v = bench.echo(index).await.map_err(|e| e.to_string())?;
-            check(v == index, "echo")
-        }
-        Work::Put => {
-            let body = pattern.slice(start..start + w.payload);
-            let want = PutReply {
-                len: w.payload as u64,
-                hash: xxhash_rust::xxh3::xxh3_64(&body),
-            };
-            let r = bench.put().segment(body).await.map_err(|e| e.to_string())?;
-            check(r == want, "put")
-        }
-        Work::Get => {
-            let args = GetArgs {
-                index,
-                len: w.payload as u64,
-            };
-            let r = bench.get(args).reply().await.map_err(|e| e.to_string())?;
-            check(
-                r.segments.len() == 1 && r.segments[0] == pattern[start..start + w.payload],
-                "get",
-            )
-        }
-    }
-}
-
 /// A call of the raw in-process anchor: a tokio mpsc queue there, a oneshot back.
 async fn raw_local_call(
     tx: tokio::sync::mpsc::Sender<RawCall>,
@@ -294,104 +197,6 @@ async fn raw_local_call(
         ),
         RawReply::Get(bytes) => check(bytes == pattern[start..start + w.payload], "get"),
     }
-}
-
-async fn tarpc_call(
-    c: TarpcBenchClient,
-    w: Workload,
-    index: u64,
-    pattern: Bytes,
-) -> Result<(), String> {
-    let ctx = tarpc::context::current();
-    let start = service::offset(index);
-    match w.work {
-        Work::Echo => {
-            let v = c.echo(ctx, index).await.map_err(|e| e.to_string())?;
-            check(v == index, "echo")
-        }
-        Work::Put => {
-            let body = pattern.slice(start..start + w.payload);
-            let want = (w.payload as u64, xxhash_rust::xxh3::xxh3_64(&body));
-            let r = c.put(ctx, body).await.map_err(|e| e.to_string())?;
-            check(r == want, "put")
-        }
-        Work::Get => {
-            let r = c
-                .get(ctx, index, w.payload as u64)
-                .await
-                .map_err(|e| e.to_string())?;
-            check(r == pattern[start..start + w.payload], "get")
-        }
-    }
-}
-
-/// The raw baseline: `w.callers` frames outstanding on the one connection, a new one sent
-/// as each reply comes, replies checked in order.
-async fn raw_run(
-    framed: &tokio::sync::Mutex<Framed<TcpStream, LengthDelimitedCodec>>,
-    w: Workload,
-    pattern: &Bytes,
-) -> Result<(), String> {
-    let mut framed = framed.lock().await;
-    let request = |index: u64| {
-        let op = match w.work {
-            Work::Echo => 1u8,
-            Work::Put => 2,
-            Work::Get => 3,
-        };
-        let mut out = BytesMut::with_capacity(17 + 8);
-        out.extend_from_slice(&[op]);
-        out.extend_from_slice(&index.to_le_bytes());
-        out.extend_from_slice(&(w.payload as u64).to_le_bytes());
-        let start = service::offset(index);
-        match w.work {
-            Work::Echo => out.extend_from_slice(&index.to_le_bytes()),
-            Work::Put => out.extend_from_slice(&pattern[start..start + w.payload]),
-            Work::Get => {}
-        }
-        out.freeze()
-    };
-    let mut expected = VecDeque::new();
-    let mut sent = 0u64;
-    while sent < w.callers.min(w.calls) as u64 {
-        framed
-            .feed(request(sent))
-            .await
-            .map_err(|e| e.to_string())?;
-        expected.push_back(sent);
-        sent += 1;
-    }
-    SinkExt::<Bytes>::flush(&mut *framed)
-        .await
-        .map_err(|e| e.to_string())?;
-    while let Some(index) = expected.pop_front() {
-        let reply = framed
-            .next()
-            .await
-            .ok_or("raw: connection closed")?
-            .map_err(|e| e.to_string())?;
-        let start = service::offset(index);
-        let ok = match w.work {
-            Work::Echo => reply[..] == index.to_le_bytes(),
-            Work::Put => {
-                let body = &pattern[start..start + w.payload];
-                reply.len() == 16
-                    && reply[..8] == (w.payload as u64).to_le_bytes()
-                    && reply[8..] == xxhash_rust::xxh3::xxh3_64(body).to_le_bytes()
-            }
-            Work::Get => reply[..] == pattern[start..start + w.payload],
-        };
-        check(ok, "raw")?;
-        if sent < w.calls as u64 {
-            framed
-                .send(request(sent))
-                .await
-                .map_err(|e| e.to_string())?;
-            expected.push_back(sent);
-            sent += 1;
-        }
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

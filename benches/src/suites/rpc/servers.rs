@@ -5,36 +5,6 @@
 use super::*;
 
 // ---------------------------------------------------------------------------------------
-// tarpc, as its users write it (Bytes through serde, TCP_NODELAY set by us).
-
-#[tarpc::service]
-pub(super) trait TarpcBench {
-    async fn echo(value: u64) -> u64;
-    async fn put(body: Bytes) -> (u64, u64);
-    async fn get(index: u64, len: u64) -> Bytes;
-}
-
-#[derive(Clone)]
-struct TarpcServer {
-    pattern: Bytes,
-}
-
-impl TarpcBench for TarpcServer {
-    async fn echo(self, _: tarpc::context::Context, value: u64) -> u64 {
-        value
-    }
-
-    async fn put(self, _: tarpc::context::Context, body: Bytes) -> (u64, u64) {
-        (body.len() as u64, xxhash_rust::xxh3::xxh3_64(&body))
-    }
-
-    async fn get(self, _: tarpc::context::Context, index: u64, len: u64) -> Bytes {
-        let start = service::offset(index);
-        self.pattern.slice(start..start + len as usize)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // The servers, all on one current-thread runtime.
 
 pub(super) struct Servers {
@@ -111,26 +81,9 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let tarpc_addr = tarpc_listener.local_addr().expect("address");
         let tarpc_pattern = pattern.clone();
         tokio::spawn(async move {
-            use tarpc::server::Channel;
             while let Ok((stream, _)) = tarpc_listener.accept().await {
                 let _ = stream.set_nodelay(true);
-                let framed = LengthDelimitedCodec::builder()
-                    .max_frame_length(64 * MIB)
-                    .new_framed(stream);
-                let transport = tarpc::serde_transport::new(
-                    framed,
-                    tarpc::tokio_serde::formats::Bincode::default(),
-                );
-                let server = TarpcServer {
-                    pattern: tarpc_pattern.clone(),
-                };
-                tokio::spawn(
-                    tarpc::server::BaseChannel::with_defaults(transport)
-                        .execute(server.serve())
-                        .for_each(|response| async move {
-                            tokio::spawn(response);
-                        }),
-                );
+                tarpc_serve(length_delimited(stream), tarpc_pattern.clone());
             }
         });
 
@@ -181,42 +134,6 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         };
         (servers, (v, p, u, a))
     })
-}
-
-/// The raw baseline's server: one task per connection, frames answered in order.
-/// A frame is `op u8 | index u64 | len u64 | payload`.
-async fn raw_server(stream: TcpStream, pattern: Bytes) {
-    let mut framed = LengthDelimitedCodec::builder()
-        .max_frame_length(64 * MIB)
-        .new_framed(stream);
-    while let Some(Ok(frame)) = framed.next().await {
-        if frame.len() < 17 {
-            return;
-        }
-        let index = u64::from_le_bytes(frame[1..9].try_into().expect("8 bytes"));
-        let len = u64::from_le_bytes(frame[9..17].try_into().expect("8 bytes")) as usize;
-        let reply = match frame[0] {
-            1 => frame.freeze().slice(17..),
-            2 => {
-                let body = &frame[17..];
-                let mut out = BytesMut::with_capacity(16);
-                out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-                out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
-                out.freeze()
-            }
-            _ => {
-                let start = service::offset(index);
-                pattern.slice(start..start + len)
-            }
-        };
-        // Feed while more frames are ready, flush when none is: as a careful user would.
-        if framed.feed(reply).await.is_err() {
-            return;
-        }
-        if framed.read_buffer().is_empty() && SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
-            return;
-        }
-    }
 }
 
 /// The raw in-process anchor's server: one task answering the queue's calls in order.

@@ -1,0 +1,313 @@
+//! The rpc suite's workloads and the peers it runs them on that do not depend on the
+//! transport: the raw length-delimited baseline (server and client), tarpc as its users
+//! write it, and a call of volley's bench service, each generic over the stream. The TLS
+//! rows (`benches/tls`, outside the workspace) include this same file.
+
+use core::net::SocketAddr;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use volley_rpc::bench::{self as service, Bench, BenchClient, GetArgs, PutReply};
+use volley_rpc::{Codec, Peer};
+
+/// A mebibyte.
+pub(crate) const MIB: usize = 1 << 20;
+
+/// What a call does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// 8 bytes there and back.
+    Echo,
+    /// A payload up; its length and xxh3 back.
+    Put,
+    /// A slice of the pattern back.
+    Get,
+}
+
+/// A workload: calls of one kind by some callers on one connection.
+#[derive(Clone, Copy)]
+pub(crate) struct Workload {
+    pub(crate) name: &'static str,
+    pub(crate) work: Work,
+    pub(crate) payload: usize,
+    pub(crate) callers: usize,
+    pub(crate) calls: usize,
+}
+
+/// A loopback TCP stream with TCP_NODELAY (raw and tarpc).
+pub(crate) async fn tcp(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    stream
+}
+
+/// Any stream framed with length prefixes (raw and tarpc).
+pub(crate) fn length_delimited<S: AsyncRead + AsyncWrite>(
+    stream: S,
+) -> Framed<S, LengthDelimitedCodec> {
+    LengthDelimitedCodec::builder()
+        .max_frame_length(64 * MIB)
+        .new_framed(stream)
+}
+
+/// `w.callers` tasks, caller k making calls k, k + C, ... one at a time.
+pub(crate) async fn callers<F, Fut>(w: Workload, call: F) -> Result<(), String>
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let call = Arc::new(call);
+    let mut tasks = Vec::new();
+    for k in 0..w.callers {
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (k..w.calls).step_by(w.callers) {
+                call(i as u64).await?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+/// `Ok` if the reply was right.
+pub(crate) fn check(ok: bool, what: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: wrong reply"))
+    }
+}
+
+/// One call of volley's bench service, its reply checked.
+pub(crate) async fn volley_call<C: Codec>(
+    peer: Peer<Bench, C>,
+    w: Workload,
+    index: u64,
+    pattern: Bytes,
+) -> Result<(), String> {
+    let bench = BenchClient::new(peer);
+    let start = service::offset(index);
+    match w.work {
+        Work::Echo => {
+            let v = bench.echo(index).await.map_err(|e| e.to_string())?;
+            check(v == index, "echo")
+        }
+        Work::Put => {
+            let body = pattern.slice(start..start + w.payload);
+            let want = PutReply {
+                len: w.payload as u64,
+                hash: xxhash_rust::xxh3::xxh3_64(&body),
+            };
+            let r = bench.put().segment(body).await.map_err(|e| e.to_string())?;
+            check(r == want, "put")
+        }
+        Work::Get => {
+            let args = GetArgs {
+                index,
+                len: w.payload as u64,
+            };
+            let r = bench.get(args).reply().await.map_err(|e| e.to_string())?;
+            check(
+                r.segments.len() == 1 && r.segments[0] == pattern[start..start + w.payload],
+                "get",
+            )
+        }
+    }
+}
+
+/// One call of the tarpc service, its reply checked.
+pub(crate) async fn tarpc_call(
+    c: TarpcBenchClient,
+    w: Workload,
+    index: u64,
+    pattern: Bytes,
+) -> Result<(), String> {
+    let ctx = tarpc::context::current();
+    let start = service::offset(index);
+    match w.work {
+        Work::Echo => {
+            let v = c.echo(ctx, index).await.map_err(|e| e.to_string())?;
+            check(v == index, "echo")
+        }
+        Work::Put => {
+            let body = pattern.slice(start..start + w.payload);
+            let want = (w.payload as u64, xxhash_rust::xxh3::xxh3_64(&body));
+            let r = c.put(ctx, body).await.map_err(|e| e.to_string())?;
+            check(r == want, "put")
+        }
+        Work::Get => {
+            let r = c
+                .get(ctx, index, w.payload as u64)
+                .await
+                .map_err(|e| e.to_string())?;
+            check(r == pattern[start..start + w.payload], "get")
+        }
+    }
+}
+
+/// The raw baseline: `w.callers` frames outstanding on the one connection, a new one sent
+/// as each reply comes, replies checked in order.
+pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
+    framed: &tokio::sync::Mutex<Framed<S, LengthDelimitedCodec>>,
+    w: Workload,
+    pattern: &Bytes,
+) -> Result<(), String> {
+    let mut framed = framed.lock().await;
+    let request = |index: u64| {
+        let op = match w.work {
+            Work::Echo => 1u8,
+            Work::Put => 2,
+            Work::Get => 3,
+        };
+        let mut out = BytesMut::with_capacity(17 + 8);
+        out.extend_from_slice(&[op]);
+        out.extend_from_slice(&index.to_le_bytes());
+        out.extend_from_slice(&(w.payload as u64).to_le_bytes());
+        let start = service::offset(index);
+        match w.work {
+            Work::Echo => out.extend_from_slice(&index.to_le_bytes()),
+            Work::Put => out.extend_from_slice(&pattern[start..start + w.payload]),
+            Work::Get => {}
+        }
+        out.freeze()
+    };
+    let mut expected = VecDeque::new();
+    let mut sent = 0u64;
+    while sent < w.callers.min(w.calls) as u64 {
+        framed
+            .feed(request(sent))
+            .await
+            .map_err(|e| e.to_string())?;
+        expected.push_back(sent);
+        sent += 1;
+    }
+    SinkExt::<Bytes>::flush(&mut *framed)
+        .await
+        .map_err(|e| e.to_string())?;
+    while let Some(index) = expected.pop_front() {
+        let reply = framed
+            .next()
+            .await
+            .ok_or("raw: connection closed")?
+            .map_err(|e| e.to_string())?;
+        let start = service::offset(index);
+        let ok = match w.work {
+            Work::Echo => reply[..] == index.to_le_bytes(),
+            Work::Put => {
+                let body = &pattern[start..start + w.payload];
+                reply.len() == 16
+                    && reply[..8] == (w.payload as u64).to_le_bytes()
+                    && reply[8..] == xxhash_rust::xxh3::xxh3_64(body).to_le_bytes()
+            }
+            Work::Get => reply[..] == pattern[start..start + w.payload],
+        };
+        check(ok, "raw")?;
+        if sent < w.calls as u64 {
+            framed
+                .send(request(sent))
+                .await
+                .map_err(|e| e.to_string())?;
+            expected.push_back(sent);
+            sent += 1;
+        }
+    }
+    Ok(())
+}
+
+/// tarpc, as its users write it (Bytes through serde).
+#[tarpc::service]
+pub(crate) trait TarpcBench {
+    async fn echo(value: u64) -> u64;
+    async fn put(body: Bytes) -> (u64, u64);
+    async fn get(index: u64, len: u64) -> Bytes;
+}
+
+#[derive(Clone)]
+pub(crate) struct TarpcServer {
+    pub(crate) pattern: Bytes,
+}
+
+impl TarpcBench for TarpcServer {
+    async fn echo(self, _: tarpc::context::Context, value: u64) -> u64 {
+        value
+    }
+
+    async fn put(self, _: tarpc::context::Context, body: Bytes) -> (u64, u64) {
+        (body.len() as u64, xxhash_rust::xxh3::xxh3_64(&body))
+    }
+
+    async fn get(self, _: tarpc::context::Context, index: u64, len: u64) -> Bytes {
+        let start = service::offset(index);
+        self.pattern.slice(start..start + len as usize)
+    }
+}
+
+/// Serves tarpc on one framed connection, each request in a task of its own.
+pub(crate) fn tarpc_serve<S>(framed: Framed<S, LengthDelimitedCodec>, pattern: Bytes)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    use tarpc::server::Channel;
+    let transport =
+        tarpc::serde_transport::new(framed, tarpc::tokio_serde::formats::Bincode::default());
+    tokio::spawn(
+        tarpc::server::BaseChannel::with_defaults(transport)
+            .execute(TarpcServer { pattern }.serve())
+            .for_each(|response| async move {
+                tokio::spawn(response);
+            }),
+    );
+}
+
+/// A tarpc client on one framed connection.
+pub(crate) fn tarpc_client<S>(framed: Framed<S, LengthDelimitedCodec>) -> TarpcBenchClient
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let transport =
+        tarpc::serde_transport::new(framed, tarpc::tokio_serde::formats::Bincode::default());
+    TarpcBenchClient::new(tarpc::client::Config::default(), transport).spawn()
+}
+
+/// The raw baseline's server: one task per connection, frames answered in order.
+/// A frame is `op u8 | index u64 | len u64 | payload`.
+pub(crate) async fn raw_server<S: AsyncRead + AsyncWrite + Unpin>(stream: S, pattern: Bytes) {
+    let mut framed = length_delimited(stream);
+    while let Some(Ok(frame)) = framed.next().await {
+        if frame.len() < 17 {
+            return;
+        }
+        let index = u64::from_le_bytes(frame[1..9].try_into().expect("8 bytes"));
+        let len = u64::from_le_bytes(frame[9..17].try_into().expect("8 bytes")) as usize;
+        let reply = match frame[0] {
+            1 => frame.freeze().slice(17..),
+            2 => {
+                let body = &frame[17..];
+                let mut out = BytesMut::with_capacity(16);
+                out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+                out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+                out.freeze()
+            }
+            _ => {
+                let start = service::offset(index);
+                pattern.slice(start..start + len)
+            }
+        };
+        // Feed while more frames are ready, flush when none is: as a careful user would.
+        if framed.feed(reply).await.is_err() {
+            return;
+        }
+        if framed.read_buffer().is_empty() && SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
+            return;
+        }
+    }
+}
