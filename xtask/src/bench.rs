@@ -77,6 +77,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         );
     }
     build_release()?;
+    let tls_peers = if suites.iter().any(|s| s == "rpc") {
+        Some(build_tls_peers()?)
+    } else {
+        None
+    };
     let out_dir = root().join("target").join("bench");
     fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
@@ -98,8 +103,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         } else {
             &binary
         };
+        let mut command = Command::new(runner);
+        if let Some(tls_peers) = &tls_peers {
+            command.env("VOLLEY_BENCH_TLS", tls_peers);
+        }
         exec(
-            Command::new(runner)
+            command
                 .current_dir(root())
                 .env("VOLLEY_PYTHON", peers::venv_python())
                 .args([suite.as_str(), mode, "--json"])
@@ -157,6 +166,21 @@ pub(crate) fn build_release() -> Result<(), String> {
         "volley-cli",
         "--bins",
     ]))
+}
+
+/// Builds the rpc suite's TLS and QUIC peers (`benches/tls`, outside the workspace so
+/// that the tests never build tonic) in release mode; returns the binary's path.
+fn build_tls_peers() -> Result<PathBuf, String> {
+    let manifest = root().join("benches").join("tls").join("Cargo.toml");
+    let target = root().join("target");
+    exec(
+        cargo()
+            .args(["build", "--release", "--locked", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target),
+    )?;
+    Ok(target.join("release").join("volley-bench-tls"))
 }
 
 fn read(path: &PathBuf) -> Result<String, String> {

@@ -339,6 +339,87 @@ pub(crate) fn run(mode: Mode) -> Report {
          answered in order by one task per connection (no request ids, no dispatch): the machine's baseline"
             .into(),
     );
+    tls_rows(mode, &mut report);
     let _ = std::fs::remove_dir_all(&dir);
     report
+}
+
+/// The columns of the TLS and QUIC table `volley-bench-tls` prints.
+const TLS_COLUMNS: [&str; 8] = [
+    "workload",
+    "system",
+    "calls/s",
+    "MiB/s",
+    "min..max calls/s",
+    "/ tarpc tls",
+    "/ tonic tls",
+    "/ anchor",
+];
+
+/// Runs the TLS and QUIC rows (`benches/tls`, built by `cargo xtask bench`, which names
+/// the binary in `VOLLEY_BENCH_TLS`) and adds their table, notes and data.
+fn tls_rows(mode: Mode, report: &mut Report) {
+    let Some(binary) = std::env::var_os("VOLLEY_BENCH_TLS") else {
+        report.notes.push(
+            "TLS and QUIC rows not run: they come from benches/tls, which `cargo xtask bench \
+             --suite rpc` builds (VOLLEY_BENCH_TLS names its binary)"
+                .into(),
+        );
+        report.failures += 1;
+        return;
+    };
+    let flag = match mode {
+        Mode::Quick => "--quick",
+        Mode::Full => "--full",
+    };
+    eprintln!(
+        "rpc: the TLS and QUIC rows ({})",
+        PathBuf::from(&binary).display()
+    );
+    let output = std::process::Command::new(&binary)
+        .arg(flag)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", PathBuf::from(&binary).display()));
+    if !output.status.success() {
+        report
+            .notes
+            .push(format!("the TLS and QUIC rows failed: {}", output.status));
+        report.failures += 1;
+        return;
+    }
+    let out: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("volley-bench-tls prints one JSON object");
+    let columns: Vec<&str> = out["columns"]
+        .as_array()
+        .map(|c| c.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(columns, TLS_COLUMNS, "volley-bench-tls's columns");
+    let rows = out["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            row.as_array()
+                .into_iter()
+                .flatten()
+                .map(|cell| cell.as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .collect();
+    report.tables.push(Table {
+        title: out["title"].as_str().unwrap_or("TLS and QUIC").to_owned(),
+        columns: TLS_COLUMNS.to_vec(),
+        rows,
+    });
+    for note in out["notes"].as_array().into_iter().flatten() {
+        report
+            .notes
+            .push(format!("TLS/QUIC: {}", note.as_str().unwrap_or_default()));
+    }
+    for point in out["data"].as_array().into_iter().flatten() {
+        let mut point = point.clone();
+        point["table"] = json!("tls");
+        report.data.push(point);
+    }
 }

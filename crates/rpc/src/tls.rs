@@ -118,6 +118,10 @@ pub enum TlsError {
 /// The ring provider, the only one volley uses (given explicitly, so that another
 /// provider compiled into the program changes nothing).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    // rustls 0.23.48 deprecates ring's provider for lacking post-quantum key exchange;
+    // ring is what volley settles on (no C toolchain, one provider everywhere), so the
+    // warning is silenced here, once.
+    #[allow(deprecated)]
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
