@@ -5,6 +5,7 @@ use core::hint::black_box;
 use core::time::Duration;
 use std::time::Instant;
 
+pub(crate) use crate::kit::{median, serve_on_thread};
 use serde_json::{Value, json};
 
 /// How long a run may take.
@@ -68,17 +69,6 @@ impl Samples {
 
     pub(crate) fn max(&self) -> f64 {
         self.ops_per_sec.iter().copied().fold(0.0, f64::max)
-    }
-}
-
-/// The median of some values (the mean of the middle two for an even count).
-pub(crate) fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
     }
 }
 
@@ -293,30 +283,6 @@ pub(crate) fn wrap_server(mut args: impl Iterator<Item = String>) -> Result<i32,
     std::fs::write(&out, format!("{}\n", children_cpu()))
         .map_err(|e| format!("cannot write {out}: {e}"))?;
     Ok(status.code().unwrap_or(1))
-}
-
-/// Runs servers on a thread of their own with a current-thread runtime: `make` starts
-/// them and gives back what the suite needs (`T`, sent back here) and what must stay
-/// alive for them to keep serving (`K`, held on that thread until the process ends).
-pub(crate) fn serve_on_thread<T, K, F, Fut>(make: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = (T, K)>,
-{
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async move {
-            let (ready, _keep) = make().await;
-            let _ = tx.send(ready);
-            futures::future::pending::<()>().await;
-        });
-    });
-    rx.recv().expect("the servers started")
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod charts;
 mod cli;
 mod compare;
 mod harness;
+mod kit;
 mod suites;
 
 #[global_allocator]

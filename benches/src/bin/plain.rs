@@ -13,6 +13,8 @@ mod cli;
 mod compare;
 #[path = "../harness.rs"]
 mod harness;
+#[path = "../kit.rs"]
+mod kit;
 #[path = "../suites/mod.rs"]
 mod suites;
 

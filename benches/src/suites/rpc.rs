@@ -33,6 +33,7 @@ use volley_rpc::{
 use volley_transport_tcp::Listener;
 
 use crate::harness::{Mode, Report, Table, median};
+use crate::kit;
 
 mod artiq;
 mod costs;
@@ -270,26 +271,19 @@ pub(crate) fn run(mode: Mode) -> Report {
         .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &servers, PoolConfig::default())))
         .collect();
     for w in workloads {
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
-        // One warm-up run each, then rounds in rotating order.
-        for (i, client) in clients.iter().enumerate() {
-            let warm = Workload {
-                calls: w.calls / 10 + 1,
-                ..w
+        let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
+            let w = if warm {
+                Workload {
+                    calls: w.calls / 10 + 1,
+                    ..w
+                }
+            } else {
+                w
             };
             runtime_of(i)
-                .block_on(measure(client, warm, &pattern))
-                .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name));
-        }
-        for round in 0..rounds {
-            for k in 0..SYSTEMS.len() {
-                let i = (k + round) % SYSTEMS.len();
-                let secs = runtime_of(i)
-                    .block_on(measure(&clients[i], w, &pattern))
-                    .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name));
-                rates[i].push(w.calls as f64 / secs);
-            }
-        }
+                .block_on(measure(&clients[i], w, &pattern))
+                .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))
+        });
         let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
         // Each anchor at its best runtime setup for this workload.
         let (raw, tarpc) = (medians[0].max(medians[1]), medians[2].max(medians[3]));
@@ -298,8 +292,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             let rate = medians[i];
             let raw = if in_process(system) { raw_local } else { raw };
             let mib = rate * w.payload as f64 / MIB as f64;
-            let lo = rates[i].iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = rates[i].iter().copied().fold(0.0, f64::max);
+            let (lo, hi) = kit::spread(&rates[i]);
             report.rows.push(vec![
                 w.name.into(),
                 (*system).into(),

@@ -30,6 +30,10 @@ use volley_rpc::{Config, Endpoint, Peer};
 #[allow(dead_code)]
 mod peers;
 
+#[path = "../../src/kit.rs"]
+#[allow(dead_code)]
+mod kit;
+
 mod grpc;
 mod servers;
 
@@ -237,16 +241,6 @@ fn certificates(dir: &Path) {
     std::fs::write(dir.join("server.key"), key.serialize_pem()).expect("write");
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
 /// The index of a system.
 fn at(name: &str) -> usize {
     SYSTEMS
@@ -297,26 +291,20 @@ fn main() {
     let mut data = Vec::new();
     let mut notes = Vec::new();
     for w in workloads {
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
-        for (i, client) in clients.iter().enumerate() {
-            let warm = Workload {
-                calls: w.calls / 10 + 1,
-                ..w
+        let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
+            let w = if warm {
+                Workload {
+                    calls: w.calls / 10 + 1,
+                    ..w
+                }
+            } else {
+                w
             };
             runtime_of(i)
-                .block_on(measure(client, warm, &pattern))
-                .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name));
-        }
-        for round in 0..rounds {
-            for k in 0..SYSTEMS.len() {
-                let i = (k + round) % SYSTEMS.len();
-                let secs = runtime_of(i)
-                    .block_on(measure(&clients[i], w, &pattern))
-                    .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name));
-                rates[i].push(w.calls as f64 / secs);
-            }
-        }
-        let m: Vec<f64> = rates.iter().map(|r| median(r)).collect();
+                .block_on(measure(&clients[i], w, &pattern))
+                .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))
+        });
+        let m: Vec<f64> = rates.iter().map(|r| kit::median(r)).collect();
         let best = |name: &str| m[at(name)].max(m[at(&format!("{name}, mt client"))]);
         let (raw, tarpc, tonic) = (
             best("raw tokio-rustls"),
@@ -331,8 +319,7 @@ fn main() {
             } else {
                 raw
             };
-            let lo = rates[i].iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = rates[i].iter().copied().fold(0.0, f64::max);
+            let (lo, hi) = kit::spread(&rates[i]);
             let mib = rate * w.payload as f64 / MIB as f64;
             rows.push(vec![
                 w.name.to_owned(),

@@ -42,20 +42,8 @@ pub struct Addrs {
 /// Starts every server on a thread of its own; returns their addresses.
 pub fn start(dir: &Path, pattern: Bytes) -> Addrs {
     let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async move {
-            // The handles keep volley's servers running.
-            let (addrs, _servers) = bind_all(&cert, &key, pattern).await;
-            tx.send(addrs).expect("the bench waits for the addresses");
-            std::future::pending::<()>().await;
-        });
-    });
-    rx.recv().expect("the servers started")
+    // The handles keep volley's servers running.
+    crate::kit::serve_on_thread(move || async move { bind_all(&cert, &key, pattern).await })
 }
 
 async fn tcp_listener() -> TcpListener {

@@ -62,7 +62,7 @@ use crate::config::Config;
 use crate::link::framed::{self, FramedLink};
 use crate::link::{ConnectionInfo, TlsIdentity};
 use crate::server::{Handshakes, Incoming};
-use crate::tls::{DEFAULT_HANDSHAKE_TIMEOUT, ServerName, rustls};
+use crate::tls::{DEFAULT_HANDSHAKE_TIMEOUT, ServerName, rustls, within};
 
 pub use quinn;
 
@@ -129,16 +129,12 @@ pub async fn connect(
         let (send, recv) = connection.open_bi().await.map_err(io::Error::other)?;
         io::Result::Ok((connection, send, recv))
     };
-    let (connection, send, recv) = tokio::time::timeout(DEFAULT_HANDSHAKE_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the QUIC handshake with {addr} did not finish within {DEFAULT_HANDSHAKE_TIMEOUT:?}"
-                ),
-            )
-        })??;
+    let (connection, send, recv) = within(
+        DEFAULT_HANDSHAKE_TIMEOUT,
+        format_args!("the QUIC handshake with {addr}"),
+        handshake,
+    )
+    .await?;
     Ok(link(
         connection,
         send,
@@ -380,12 +376,7 @@ async fn handshake(
         }
     };
     let (connection, send, recv) =
-        tokio::time::timeout(timeout, accept).await.map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the QUIC handshake did not finish within {timeout:?}"),
-            )
-        })??;
+        within(timeout, format_args!("the QUIC handshake"), accept).await?;
     Ok(link(
         connection,
         send,

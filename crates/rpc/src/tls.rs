@@ -263,16 +263,12 @@ pub async fn connect(
         stream.set_nodelay(true)?;
         TlsConnector::from(config).connect(name, stream).await
     };
-    let stream = tokio::time::timeout(DEFAULT_HANDSHAKE_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the TLS handshake with {addr} did not finish within {DEFAULT_HANDSHAKE_TIMEOUT:?}"
-                ),
-            )
-        })??;
+    let stream = within(
+        DEFAULT_HANDSHAKE_TIMEOUT,
+        format_args!("the TLS handshake with {addr}"),
+        handshake,
+    )
+    .await?;
     let identity = identity(stream.get_ref().1);
     let (reader, writer) = tokio::io::split(stream);
     let (framed, incoming) = volley_transport_tcp::Framed::new(
@@ -285,6 +281,26 @@ pub async fn connect(
             .with_peer_addr(addr)
             .with_tls(identity),
     ))
+}
+
+/// `handshake`'s outcome, or, past `timeout`, an error saying that `what` did not finish
+/// within it.
+pub(crate) fn within<T>(
+    timeout: Duration,
+    what: core::fmt::Arguments<'_>,
+    handshake: impl Future<Output = io::Result<T>>,
+) -> impl Future<Output = io::Result<T>> {
+    let what = what.to_string();
+    async move {
+        tokio::time::timeout(timeout, handshake)
+            .await
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{what} did not finish within {timeout:?}"),
+                )
+            })?
+    }
 }
 
 /// What the handshake established about the peer.
@@ -447,14 +463,12 @@ async fn over<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let stream = tokio::time::timeout(timeout, acceptor.accept(stream))
-        .await
-        .map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the TLS handshake did not finish within {timeout:?}"),
-            )
-        })??;
+    let stream = within(
+        timeout,
+        format_args!("the TLS handshake"),
+        acceptor.accept(stream),
+    )
+    .await?;
     let identity = identity(stream.get_ref().1);
     let (reader, writer) = tokio::io::split(stream);
     let (framed, incoming) = seat.frame(reader, writer);
