@@ -292,14 +292,7 @@ fn main() {
     let mut notes = Vec::new();
     for w in workloads {
         let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
-            let w = if warm {
-                Workload {
-                    calls: w.calls / 10 + 1,
-                    ..w
-                }
-            } else {
-                w
-            };
+            let w = if warm { w.warm_up() } else { w };
             runtime_of(i)
                 .block_on(measure(&clients[i], w, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))

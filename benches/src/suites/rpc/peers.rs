@@ -39,6 +39,16 @@ pub(crate) struct Workload {
     pub(crate) calls: usize,
 }
 
+impl Workload {
+    /// The warm-up run before the measured rounds: a tenth of the calls.
+    pub(crate) fn warm_up(self) -> Self {
+        Self {
+            calls: self.calls / 10 + 1,
+            ..self
+        }
+    }
+}
+
 /// A loopback TCP stream with TCP_NODELAY (raw and tarpc).
 pub(crate) async fn tcp(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).await.expect("connect");
