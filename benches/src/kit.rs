@@ -66,3 +66,18 @@ where
     });
     rx.recv().expect("the servers started")
 }
+
+/// The two runtimes clients are measured on: a current-thread one, and a 2-worker one
+/// ("mt client").
+pub(crate) fn client_runtimes() -> (tokio::runtime::Runtime, tokio::runtime::Runtime) {
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    (current, multi)
+}

@@ -206,15 +206,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     let dir = std::env::temp_dir().join(format!("volley-bench-rpc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let servers = start_servers(dir.clone());
-    let current = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    let multi = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let (current, multi) = kit::client_runtimes();
     let runtime_of = |i: usize| if SYSTEMS[i].1 { &multi } else { &current };
     let runtime = &current;
     let pattern = service::pattern(PATTERN);

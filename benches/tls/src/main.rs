@@ -261,15 +261,7 @@ fn main() {
         config: tls::client_config(Roots::File(&dir.join("ca.pem")), None).expect("TLS settings"),
         ca_pem: std::fs::read(dir.join("ca.pem")).expect("the CA"),
     };
-    let current = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    let multi = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let (current, multi) = kit::client_runtimes();
     let runtime_of = |i: usize| if SYSTEMS[i].1 { &multi } else { &current };
     let workloads = [
         ("8 B sequential", Work::Echo, 8, 1, 4000 * scale),
