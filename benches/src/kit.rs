@@ -13,13 +13,6 @@ pub(crate) fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// The lowest and highest of some values.
-pub(crate) fn spread(values: &[f64]) -> (f64, f64) {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(0.0, f64::max);
-    (lo, hi)
-}
-
 /// Rates of `systems` systems doing `calls` calls each, interleaved: `seconds(i, warm)`
 /// runs system `i` once (a warm-up run first, with `warm` set and its time ignored),
 /// then `rounds` rounds each run every system once in an order rotated by one a round,

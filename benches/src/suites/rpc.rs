@@ -276,21 +276,9 @@ pub(crate) fn run(mode: Mode) -> Report {
         for (i, (system, _)) in SYSTEMS.iter().enumerate() {
             let rate = medians[i];
             let raw = if in_process(system) { raw_local } else { raw };
-            let mib = rate * w.payload as f64 / MIB as f64;
-            let (lo, hi) = kit::spread(&rates[i]);
-            report.rows.push(vec![
-                w.name.into(),
-                (*system).into(),
-                format!("{rate:.0}"),
-                format!("{mib:.1}"),
-                format!("{lo:.0}..{hi:.0}"),
-                format!("{:.2}x", rate / tarpc),
-                format!("{:.2}x", rate / raw),
-            ]);
-            report.data.push(json!({
-                "workload": w.name, "system": system, "calls_per_sec": rate,
-                "mib_per_sec": mib, "rounds": rates[i],
-            }));
+            let (row, point) = w.row(system, rate, &rates[i], &[tarpc, raw]);
+            report.rows.push(row);
+            report.data.push(point);
         }
     }
     drop(clients);

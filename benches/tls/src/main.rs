@@ -304,22 +304,9 @@ fn main() {
             } else {
                 raw
             };
-            let (lo, hi) = kit::spread(&rates[i]);
-            let mib = rate * w.payload as f64 / MIB as f64;
-            rows.push(vec![
-                w.name.to_owned(),
-                (*system).to_owned(),
-                format!("{rate:.0}"),
-                format!("{mib:.1}"),
-                format!("{lo:.0}..{hi:.0}"),
-                format!("{:.2}x", rate / tarpc),
-                format!("{:.2}x", rate / tonic),
-                format!("{:.2}x", rate / anchor),
-            ]);
-            data.push(json!({
-                "workload": w.name, "system": system, "calls_per_sec": rate,
-                "mib_per_sec": mib, "rounds": rates[i],
-            }));
+            let (row, point) = w.row(system, rate, &rates[i], &[tarpc, tonic, anchor]);
+            rows.push(row);
+            data.push(point);
         }
         let (vs_tarpc, vs_tonic, vs_raw) = (volley / tarpc, volley / tonic, volley / raw);
         let verdict = |ok: bool| if ok { "met" } else { "NOT met" };

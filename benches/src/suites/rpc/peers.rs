@@ -40,6 +40,37 @@ pub(crate) struct Workload {
 }
 
 impl Workload {
+    /// A table row for `system` (its median `rate`, its rounds' `rates`, and `rate` over
+    /// each of `anchors`) and the data point the JSON report keeps.
+    pub(crate) fn row(
+        &self,
+        system: &str,
+        rate: f64,
+        rates: &[f64],
+        anchors: &[f64],
+    ) -> (Vec<String>, serde_json::Value) {
+        let mib = rate * self.payload as f64 / MIB as f64;
+        let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = rates.iter().copied().fold(0.0, f64::max);
+        let mut row = vec![
+            self.name.to_owned(),
+            system.to_owned(),
+            format!("{rate:.0}"),
+            format!("{mib:.1}"),
+            format!("{lo:.0}..{hi:.0}"),
+        ];
+        row.extend(
+            anchors
+                .iter()
+                .map(|anchor| format!("{:.2}x", rate / anchor)),
+        );
+        let point = serde_json::json!({
+            "workload": self.name, "system": system, "calls_per_sec": rate,
+            "mib_per_sec": mib, "rounds": rates,
+        });
+        (row, point)
+    }
+
     /// The warm-up run before the measured rounds: a tenth of the calls.
     pub(crate) fn warm_up(self) -> Self {
         Self {
