@@ -60,6 +60,7 @@ extern crate std;
 
 #[cfg(feature = "alloc")]
 pub mod channel;
+pub mod machine;
 pub mod time;
 #[cfg(feature = "alloc")]
 pub mod window;

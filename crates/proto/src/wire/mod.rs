@@ -70,7 +70,7 @@ pub mod scp;
 pub mod sdp;
 pub mod sftp;
 
-mod cursor;
+pub(crate) mod cursor;
 
 pub(crate) use cursor::{Counter, Reader, Sink, Writer, len_u32};
 
