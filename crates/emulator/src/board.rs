@@ -4,7 +4,6 @@
 
 use core::future::Future;
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::io;
 use std::sync::Arc;
@@ -13,11 +12,14 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinHandle;
 use volley_transport_udp::checks::{check_delay, check_fraction, panic_message};
 
-use crate::logic::Shared;
+use crate::logic::Fabric;
 use crate::serve::{serve_tcp, serve_udp};
 
 /// Where SDRAM starts on every chip.
 pub const SDRAM_BASE: u32 = 0x6000_0000;
+/// Where the same SDRAM is reached again without the write buffer (SC&MP reads and
+/// writes both).
+pub const SDRAM_UNBUFFERED: u32 = 0x7000_0000;
 /// SDRAM per chip: 128 MiB.
 pub const SDRAM_SIZE: u32 = 128 << 20;
 
@@ -60,7 +62,7 @@ pub struct BoardConfig {
 pub struct Board {
     udp_addr: SocketAddr,
     tcp_addr: Option<SocketAddr>,
-    shared: Arc<Shared>,
+    fabric: Arc<Fabric>,
     tasks: Vec<JoinHandle<io::Result<()>>>,
 }
 
@@ -147,18 +149,18 @@ impl Board {
         socket.set_nonblocking(true)?;
         let socket = UdpSocket::from_std(socket)?;
         let udp_addr = socket.local_addr()?;
-        let shared = Arc::new(Shared::new(config));
-        let mut tasks = vec![tokio::spawn(serve_udp(socket, shared.clone()))];
+        let fabric = Arc::new(Fabric::single(config));
+        let mut tasks = vec![tokio::spawn(serve_udp(socket, fabric.clone(), 0))];
         let mut tcp_addr = None;
         if let Some(addr) = tcp {
             let listener = TcpListener::bind(addr).await?;
             tcp_addr = Some(listener.local_addr()?);
-            tasks.push(tokio::spawn(serve_tcp(listener, shared.clone())));
+            tasks.push(tokio::spawn(serve_tcp(listener, fabric.clone())));
         }
         Ok(Self {
             udp_addr,
             tcp_addr,
-            shared,
+            fabric,
             tasks,
         })
     }
@@ -175,18 +177,7 @@ impl Board {
 
     /// The counters so far.
     pub fn stats(&self) -> BoardStats {
-        let s = &self.shared;
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        BoardStats {
-            requests: get(&s.requests),
-            replies: get(&s.replies),
-            error_replies: get(&s.error_replies),
-            dropped_no_tag: get(&s.dropped_no_tag),
-            dropped_oversize: get(&s.dropped_oversize),
-            dropped_malformed: get(&s.dropped_malformed),
-            replies_lost: get(&s.replies_lost),
-            memory_bytes: s.lock().memory.held_bytes() as u64,
-        }
+        self.fabric.boards[0].stats()
     }
 
     /// Copies `len` bytes of chip (`x`, `y`)'s SDRAM from `address`, or `None` outside it.
@@ -195,55 +186,69 @@ impl Board {
             return None;
         }
         let mut out = vec![0; len];
-        let memory = &self.shared.lock().memory;
+        let memory = &self.fabric.boards[0].lock().memory;
         memory.read(x, y, address, &mut out).ok().map(|()| out)
     }
 
     /// Writes into chip (`x`, `y`)'s SDRAM; `false` outside it or past the memory budget.
     pub fn write_memory(&self, x: u8, y: u8, address: u32, data: &[u8]) -> bool {
-        self.shared.lock().memory.write(x, y, address, data).is_ok()
+        self.fabric.boards[0]
+            .lock()
+            .memory
+            .write(x, y, address, data)
+            .is_ok()
     }
 
     /// The transient-tag timeout code in force.
     pub fn tto(&self) -> u8 {
-        self.shared.lock().tto
+        self.fabric.boards[0].lock().tto
     }
 
     /// Waits until a serving task stops, which it does only when it fails, and says why
     /// (a socket error, or a panic): a process that runs a board should end with this
     /// error rather than go on answering nothing.
     pub async fn stopped(&mut self) -> io::Error {
-        if self.tasks.is_empty() {
-            return io::Error::other("the board was shut down");
-        }
-        let (result, i) = core::future::poll_fn(|cx| {
-            for (i, task) in self.tasks.iter_mut().enumerate() {
-                if let core::task::Poll::Ready(result) = core::pin::Pin::new(task).poll(cx) {
-                    return core::task::Poll::Ready((result, i));
-                }
-            }
-            core::task::Poll::Pending
-        })
-        .await;
-        // A finished task must not be polled again (by shutdown).
-        self.tasks.remove(i);
-        match result {
-            Ok(Err(e)) => e,
-            Ok(Ok(())) => io::Error::other("a serving task ended"),
-            Err(e) if e.is_panic() => io::Error::other(format!(
-                "a serving task panicked: {}",
-                panic_message(&e.into_panic())
-            )),
-            Err(e) => io::Error::other(format!("a serving task was cancelled: {e}")),
-        }
+        first_to_stop(&mut self.tasks).await
     }
 
     /// Stops serving and waits for the tasks to end.
     pub async fn shutdown(mut self) {
-        for task in self.tasks.drain(..) {
-            task.abort();
-            let _ = task.await;
+        shut_down(&mut self.tasks).await;
+    }
+}
+
+/// Waits for the first of `tasks` to end and says why; a finished task is removed, as
+/// it must not be polled again.
+pub(crate) async fn first_to_stop(tasks: &mut Vec<JoinHandle<io::Result<()>>>) -> io::Error {
+    if tasks.is_empty() {
+        return io::Error::other("the board was shut down");
+    }
+    let (result, i) = core::future::poll_fn(|cx| {
+        for (i, task) in tasks.iter_mut().enumerate() {
+            if let core::task::Poll::Ready(result) = core::pin::Pin::new(task).poll(cx) {
+                return core::task::Poll::Ready((result, i));
+            }
         }
+        core::task::Poll::Pending
+    })
+    .await;
+    tasks.remove(i);
+    match result {
+        Ok(Err(e)) => e,
+        Ok(Ok(())) => io::Error::other("a serving task ended"),
+        Err(e) if e.is_panic() => io::Error::other(format!(
+            "a serving task panicked: {}",
+            panic_message(&e.into_panic())
+        )),
+        Err(e) => io::Error::other(format!("a serving task was cancelled: {e}")),
+    }
+}
+
+/// Aborts `tasks` and waits for them to end.
+pub(crate) async fn shut_down(tasks: &mut Vec<JoinHandle<io::Result<()>>>) {
+    for task in tasks.drain(..) {
+        task.abort();
+        let _ = task.await;
     }
 }
 

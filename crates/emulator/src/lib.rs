@@ -28,11 +28,14 @@
 //! # }
 //! ```
 
+mod answer;
 mod board;
 mod logic;
+mod machine;
 mod memory;
 mod serve;
 
-pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE};
+pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
 #[cfg(feature = "fuzzing")]
 pub use logic::Handler;
+pub use machine::{Machine, MachineConfig};

@@ -1,10 +1,10 @@
-//! The board's logic, with no sockets: what a request does to the board's state (memory,
-//! sver, read, write, fill, iptag TTO, the transient-tag pool, loss) and what it answers,
-//! at an instant the caller gives.
+//! The boards' logic, with no sockets: which board a request is for, the transient-tag
+//! pool, loss, and what the answer costs in time, at an instant the caller gives (what
+//! each command does is in `answer`).
 
 use core::cmp::Reverse;
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 use std::collections::BinaryHeap;
 use std::sync::{Mutex, MutexGuard};
@@ -12,19 +12,23 @@ use std::sync::{Mutex, MutexGuard};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
-use volley_proto::wire::scp::{
-    self, Command, DataType, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode, TtoInfo,
-    Version, VersionInfo,
-};
-use volley_proto::wire::sdp::{self, Address};
+use volley_proto::machine::Geometry;
+use volley_proto::wire::scp::{self, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode};
+use volley_proto::wire::sdp;
 
-use crate::board::BoardConfig;
+use crate::answer::execute;
+use crate::board::{BoardConfig, BoardStats};
 use crate::memory::Memory;
 
+/// One board's state and counters. Its transient tags are taken only by the task that
+/// serves its socket; its memory is also reached by the other boards' tasks, for
+/// requests they forward to its chips.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) config: BoardConfig,
     pub(crate) state: Mutex<State>,
+    /// Set by `stop_board`: the board answers nothing, and requests forwarded to its
+    /// chips fail as SC&MP's P2P does when a destination dies.
+    pub(crate) stopped: AtomicBool,
     pub(crate) requests: AtomicU64,
     pub(crate) replies: AtomicU64,
     pub(crate) error_replies: AtomicU64,
@@ -32,6 +36,26 @@ pub(crate) struct Shared {
     pub(crate) dropped_oversize: AtomicU64,
     pub(crate) dropped_malformed: AtomicU64,
     pub(crate) replies_lost: AtomicU64,
+}
+
+/// Which chips exist and which board answers for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// One board whose chips fill a `width` x `height` box (what rig's tests drive).
+    Box { width: u8, height: u8 },
+    /// A machine of SpiNN-5 boards, as SpiNNMan discovers it.
+    Machine(Geometry),
+}
+
+/// Every board of an emulated machine (one, for a [`Board`](crate::Board)), with the
+/// settings they share.
+#[derive(Debug)]
+pub(crate) struct Fabric {
+    pub(crate) config: BoardConfig,
+    pub(crate) layout: Layout,
+    /// Each board's Ethernet IP address, as its chips report it.
+    pub(crate) ips: Vec<[u8; 4]>,
+    pub(crate) boards: Vec<Shared>,
 }
 
 #[derive(Debug)]
@@ -60,15 +84,15 @@ pub(crate) struct Schedule<T: Ord> {
 }
 
 impl Shared {
-    pub(crate) fn new(config: BoardConfig) -> Self {
+    fn new(config: &BoardConfig, seed: u64) -> Self {
         Self {
             state: Mutex::new(State {
                 memory: Memory::new(config.memory_budget),
                 tto: config.tto,
                 tags: vec![None; usize::from(config.pool_size)],
-                rng: StdRng::seed_from_u64(config.seed),
+                rng: StdRng::seed_from_u64(seed),
             }),
-            config,
+            stopped: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             replies: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
@@ -79,60 +103,25 @@ impl Shared {
         }
     }
 
+    /// The counters so far.
+    pub(crate) fn stats(&self) -> BoardStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BoardStats {
+            requests: get(&self.requests),
+            replies: get(&self.replies),
+            error_replies: get(&self.error_replies),
+            dropped_no_tag: get(&self.dropped_no_tag),
+            dropped_oversize: get(&self.dropped_oversize),
+            dropped_malformed: get(&self.dropped_malformed),
+            replies_lost: get(&self.replies_lost),
+            memory_bytes: self.lock().memory.held_bytes() as u64,
+        }
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave memory half-written in a way that
         // matters to an emulator; carry on with the data.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Handles one request, writing any reply into `out`. Checks as SC&MP does:
-    /// oversize datagrams dropped, a short SDP part answered with `RC_LEN`, unknown
-    /// commands `RC_CMD`, bad arguments `RC_ARG`.
-    pub(crate) fn handle(
-        &self,
-        state: &mut State,
-        request: &[u8],
-        out: &mut [u8; MAX_DATAGRAM_LEN],
-    ) -> Action {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        if request.len() > MAX_DATAGRAM_LEN {
-            self.dropped_oversize.fetch_add(1, Ordering::Relaxed);
-            return Action::Silent;
-        }
-        let Ok(parsed) = RequestRepr::parse(request) else {
-            // Under 24 bytes of SDP: RC_LEN, if there is a sequence number to echo.
-            let Ok(packet) = scp::Packet::new_checked(request) else {
-                self.dropped_malformed.fetch_add(1, Ordering::Relaxed);
-                return Action::Silent;
-            };
-            let header = sdp::Repr::parse(&packet.sdp());
-            let reply = ReplyRepr {
-                sdp: header.reply(),
-                rc: ReturnCode::LEN,
-                seq: packet.seq(),
-                body: &[],
-            };
-            return self.reply(&reply, out, Duration::ZERO, header.flags.reply_expected());
-        };
-        let mut dest = parsed.sdp.dest;
-        if (dest.x, dest.y) == (255, 255) {
-            // The Ethernet-attached chip answers for "whichever chip you are".
-            (dest.x, dest.y) = (0, 0);
-        }
-        let config = &self.config;
-        let hops = u32::from(dest.x) + u32::from(dest.y);
-        let delay = config.processing_delay + config.hop_latency * hops;
-        let wants_reply = parsed.sdp.flags.reply_expected();
-        if dest.x >= config.width || dest.y >= config.height {
-            return self.reply(&parsed.reply(ReturnCode::ROUTE), out, delay, wants_reply);
-        }
-        let mut body = [0u8; scp::MAX_DATA_LEN + 12];
-        let (rc, body_len) = execute(state, &parsed, dest, &mut body);
-        let reply = ReplyRepr {
-            body: &body[..body_len],
-            ..parsed.reply(rc)
-        };
-        self.reply(&reply, out, delay, wants_reply)
     }
 
     fn reply(
@@ -155,104 +144,127 @@ impl Shared {
     }
 }
 
-/// Runs one parsed request against the board state; returns the return code and the
-/// reply body written into `body`.
-fn execute(
-    state: &mut State,
-    request: &RequestRepr<'_>,
-    chip: Address,
-    body: &mut [u8],
-) -> (ReturnCode, usize) {
-    match request.cmd {
-        Command::SVER => {
-            let info = VersionInfo {
-                core: chip,
-                phys_cpu: chip.cpu,
-                buffer_size: scp::MAX_DATA_LEN as u16,
-                build_date: 0,
-                name: "SC&MP/SpiNNaker",
-                version: Version::Semantic {
-                    major: 4,
-                    minor: 0,
-                    patch: 0,
-                },
+impl Fabric {
+    /// One board whose chips fill the config's box.
+    pub(crate) fn single(config: BoardConfig) -> Self {
+        let layout = Layout::Box {
+            width: config.width,
+            height: config.height,
+        };
+        Self::new(config, layout, vec![[127, 0, 0, 1]])
+    }
+
+    /// A machine of `geometry`'s boards, board `i` reporting `ips[i]`.
+    pub(crate) fn new(config: BoardConfig, layout: Layout, ips: Vec<[u8; 4]>) -> Self {
+        let boards = (0..ips.len() as u64)
+            .map(|i| Shared::new(&config, config.seed.wrapping_add(i)))
+            .collect();
+        Self {
+            config,
+            layout,
+            ips,
+            boards,
+        }
+    }
+
+    /// Board `index`'s Ethernet chip, where its requests enter the machine.
+    fn ethernet(&self, index: usize) -> (u8, u8) {
+        match self.layout {
+            Layout::Box { .. } => (0, 0),
+            Layout::Machine(geometry) => geometry.ethernet(index).unwrap_or((0, 0)),
+        }
+    }
+
+    /// The board that owns chip (`x`, `y`) and the P2P hops from board `index`'s
+    /// Ethernet chip to it, or `None` if there is no such chip.
+    fn locate(&self, index: usize, x: u8, y: u8) -> Option<(usize, u32)> {
+        match self.layout {
+            Layout::Box { width, height } => {
+                (x < width && y < height).then_some((0, u32::from(x) + u32::from(y)))
+            }
+            Layout::Machine(geometry) => {
+                let owner = geometry.board_of(x, y)?;
+                Some((owner, geometry.hops(self.ethernet(index), (x, y))))
+            }
+        }
+    }
+
+    /// Handles one request that arrived at board `index`, writing any reply into
+    /// `out`. Checks as SC&MP does: oversize datagrams dropped, a short SDP part
+    /// answered with `RC_LEN`, a chip that does not exist `RC_ROUTE`, unknown commands
+    /// `RC_CMD`, bad arguments `RC_ARG`. A request for another board's chip is carried
+    /// out on that board, as SpiNNaker forwards it over its inter-board links, and pays
+    /// the extra hops.
+    pub(crate) fn handle(
+        &self,
+        index: usize,
+        request: &[u8],
+        out: &mut [u8; MAX_DATAGRAM_LEN],
+    ) -> Action {
+        let board = &self.boards[index];
+        board.requests.fetch_add(1, Ordering::Relaxed);
+        if request.len() > MAX_DATAGRAM_LEN {
+            board.dropped_oversize.fetch_add(1, Ordering::Relaxed);
+            return Action::Silent;
+        }
+        let Ok(parsed) = RequestRepr::parse(request) else {
+            // Under 24 bytes of SDP: RC_LEN, if there is a sequence number to echo.
+            let Ok(packet) = scp::Packet::new_checked(request) else {
+                board.dropped_malformed.fetch_add(1, Ordering::Relaxed);
+                return Action::Silent;
             };
-            match info.emit(body) {
-                Ok(n) => (ReturnCode::OK, n),
-                Err(_) => (ReturnCode::BUF, 0),
-            }
-        }
-        Command::READ => match request.transfer_args() {
-            Ok((address, len, ty)) if aligned(address, len, ty) => {
-                match state.memory.read(chip.x, chip.y, address, &mut body[..len]) {
-                    Ok(()) => (ReturnCode::OK, len),
-                    Err(refused) => (refused.code(), 0),
-                }
-            }
-            _ => (ReturnCode::ARG, 0),
-        },
-        Command::WRITE => match request.transfer_args() {
-            Ok((address, len, ty)) if aligned(address, len, ty) && len == request.data.len() => {
-                match state.memory.write(chip.x, chip.y, address, request.data) {
-                    Ok(()) => (ReturnCode::OK, 0),
-                    Err(refused) => (refused.code(), 0),
-                }
-            }
-            _ => (ReturnCode::ARG, 0),
-        },
-        Command::FILL => {
-            let [address, value, len] = request.args;
-            if address % 4 != 0 || len % 4 != 0 {
-                return (ReturnCode::ARG, 0);
-            }
-            match state.memory.fill(chip.x, chip.y, address, value, len) {
-                Ok(()) => (ReturnCode::OK, 0),
-                Err(refused) => (refused.code(), 0),
-            }
-        }
-        Command::IPTAG if request.args[0] >> 16 == scp::IPTAG_TTO => {
-            let info = TtoInfo {
-                fixed_tags: 8,
-                pool_size: state.tags.len() as u8,
-                record_size: 32,
-                tto: state.tto,
+            let header = sdp::Repr::parse(&packet.sdp());
+            let reply = ReplyRepr {
+                sdp: header.reply(),
+                rc: ReturnCode::LEN,
+                seq: packet.seq(),
+                body: &[],
             };
-            // 0..=15 sets the timeout; anything larger only queries it.
-            if let code @ 0..=15 = request.args[1] {
-                state.tto = code as u8;
-            }
-            let out = info.to_body();
-            body[..4].copy_from_slice(&out);
-            (ReturnCode::OK, 4)
+            return board.reply(&reply, out, Duration::ZERO, header.flags.reply_expected());
+        };
+        let mut dest = parsed.sdp.dest;
+        if (dest.x, dest.y) == (255, 255) {
+            // SC&MP sends (255, 255) to the root chip, through whichever board it came in
+            // by (scamp-3.c, `proc_route_msg`).
+            (dest.x, dest.y) = (0, 0);
         }
-        Command::IPTAG => (ReturnCode::ARG, 0),
-        _ => (ReturnCode::CMD, 0),
+        let wants_reply = parsed.sdp.flags.reply_expected();
+        let config = &self.config;
+        let Some((owner, hops)) = self.locate(index, dest.x, dest.y) else {
+            let delay = config.processing_delay;
+            return board.reply(&parsed.reply(ReturnCode::ROUTE), out, delay, wants_reply);
+        };
+        let delay = config.processing_delay + config.hop_latency * hops;
+        let mut body = [0u8; scp::MAX_DATA_LEN + 12];
+        let (rc, body_len) = if self.boards[owner].stopped.load(Ordering::Relaxed) {
+            (ReturnCode::P2P_TIMEOUT, 0)
+        } else {
+            let mut state = self.boards[owner].lock();
+            execute(self, owner, &mut state, &parsed, dest, &mut body)
+        };
+        let mut reply = ReplyRepr {
+            body: &body[..body_len],
+            ..parsed.reply(rc)
+        };
+        // The reply comes from the chip that answered, not from "whichever chip".
+        (reply.sdp.src.x, reply.sdp.src.y) = (dest.x, dest.y);
+        board.reply(&reply, out, delay, wants_reply)
     }
 }
 
-/// SC&MP moves words and halfwords only at matching alignment.
-fn aligned(address: u32, len: usize, ty: DataType) -> bool {
-    let unit = match ty {
-        DataType::Byte => 1,
-        DataType::Short => 2,
-        DataType::Word => 4,
-    };
-    address % unit == 0 && len % unit as usize == 0
-}
-
 impl State {
-    /// Takes a free transient tag until `until`; `false` if all are taken.
-    fn take_tag(&mut self, now: Instant, until: Instant) -> bool {
-        match self
+    fn has_free_tag(&self, now: Instant) -> bool {
+        self.tags.iter().any(|t| t.is_none_or(|busy| busy <= now))
+    }
+
+    /// Takes a free transient tag until `until` (the caller has checked there is one).
+    fn take_tag(&mut self, now: Instant, until: Instant) {
+        if let Some(tag) = self
             .tags
             .iter_mut()
             .find(|t| t.is_none_or(|busy| busy <= now))
         {
-            Some(tag) => {
-                *tag = Some(until);
-                true
-            }
-            None => false,
+            *tag = Some(until);
         }
     }
 
@@ -292,23 +304,36 @@ impl<T: Ord> Schedule<T> {
     }
 }
 
-/// Handles one datagram that arrived at `now`: takes a transient tag for its reply (dropping the request if
-/// none is free) and returns the length of a reply to send now, or schedules a delayed
-/// one.
+/// Handles one datagram that arrived at board `index` at `now`: drops it if every
+/// transient tag is taken (before it does anything, as SC&MP frees the packet), else
+/// carries it out, holds a tag for its reply, and returns the length of a reply to send
+/// now or schedules a delayed one.
 pub(crate) fn on_datagram(
-    shared: &Shared,
+    fabric: &Fabric,
+    index: usize,
     now: Instant,
     datagram: &[u8],
     from: SocketAddr,
     out: &mut [u8; MAX_DATAGRAM_LEN],
     delayed: &mut Schedule<(Vec<u8>, SocketAddr)>,
 ) -> Option<usize> {
-    let mut state = shared.lock();
-    let Action::Reply { len, delay } = shared.handle(&mut state, datagram, out) else {
+    let board = &fabric.boards[index];
+    if board.stopped.load(Ordering::Relaxed) {
+        return None;
+    }
+    // Only this board's serving task takes its tags, so a free one stays free until
+    // the request below has run.
+    if !board.lock().has_free_tag(now) {
+        board.requests.fetch_add(1, Ordering::Relaxed);
+        board.dropped_no_tag.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let Action::Reply { len, delay } = fabric.handle(index, datagram, out) else {
         return None;
     };
-    let lost =
-        shared.config.reply_loss > 0.0 && state.rng.random_bool(shared.config.reply_loss.min(1.0));
+    let mut state = board.lock();
+    let loss = fabric.config.reply_loss;
+    let lost = loss > 0.0 && state.rng.random_bool(loss.min(1.0));
     // The tag is held until the reply leaves or, if the reply is lost, until the
     // transient-tag timeout frees it (code 0: never).
     let hold = if lost {
@@ -318,12 +343,10 @@ pub(crate) fn on_datagram(
     } else {
         now + delay
     };
-    if !state.take_tag(now, hold) {
-        shared.dropped_no_tag.fetch_add(1, Ordering::Relaxed);
-        return None;
-    }
+    state.take_tag(now, hold);
+    drop(state);
     if lost {
-        shared.replies_lost.fetch_add(1, Ordering::Relaxed);
+        board.replies_lost.fetch_add(1, Ordering::Relaxed);
         return None;
     }
     if delay.is_zero() {
@@ -338,7 +361,7 @@ pub(crate) fn on_datagram(
 #[cfg(feature = "fuzzing")]
 #[derive(Debug)]
 pub struct Handler {
-    shared: Shared,
+    fabric: Fabric,
     delayed: Schedule<(Vec<u8>, SocketAddr)>,
 }
 
@@ -348,7 +371,7 @@ impl Handler {
     pub fn new(config: BoardConfig) -> std::io::Result<Self> {
         config.check()?;
         Ok(Self {
-            shared: Shared::new(config),
+            fabric: Fabric::single(config),
             delayed: Schedule::default(),
         })
     }
@@ -359,7 +382,8 @@ impl Handler {
         let mut out = [0u8; MAX_DATAGRAM_LEN];
         let from = SocketAddr::from(([127, 0, 0, 1], 1));
         let len = on_datagram(
-            &self.shared,
+            &self.fabric,
+            0,
             Instant::now(),
             datagram,
             from,
@@ -371,7 +395,7 @@ impl Handler {
 
     /// Bytes of written memory held.
     pub fn memory_bytes(&self) -> usize {
-        self.shared.lock().memory.held_bytes()
+        self.fabric.boards[0].lock().memory.held_bytes()
     }
 }
 
@@ -379,6 +403,8 @@ impl Handler {
 mod tests {
     use super::*;
     use crate::SDRAM_BASE;
+    use volley_proto::wire::scp::Command;
+    use volley_proto::wire::sdp::Address;
 
     fn encode(request: &RequestRepr<'_>) -> Vec<u8> {
         let mut bytes = vec![0u8; request.buffer_len()];
@@ -387,17 +413,25 @@ mod tests {
     }
 
     /// Handles `request` at `now` and returns the return code of an immediate reply.
-    fn rc(shared: &Shared, now: Instant, request: &RequestRepr<'_>) -> Option<ReturnCode> {
+    fn rc(fabric: &Fabric, now: Instant, request: &RequestRepr<'_>) -> Option<ReturnCode> {
         let mut out = [0u8; MAX_DATAGRAM_LEN];
         let mut delayed = Schedule::default();
         let from = SocketAddr::from(([127, 0, 0, 1], 9));
-        let len = on_datagram(shared, now, &encode(request), from, &mut out, &mut delayed)?;
+        let len = on_datagram(
+            fabric,
+            0,
+            now,
+            &encode(request),
+            from,
+            &mut out,
+            &mut delayed,
+        )?;
         Some(ReplyRepr::parse(&out[..len]).unwrap().rc)
     }
 
     #[test]
     fn requests_get_the_codes_scamp_gives_without_a_socket() {
-        let shared = Shared::new(BoardConfig::default());
+        let shared = Fabric::single(BoardConfig::default());
         let now = Instant::now();
         let chip = Address::core(1, 1, 0);
         let write = scp::write_request(chip, SDRAM_BASE, &[1, 2, 3, 4]).unwrap();
@@ -414,7 +448,7 @@ mod tests {
         };
         assert_eq!(rc(&shared, now, &unknown), Some(ReturnCode::CMD));
         let mut word = [0u8; 4];
-        shared
+        shared.boards[0]
             .lock()
             .memory
             .read(1, 1, SDRAM_BASE, &mut word)
@@ -428,18 +462,18 @@ mod tests {
             processing_delay: Duration::from_millis(10),
             ..BoardConfig::default()
         };
-        let shared = Shared::new(config);
+        let shared = Fabric::single(config);
         let t0 = Instant::now();
         let sver = scp::sver_request(Address::core(0, 0, 0));
         // Each delayed reply holds a tag for 10 ms: 8 fit, the 9th is dropped.
         for _ in 0..8 {
             assert_eq!(rc(&shared, t0, &sver), None);
         }
-        assert_eq!(shared.dropped_no_tag.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.boards[0].dropped_no_tag.load(Ordering::Relaxed), 0);
         assert_eq!(rc(&shared, t0, &sver), None);
-        assert_eq!(shared.dropped_no_tag.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.boards[0].dropped_no_tag.load(Ordering::Relaxed), 1);
         // At 10 ms the tags are free again.
         assert_eq!(rc(&shared, t0 + Duration::from_millis(10), &sver), None);
-        assert_eq!(shared.dropped_no_tag.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.boards[0].dropped_no_tag.load(Ordering::Relaxed), 1);
     }
 }

@@ -1,4 +1,5 @@
-//! The board's SDRAM: 128 MiB per chip from [`SDRAM_BASE`], held sparsely in 64 KiB
+//! The board's SDRAM: 128 MiB per chip from [`SDRAM_BASE`] (and again, unbuffered, from
+//! [`SDRAM_UNBUFFERED`]), held sparsely in 64 KiB
 //! pages, each absent (the chip's background word: zeros until a FILL of all of SDRAM
 //! sets it), one repeated word (what a FILL over the whole page leaves) or bytes, under a
 //! budget on the bytes held. A FILL of all of a chip's SDRAM costs one entry and gives
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 
 use volley_proto::wire::scp::ReturnCode;
 
-use crate::{SDRAM_BASE, SDRAM_SIZE};
+use crate::{SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
 
 /// Bytes per page.
 pub(crate) const PAGE: usize = 64 * 1024;
@@ -217,16 +218,21 @@ fn pattern(word: u32, offset: usize, out: &mut [u8]) {
 /// The page-sized pieces of `address..address + len`, or `Outside` if any of it is
 /// outside SDRAM.
 fn pieces(address: u32, len: usize) -> Result<Pieces, Refused> {
-    let start = u64::from(address);
+    let mut start = u64::from(address);
+    let base = u64::from(SDRAM_BASE);
+    // The unbuffered alias: the same SDRAM, reached without the write buffer.
+    if start >= u64::from(SDRAM_UNBUFFERED) {
+        start -= u64::from(SDRAM_UNBUFFERED - SDRAM_BASE);
+    }
     let end = start + len as u64;
-    if start < u64::from(SDRAM_BASE) || end > u64::from(SDRAM_BASE) + u64::from(SDRAM_SIZE) {
+    if start < base || end > base + u64::from(SDRAM_SIZE) {
         return Err(Refused::Outside);
     }
     Ok(Pieces {
         at: start,
         start,
         end,
-        base: u64::from(SDRAM_BASE),
+        base,
     })
 }
 

@@ -15,7 +15,7 @@ use volley_transport_tcp::{Accepted, Config, Framed, Listener, ServerConfig};
 use volley_transport_udp::SCP_FRAME_TYPE;
 use volley_transport_udp::datagrams::{Datagrams, Sent};
 
-use crate::logic::{Action, Schedule, Shared, on_datagram};
+use crate::logic::{Action, Fabric, Schedule, Shared, on_datagram};
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
@@ -32,11 +32,16 @@ async fn sleep_until(at: Option<Instant>) {
 /// machine had none to spare (on one core, or two with one busy elsewhere, a 16-deep SCP
 /// window through a 1 ms link lost a quarter of its throughput to it, its RTT inflated
 /// from 1.0 to 1.35 ms).
-pub(crate) async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) -> io::Result<()> {
+pub(crate) async fn serve_udp(
+    socket: UdpSocket,
+    fabric: Arc<Fabric>,
+    index: usize,
+) -> io::Result<()> {
     let mut io = Datagrams::new(&socket);
     let mut out = [0u8; MAX_DATAGRAM_LEN];
     let mut delayed: Schedule<(Vec<u8>, SocketAddr)> = Schedule::default();
-    let spin = shared.config.spin;
+    let spin = fabric.config.spin;
+    let shared = &fabric.boards[index];
     loop {
         let mut active = false;
         tokio::select! {
@@ -47,7 +52,7 @@ pub(crate) async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) -> io::Res
                     match io.rx.try_recv(&socket, false) {
                         Ok(()) => {
                             active = true;
-                            answer(&socket, &mut io, &shared, &mut out, &mut delayed).await;
+                            answer(&socket, &mut io, &fabric, index, &mut out, &mut delayed).await;
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         // ICMP errors from earlier replies to vanished clients.
@@ -63,7 +68,7 @@ pub(crate) async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) -> io::Res
                 match io.rx.try_recv(&socket, true) {
                     Ok(()) => {
                         until = std::time::Instant::now() + spin;
-                        answer(&socket, &mut io, &shared, &mut out, &mut delayed).await;
+                        answer(&socket, &mut io, &fabric, index, &mut out, &mut delayed).await;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         if std::time::Instant::now() >= until {
@@ -82,9 +87,9 @@ pub(crate) async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) -> io::Res
         let now = Instant::now();
         while let Some((reply, to)) = delayed.pop_due(now) {
             let sent = io.tx.queue(&socket, &reply, to).await;
-            count_sent(&shared, sent);
+            count_sent(shared, sent);
         }
-        count_sent(&shared, io.tx.flush(&socket).await);
+        count_sent(shared, io.tx.flush(&socket).await);
     }
 }
 
@@ -92,17 +97,20 @@ pub(crate) async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) -> io::Res
 async fn answer(
     socket: &UdpSocket,
     io: &mut Datagrams,
-    shared: &Shared,
+    fabric: &Fabric,
+    index: usize,
     out: &mut [u8; MAX_DATAGRAM_LEN],
     delayed: &mut Schedule<(Vec<u8>, SocketAddr)>,
 ) {
     for (datagram, from) in io.rx.datagrams() {
         let Some(from) = from else { continue };
-        if let Some(len) = on_datagram(shared, Instant::now(), datagram, from, out, delayed) {
-            count_sent(shared, io.tx.queue(socket, &out[..len], from).await);
+        let now = Instant::now();
+        if let Some(len) = on_datagram(fabric, index, now, datagram, from, out, delayed) {
+            let sent = io.tx.queue(socket, &out[..len], from).await;
+            count_sent(&fabric.boards[index], sent);
         }
     }
-    count_sent(shared, io.tx.flush(socket).await);
+    count_sent(&fabric.boards[index], io.tx.flush(socket).await);
 }
 
 /// Counts the replies a send delivered (a failed send loses them, as a dropped reply).
@@ -125,7 +133,7 @@ const READ_AHEAD: usize = 256;
 
 /// The TCP side: a framed listener (it backs off while out of file descriptors, and
 /// caps the connections open) and a task per connection.
-pub(crate) async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+pub(crate) async fn serve_tcp(listener: TcpListener, fabric: Arc<Fabric>) -> io::Result<()> {
     let config = ServerConfig {
         connection: Config {
             max_frame_len: frame::HEADER_LEN + MAX_DATAGRAM_LEN,
@@ -134,7 +142,7 @@ pub(crate) async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) -> io:
             idle_timeout: None,
             ..ServerConfig::default().connection
         },
-        max_connections: shared.config.max_tcp_connections,
+        max_connections: fabric.config.max_tcp_connections,
         ..ServerConfig::default()
     };
     let listener = Listener::from_tcp(listener, config);
@@ -142,7 +150,7 @@ pub(crate) async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) -> io:
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                connections.spawn(serve_connection(accepted?, shared.clone()));
+                connections.spawn(serve_connection(accepted?, fabric.clone()));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -154,7 +162,8 @@ pub(crate) async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) -> io:
 /// Every queue is bounded: while a reply waits for room in the writer's budget, or
 /// `MAX_DELAYED` replies wait for their time, no request is taken, and once
 /// `READ_AHEAD` are waiting the connection stops reading.
-async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
+async fn serve_connection(accepted: Accepted, fabric: Arc<Fabric>) {
+    let shared = &fabric.boards[0];
     let Accepted {
         framed,
         mut incoming,
@@ -171,13 +180,10 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
                     // Not SCP: whatever the peer is, it is not a host talking to a board.
                     return;
                 }
-                let action = {
-                    let mut state = shared.lock();
-                    shared.handle(&mut state, &request.body, &mut out)
-                };
+                let action = fabric.handle(0, &request.body, &mut out);
                 if let Action::Reply { len, delay } = action {
                     if delay.is_zero() {
-                        if reply(&framed, &shared, request.id, &out[..len]).await.is_err() {
+                        if reply(&framed, shared, request.id, &out[..len]).await.is_err() {
                             return;
                         }
                     } else {
@@ -189,7 +195,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
         }
         let now = Instant::now();
         while let Some((id, bytes)) = delayed.pop_due(now) {
-            if reply(&framed, &shared, id, &bytes).await.is_err() {
+            if reply(&framed, shared, id, &bytes).await.is_err() {
                 return;
             }
         }
