@@ -1,6 +1,6 @@
 //! The external things volley's tests and benchmarks need, checked for and installed when
 //! missing, so both README commands work on a fresh machine with nothing installed by hand.
-//! rig 2.4.1 in a venv, OpenSSH's sftp-server, client and server from Debian, rclone and
+//! rig 2.4.1 and SpiNNMan 7.4.1 in a venv, OpenSSH's sftp-server, client and server from Debian, rclone and
 //! lftp from Debian, a Rust target, nftables (the matrix's lossy TCP rows).
 
 use std::path::PathBuf;
@@ -15,6 +15,9 @@ pub(crate) enum Peer {
     ThumbTarget,
     /// rig 2.4.1 (SpiNNaker's Python host library) in a venv under `target/peers/venv`.
     Rig,
+    /// SpiNNMan 7.4.1 (SpiNNaker's Python transceiver, with SpiNNMachine and numpy) in
+    /// the same venv.
+    SpiNNMan,
     /// OpenSSH's sftp-server (Debian's openssh-sftp-server) and `sftp` client.
     OpenSsh,
     /// A nightly toolchain and cargo-fuzz (libFuzzer), for the fuzz targets.
@@ -36,6 +39,9 @@ pub(crate) const SFTP_SERVER: &str = "/usr/lib/openssh/sftp-server";
 
 /// The rig release the interop tests and benchmarks run.
 const RIG_VERSION: &str = "2.4.1";
+/// The SpiNNMan release the machine tests and benchmarks run (its versions carry an
+/// epoch).
+const SPINNMAN_VERSION: &str = "1!7.4.1";
 
 /// The bare-metal target the no_std build proves itself on.
 pub(crate) const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
@@ -53,6 +59,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
                 }
             }
             Peer::Rig => ensure_rig()?,
+            Peer::SpiNNMan => ensure_spinnman()?,
             Peer::OpenSsh => ensure_openssh()?,
             Peer::CargoFuzz => ensure_cargo_fuzz()?,
             Peer::Toolchain(version) => ensure_toolchain(version)?,
@@ -74,15 +81,26 @@ pub(crate) fn venv_python() -> PathBuf {
 }
 
 fn ensure_rig() -> Result<(), String> {
-    let python = venv_python();
     // rig 2.4.1 needs inspect.getargspec, which CPython 3.11 removed.
     let check = format!(
         "import inspect; inspect.getargspec = lambda f: tuple(inspect.getfullargspec(f))[:4]; \
          import rig, rig.machine_control; assert rig.__version__ == '{RIG_VERSION}', rig.__version__"
     );
+    ensure_in_venv("rig", &format!("rig=={RIG_VERSION}"), &check)
+}
+
+fn ensure_spinnman() -> Result<(), String> {
+    let check = "import importlib.metadata as m, spinnman.transceiver; \
+                 v = m.version('SpiNNMan'); assert v == '1!7.4.1', v";
+    ensure_in_venv("SpiNNMan", &format!("SpiNNMan=={SPINNMAN_VERSION}"), check)
+}
+
+/// Installs `requirement` into the peers' venv unless `check` already runs there.
+fn ensure_in_venv(name: &str, requirement: &str, check: &str) -> Result<(), String> {
+    let python = venv_python();
     let works = |python: &PathBuf| {
         Command::new(python)
-            .args(["-c", &check])
+            .args(["-c", check])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -91,33 +109,22 @@ fn ensure_rig() -> Result<(), String> {
     if works(&python) {
         return Ok(());
     }
-    eprintln!(
-        "xtask: installing rig {RIG_VERSION} into {}",
-        python.display()
-    );
+    eprintln!("xtask: installing {requirement} into {}", python.display());
     let venv = root().join("target/peers/venv");
     let how = format!(
-        "install it by hand with `python3 -m venv {0} && {0}/bin/pip install rig=={RIG_VERSION}`",
+        "install it by hand with `python3 -m venv {0} && {0}/bin/pip install '{requirement}'`",
         venv.display()
     );
     if !python.exists() {
         exec(Command::new("python3").arg("-m").arg("venv").arg(&venv))
-            .map_err(|e| format!("cannot create the rig venv ({e}); {how}"))?;
+            .map_err(|e| format!("cannot create the peers' venv ({e}); {how}"))?;
     }
-    exec(Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        &format!("rig=={RIG_VERSION}"),
-    ]))
-    .map_err(|e| format!("cannot install rig ({e}); {how}"))?;
+    exec(Command::new(&python).args(["-m", "pip", "install", "--quiet", requirement]))
+        .map_err(|e| format!("cannot install {name} ({e}); {how}"))?;
     if works(&python) {
         Ok(())
     } else {
-        Err(format!(
-            "rig {RIG_VERSION} was installed but does not import; {how}"
-        ))
+        Err(format!("{name} was installed but does not import; {how}"))
     }
 }
 

@@ -57,7 +57,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "examples" => examples()?,
             "msrv" => msrv()?,
             "tests" => {
-                peers::ensure(&[Peer::Rig, Peer::OpenSsh, Peer::Rclone])?;
+                peers::ensure(&[Peer::Rig, Peer::SpiNNMan, Peer::OpenSsh, Peer::Rclone])?;
                 exec(cargo().args(["test", "--workspace"]))?;
             }
             _ => unreachable!("steps were checked above"),

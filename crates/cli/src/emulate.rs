@@ -1,10 +1,11 @@
-//! `volley emulate`: an emulated board on UDP (and framed TCP).
+//! `volley emulate`: an emulated board on UDP (and framed TCP), or a machine of SpiNN-5
+//! boards, each on its own address.
 
-use core::net::SocketAddr;
+use core::net::{Ipv4Addr, SocketAddr};
 use std::io::Write;
 
 use anyhow::Context;
-use volley_emulator::{Board, BoardConfig};
+use volley_emulator::{Board, BoardConfig, Machine, MachineConfig};
 
 use crate::{fraction, millis, shutdown_signal};
 
@@ -17,6 +18,20 @@ pub(crate) struct Args {
     /// Also serve framed SCP over TCP on this address.
     #[arg(long)]
     tcp: Option<SocketAddr>,
+    /// Emulate a machine of this many SpiNN-5 boards (48 chips each) instead of one
+    /// 8 x 8 board: 1, or 3 per triad in a rectangle of triads (3, 6, 9, 12, 18, 24,
+    /// ...). Board i listens on --base-ip + i, port 17893, and answers for every chip of
+    /// the machine.
+    #[arg(long, conflicts_with_all = ["udp", "tcp"])]
+    boards: Option<usize>,
+    /// The first board's address; board i takes this plus i.
+    #[arg(long, default_value = "127.0.1.0", requires = "boards")]
+    base_ip: Ipv4Addr,
+    /// Report base + i as board i's Ethernet IP to the host's discovery instead of the
+    /// board's own address, so the host reaches each board through a relay there
+    /// (`volley netsim --boards`).
+    #[arg(long, requires = "boards")]
+    report_base: Option<Ipv4Addr>,
     /// Chance a reply is lost inside the board; its transient tag stays taken until the
     /// tag timeout expires, as on hardware.
     #[arg(long, default_value = "0", value_parser = fraction)]
@@ -30,8 +45,8 @@ pub(crate) struct Args {
     /// Seed for the loss decisions.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Most MiB of written memory the board holds over all chips (fills hold none);
-    /// a write past it is answered RC_BUF.
+    /// Most MiB of written memory the board (each board of a machine) holds over all
+    /// its chips (fills hold none); a write past it is answered RC_BUF.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(0..=65536))]
     memory_mib: u32,
     /// TCP connections open at once; further hosts wait in the kernel's backlog until one
@@ -50,6 +65,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         max_tcp_connections: args.max_tcp_connections as usize,
         ..BoardConfig::default()
     };
+    if let Some(boards) = args.boards {
+        return run_machine(boards, &args, config).await;
+    }
     let mut board = Board::bind(args.udp, args.tcp, config)
         .await
         .context("cannot start the emulator")?;
@@ -71,5 +89,45 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         stats.memory_bytes >> 10
     );
     board.shutdown().await;
+    Ok(())
+}
+
+/// `volley emulate --boards N`: serves until a signal, or until a board's task fails.
+async fn run_machine(boards: usize, args: &Args, board: BoardConfig) -> anyhow::Result<()> {
+    let config = MachineConfig {
+        boards,
+        base: args.base_ip,
+        report_base: args.report_base,
+        board: BoardConfig {
+            // Every board's socket is a task on this one thread: none may spin.
+            spin: core::time::Duration::ZERO,
+            ..board
+        },
+        ..MachineConfig::default()
+    };
+    let mut machine = Machine::bind(config)
+        .await
+        .context("cannot start the emulated machine")?;
+    println!(
+        "listening root={} boards={boards} chips={}",
+        machine.root(),
+        machine.geometry().chips()
+    );
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        signal = shutdown_signal() => signal?,
+        e = machine.stopped() => return Err(e).context("the emulated machine stopped"),
+    }
+    let (mut requests, mut replies, mut dropped) = (0, 0, 0);
+    for stats in (0..boards).filter_map(|i| machine.stats(i)) {
+        requests += stats.requests;
+        replies += stats.replies;
+        dropped += stats.dropped_no_tag;
+    }
+    eprintln!(
+        "emulator stopped: {boards} boards, {requests} requests, {replies} replies, \
+         {dropped} dropped for want of a tag"
+    );
+    machine.shutdown().await;
     Ok(())
 }

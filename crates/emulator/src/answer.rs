@@ -9,9 +9,13 @@ use volley_proto::wire::scp::{
 };
 use volley_proto::wire::sdp::Address;
 
+use crate::SDRAM_BASE;
 use crate::logic::{Fabric, Layout, State};
 use crate::memory::Refused;
-use crate::{SDRAM_BASE, SDRAM_SIZE};
+
+/// SDRAM a fresh SpiNN-5 chip reports free to `CMD_INFO` (SpiNNMachine's
+/// `max_sdram_per_chip` for the board): the rest of its 128 MiB holds SC&MP's own.
+const FREE_SDRAM: u32 = 123_469_792;
 
 /// Runs one parsed request against board `owner`'s state (the board chip `chip` is on);
 /// returns the return code and the reply body written into `body`.
@@ -94,7 +98,7 @@ pub(crate) fn execute(
         Command::INFO => match fabric.layout {
             Layout::Machine(geometry) => {
                 let ip = fabric.ips[owner];
-                match ChipInfo::of(&geometry, chip.x, chip.y, ip, SDRAM_SIZE) {
+                match ChipInfo::of(&geometry, chip.x, chip.y, ip, FREE_SDRAM) {
                     Some(info) => {
                         body[..INFO_LEN].copy_from_slice(&info.emit());
                         (ReturnCode::OK, INFO_LEN)

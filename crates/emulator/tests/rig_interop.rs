@@ -2,50 +2,20 @@
 //! and through the link simulator with 10% loss each way. `cargo xtask test` installs rig
 //! into a venv under `target/peers/venv`; `VOLLEY_PYTHON` may name another interpreter.
 
-use core::time::Duration;
-use std::path::PathBuf;
-use std::process::Stdio;
+mod python;
 
-use tokio::process::Command;
+use core::time::Duration;
+
 use volley_emulator::{Board, BoardConfig, SDRAM_BASE};
 use volley_netsim::{LinkConfig, LinkSim};
 
-fn python() -> PathBuf {
-    if let Some(python) = std::env::var_os("VOLLEY_PYTHON") {
-        return python.into();
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/venv/bin/python");
-    assert!(
-        venv.exists(),
-        "rig is not installed: run `cargo xtask test` (it creates {} with rig==2.4.1), \
-         or set VOLLEY_PYTHON to a Python with rig 2.4.1",
-        venv.display()
-    );
-    venv
-}
-
 /// Runs the rig script against `port`; panics with its output if it fails.
 async fn run_rig(port: u16, seed: u32, lossy: bool) {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rig_interop.py");
-    let mut cmd = Command::new(python());
-    cmd.arg(&script).arg(port.to_string()).arg(seed.to_string());
+    let mut args = vec![port.to_string(), seed.to_string()];
     if lossy {
-        cmd.arg("--lossy");
+        args.push("--lossy".into());
     }
-    let output = tokio::time::timeout(
-        Duration::from_secs(240),
-        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
-    )
-    .await
-    .expect("rig did not finish within 240 s")
-    .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "rig failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
+    let stdout = python::run("rig_interop.py", &args, Duration::from_secs(240)).await;
     assert!(
         stdout.contains("machine-controller ok") && stdout.contains("scp-connection ok"),
         "{stdout}"
