@@ -2,9 +2,9 @@
 //! on its own address, every one answering for every chip.
 
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::sync::atomic::Ordering;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
