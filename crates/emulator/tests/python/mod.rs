@@ -24,7 +24,7 @@ fn python() -> PathBuf {
 
 /// Runs `tests/<script>` with `args`, at most `limit`; panics with its output unless it
 /// succeeds. Returns its standard output.
-pub async fn run(script: &str, args: &[String], limit: Duration) -> String {
+pub(crate) async fn run(script: &str, args: &[String], limit: Duration) -> String {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join(script);
