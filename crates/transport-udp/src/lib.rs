@@ -35,11 +35,13 @@ pub mod channel;
 pub mod checks;
 mod client;
 pub mod datagrams;
+mod machine;
 
 pub use client::{
     ClientStats, NoReply, Op, ScpClient, ScpConfig, ScpError, SoftwareVersion, Source, WindowSize,
     check_range,
 };
+pub use machine::{BoardInfo, Machine, MachineError};
 
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |
 /// datagram`); the id is the request's sequence number, echoed in the reply.

@@ -107,6 +107,24 @@ impl Geometry {
             .ok_or(error)
     }
 
+    /// The machine whose system variables give `width` x `height` chips: 8 x 8 is one
+    /// board, multiples of 12 a torus of triads; `None` for any other size (a machine
+    /// of 12n + 4 chips without wrap-around is not modelled).
+    pub fn from_size(width: u16, height: u16) -> Option<Self> {
+        let t = u16::from(TRIAD);
+        let triads = |size: u16| {
+            (size % t == 0 && (1..=u16::from(MAX_TRIADS)).contains(&(size / t)))
+                .then_some((size / t) as u8)
+        };
+        match (width, height) {
+            (8, 8) => Some(Self::Board),
+            _ => Some(Self::Triads {
+                across: triads(width)?,
+                up: triads(height)?,
+            }),
+        }
+    }
+
     /// Boards in the machine.
     pub const fn boards(&self) -> usize {
         match *self {

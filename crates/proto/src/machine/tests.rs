@@ -82,6 +82,10 @@ fn only_rectangles_of_triads_are_machines() {
         Geometry::for_boards(1200),
         Ok(Geometry::Triads { across: 20, up: 20 })
     );
+    assert_eq!(Geometry::from_size(8, 8), Some(Geometry::Board));
+    assert_eq!(Geometry::from_size(48, 24), Geometry::for_boards(24).ok());
+    assert_eq!(Geometry::from_size(16, 16), None);
+    assert_eq!(Geometry::from_size(12, 0), None);
     for bad in [0, 2, 4, 5, 69, 3 * 22 * 22] {
         let error = Geometry::for_boards(bad).unwrap_err();
         assert_eq!(error.boards, bad);

@@ -300,7 +300,9 @@ impl ScpClient {
             peer,
         };
         if config.window == WindowSize::Auto {
-            client.auto_window(config.rto).await?;
+            client
+                .auto_window(Address::core(0, 0, 0), config.rto)
+                .await?;
         }
         tracing::info!(
             %peer,
@@ -311,12 +313,15 @@ impl ScpClient {
         Ok(client)
     }
 
-    /// Sets the board's transient-tag timeout to 10 ms, keeps the retransmit timeout at
-    /// least twice that, and takes the window size from the tag pool.
-    async fn auto_window(&mut self, rto: Rto) -> Result<(), ScpError> {
-        let info = self
-            .iptag_tto(Address::core(0, 0, 0), Some(AUTO_TTO))
-            .await?;
+    /// Sets the transient-tag timeout of the board whose Ethernet chip is `ethernet` to
+    /// 10 ms, keeps the retransmit timeout at least twice that, and takes the window size
+    /// from the tag pool.
+    pub(crate) async fn auto_window(
+        &mut self,
+        ethernet: Address,
+        rto: Rto,
+    ) -> Result<(), ScpError> {
+        let info = self.iptag_tto(ethernet, Some(AUTO_TTO)).await?;
         let tto = Duration::from_millis(scp::tto_millis(AUTO_TTO).unwrap_or(10));
         let floor = tto.saturating_mul(2);
         let rto = match rto {

@@ -1,0 +1,258 @@
+//! [`Machine`]: one client for a SpiNNaker machine of many boards. Given the root
+//! board's address it discovers the machine (its size, which chips are alive, each
+//! board's Ethernet IP, every chip's summary), keeps one [`ScpClient`] per board, sends
+//! each chip's requests through the board that chip is on, and runs every board's
+//! window at once from the caller's task: a batch spread over the machine
+//! ([`Machine::write_many`], [`Machine::read_many`]) moves at the sum of the boards'
+//! rates, not one board's.
+//!
+//! - `discover`: the walk from the root board to the whole machine.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use volley_proto::wire::sdp::Address;
+//! use volley_transport_udp::{Machine, ScpConfig};
+//!
+//! # async fn load() -> Result<(), volley_transport_udp::MachineError> {
+//! let mut machine = Machine::discover("10.11.192.1:17893".parse().unwrap(), ScpConfig::default()).await?;
+//! println!("{} boards, {} chips", machine.boards().len(), machine.chips().len());
+//! let data = vec![7u8; 4096];
+//! let writes: Vec<_> = machine
+//!     .chips()
+//!     .iter()
+//!     .map(|&(x, y)| (Address::core(x, y, 0), 0x6000_0000, &data[..]))
+//!     .collect();
+//! machine.write_many(&writes).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod discover;
+
+use core::net::SocketAddr;
+use core::time::Duration;
+
+use futures::future::join_all;
+use volley_proto::machine::{ChipInfo, Geometry};
+use volley_proto::wire::sdp::Address;
+
+use crate::client::{Op, ScpClient, ScpError};
+
+/// One board of a discovered machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoardInfo {
+    /// The board's number in the machine's geometry.
+    pub index: usize,
+    /// Its Ethernet chip.
+    pub ethernet: (u8, u8),
+    /// Where its SC&MP listens: the IP its Ethernet chip reports, on the root's port.
+    pub addr: SocketAddr,
+    /// Requests its window keeps in flight (its transient-tag pool).
+    pub window: usize,
+}
+
+/// Why a machine operation failed: what went wrong, and on which board.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    /// An SCP operation through one board failed (the error names the command, chip and
+    /// address).
+    #[error("board {board} ({addr}): {source}")]
+    Board {
+        /// The board's number.
+        board: usize,
+        /// The board's address.
+        addr: SocketAddr,
+        /// What went wrong.
+        #[source]
+        source: ScpError,
+    },
+    /// The machine answered discovery with something no SpiNN-5 machine says.
+    #[error("discovery: {0}")]
+    Discovery(String),
+    /// A chip that is not in the machine, or not alive.
+    #[error("chip ({x}, {y}) is not a live chip of this machine")]
+    NoSuchChip {
+        /// Its x.
+        x: u8,
+        /// Its y.
+        y: u8,
+    },
+}
+
+/// A discovered machine and a client per board.
+#[derive(Debug)]
+pub struct Machine {
+    geometry: Geometry,
+    boards: Vec<BoardInfo>,
+    clients: Vec<ScpClient>,
+    /// Every live chip, in the geometry's order, with its summary.
+    chips: Vec<(u8, u8)>,
+    infos: Vec<ChipInfo>,
+    /// Each chip's board (an index into `boards`), by `x * height + y`; `u16::MAX` for a
+    /// chip that is not alive.
+    board_of: Vec<u16>,
+    discovery: Duration,
+}
+
+/// Items of a batch grouped by board, each item keeping its index in the batch.
+type Groups = Vec<Vec<usize>>;
+
+impl Machine {
+    /// The machine's shape.
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Its boards, as discovered.
+    pub fn boards(&self) -> &[BoardInfo] {
+        &self.boards
+    }
+
+    /// Every live chip.
+    pub fn chips(&self) -> &[(u8, u8)] {
+        &self.chips
+    }
+
+    /// Each live chip's `CMD_INFO` summary, in the order of [`chips`](Self::chips).
+    pub fn chip_infos(&self) -> &[ChipInfo] {
+        &self.infos
+    }
+
+    /// How long discovery took, from nothing open to the machine known.
+    pub fn discovery_time(&self) -> Duration {
+        self.discovery
+    }
+
+    /// The board (an index into [`boards`](Self::boards)) whose Ethernet chip reaches
+    /// (`x`, `y`).
+    pub fn board_of(&self, x: u8, y: u8) -> Result<usize, MachineError> {
+        let at = usize::from(x) * usize::from(self.geometry.height()) + usize::from(y);
+        match self.board_of.get(at) {
+            Some(&board) if board != u16::MAX && u16::from(y) < self.geometry.height() => {
+                Ok(usize::from(board))
+            }
+            _ => Err(MachineError::NoSuchChip { x, y }),
+        }
+    }
+
+    fn fail(&self, board: usize) -> impl Fn(ScpError) -> MachineError + '_ {
+        move |source| MachineError::Board {
+            board: self.boards[board].index,
+            addr: self.boards[board].addr,
+            source,
+        }
+    }
+
+    /// Reads `buf.len()` bytes from `address` on `chip`.
+    pub async fn read(
+        &mut self,
+        chip: Address,
+        address: u32,
+        buf: &mut [u8],
+    ) -> Result<(), MachineError> {
+        let board = self.board_of(chip.x, chip.y)?;
+        let result = self.clients[board].read(chip, address, buf).await;
+        result.map_err(self.fail(board))
+    }
+
+    /// Writes `data` to `address` on `chip`.
+    pub async fn write(
+        &mut self,
+        chip: Address,
+        address: u32,
+        data: &[u8],
+    ) -> Result<(), MachineError> {
+        let board = self.board_of(chip.x, chip.y)?;
+        let result = self.clients[board].write(chip, address, data).await;
+        result.map_err(self.fail(board))
+    }
+
+    /// Fills `len` bytes from `address` on `chip` with the word `value`.
+    pub async fn fill(
+        &mut self,
+        chip: Address,
+        address: u32,
+        value: u32,
+        len: u32,
+    ) -> Result<(), MachineError> {
+        let board = self.board_of(chip.x, chip.y)?;
+        let result = self.clients[board].fill(chip, address, value, len).await;
+        result.map_err(self.fail(board))
+    }
+
+    /// Groups the chips of a batch by board, checking each is alive first.
+    fn group(&self, chips: impl Iterator<Item = Address>) -> Result<Groups, MachineError> {
+        let mut groups = vec![Vec::new(); self.boards.len()];
+        for (i, chip) in chips.enumerate() {
+            groups[self.board_of(chip.x, chip.y)?].push(i);
+        }
+        Ok(groups)
+    }
+
+    /// Writes every `(chip, address, data)` item, each board's items through that
+    /// board's window, all boards at once. Every board runs its items to the end even if
+    /// another fails, so one dead board costs only its own chips' data; the first
+    /// failure (in board order) is returned.
+    pub async fn write_many(
+        &mut self,
+        items: &[(Address, u32, &[u8])],
+    ) -> Result<(), MachineError> {
+        let groups = self.group(items.iter().map(|item| item.0))?;
+        let runs = self.clients.iter_mut().zip(groups).map(|(client, group)| {
+            let mut ops: Vec<Op<'_>> = group
+                .iter()
+                .map(|&i| {
+                    let (chip, address, data) = items[i];
+                    Op::Write {
+                        chip,
+                        address,
+                        data,
+                    }
+                })
+                .collect();
+            async move { client.execute(&mut ops).await }
+        });
+        let results = join_all(runs).await;
+        self.first_failure(results)
+    }
+
+    /// Reads into every `(chip, address, buffer)` item, as
+    /// [`write_many`](Self::write_many) writes.
+    pub async fn read_many(
+        &mut self,
+        items: &mut [(Address, u32, &mut [u8])],
+    ) -> Result<(), MachineError> {
+        let groups = self.group(items.iter().map(|item| item.0))?;
+        let mut ops: Vec<Vec<Op<'_>>> =
+            groups.iter().map(|g| Vec::with_capacity(g.len())).collect();
+        let mut board_of_item = vec![0; items.len()];
+        for (board, group) in groups.iter().enumerate() {
+            for &i in group {
+                board_of_item[i] = board;
+            }
+        }
+        for (i, (chip, address, buf)) in items.iter_mut().enumerate() {
+            ops[board_of_item[i]].push(Op::Read {
+                chip: *chip,
+                address: *address,
+                buf,
+            });
+        }
+        let runs = self
+            .clients
+            .iter_mut()
+            .zip(ops)
+            .map(|(client, mut ops)| async move { client.execute(&mut ops).await });
+        let results = join_all(runs).await;
+        self.first_failure(results)
+    }
+
+    fn first_failure(&self, results: Vec<Result<(), ScpError>>) -> Result<(), MachineError> {
+        for (board, result) in results.into_iter().enumerate() {
+            result.map_err(self.fail(board))?;
+        }
+        Ok(())
+    }
+}
