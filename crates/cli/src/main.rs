@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 
 mod emulate;
 mod log;
+mod machine;
 mod netsim;
 mod rpc;
 mod scp;
@@ -44,6 +45,9 @@ enum Command {
     /// Read or write a board's memory over SCP.
     #[command(subcommand)]
     Scp(scp::Command),
+    /// Discover a machine of many boards, or load and read back every chip of it.
+    #[command(subcommand)]
+    Machine(machine::Command),
     /// Copy files over SFTP with many requests in flight.
     #[command(subcommand)]
     Sftp(sftp::SftpCommand),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
             Command::Emulate(args) => emulate::run(args).await,
             Command::Netsim(args) => netsim::run(args).await,
             Command::Scp(command) => scp::run(command).await,
+            Command::Machine(command) => machine::run(command).await,
             Command::Sftp(command) => sftp::run(command).await,
             Command::Rpc(command) => rpc::run(command).await,
         }

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use volley_proto::time::Duration;
 use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Op, ScpClient, ScpConfig, Source, WindowSize, check_range};
+use volley_transport_udp::{Machine, Op, ScpClient, ScpConfig, Source, WindowSize, check_range};
 
 /// `volley scp` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -44,24 +44,37 @@ pub(crate) enum Command {
 
 /// Where and how to transfer.
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("to").required(true).args(["target", "machine"]))]
 pub(crate) struct Target {
     /// The board (or link simulator): HOST:PORT, a name or an address; each address a
     /// name resolves to is tried in turn.
     #[arg(long)]
-    target: String,
+    target: Option<String>,
+    /// A machine of many boards, by its root board: HOST or HOST:PORT (port 17893 by
+    /// default). The machine is discovered and the request goes through the board the
+    /// chip is on.
+    #[arg(long)]
+    machine: Option<String>,
     /// Chip and core: X,Y or X,Y,P.
     #[arg(long, default_value = "0,0,0")]
     chip: Chip,
     /// Start address, hexadecimal (0x60000000).
     #[arg(long, value_parser = hex)]
     addr: u32,
+    /// `udp`, or `tcp` for volley's emulator's framed TCP port (not with --machine).
+    #[arg(long, default_value = "udp")]
+    transport: Transport,
+    #[command(flatten)]
+    tuning: Tuning,
+}
+
+/// How the client drives a board.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Tuning {
     /// Requests in flight, 1 to 1024 (SCP boards take 8), or `auto` to size it from the
     /// board's tag pool.
     #[arg(long, default_value = "8")]
     window: Window,
-    /// `udp`, or `tcp` for volley's emulator's framed TCP port.
-    #[arg(long, default_value = "udp")]
-    transport: Transport,
     /// A fixed retransmit timeout in milliseconds, 1 to 3600000 (default: estimated from
     /// the RTT, 100 ms before the first sample, doubling on each resend up to 2 s).
     #[arg(long, value_parser = timeout_ms)]
@@ -77,7 +90,7 @@ pub(crate) struct Target {
 struct Chip(Address);
 
 #[derive(Clone, Copy, Debug)]
-struct Window(WindowSize);
+pub(crate) struct Window(pub(crate) WindowSize);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Transport {
@@ -134,7 +147,7 @@ impl FromStr for Transport {
     }
 }
 
-fn hex(s: &str) -> Result<u32, String> {
+pub(crate) fn hex(s: &str) -> Result<u32, String> {
     let digits = s
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
@@ -164,7 +177,8 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
         Command::Write { target, len, file } => {
             let (mut source, len) = open_source(&file, len)?;
             check_range(target.addr, len as usize)?;
-            let mut client = connect(&target).await?;
+            let mut connection = connect(&target).await?;
+            let client = connection.client(&target)?;
             let bar = progress(len);
             let start = Instant::now();
             let mut reader = BufReader::with_capacity(READ_AHEAD, &mut source);
@@ -193,7 +207,8 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
             check_range(target.addr, len)?;
             let out = Output::open(&output)?;
             let result = async {
-                let mut client = connect(&target).await?;
+                let mut connection = connect(&target).await?;
+                let client = connection.client(&target)?;
                 let mut data = vec![0u8; len];
                 let bar = progress(len as u32);
                 let start = Instant::now();
@@ -307,18 +322,56 @@ impl Output {
     }
 }
 
-async fn connect(target: &Target) -> anyhow::Result<ScpClient> {
-    let mut config = ScpConfig {
-        window: target.window.0,
-        max_tries: target.tries,
-        ..ScpConfig::default()
-    };
-    if let Some(ms) = target.timeout_ms {
-        config.rto = Rto::Fixed(Duration::from_millis(ms));
+impl Tuning {
+    /// The client's settings.
+    pub(crate) fn config(&self) -> ScpConfig {
+        let mut config = ScpConfig {
+            window: self.window.0,
+            max_tries: self.tries,
+            ..ScpConfig::default()
+        };
+        if let Some(ms) = self.timeout_ms {
+            config.rto = Rto::Fixed(Duration::from_millis(ms));
+        }
+        config
     }
-    ScpClient::connect_host(&target.target, target.transport == Transport::Tcp, config)
+}
+
+/// A board, or a discovered machine.
+enum Connection {
+    Board(Box<ScpClient>),
+    Machine(Machine),
+}
+
+impl Connection {
+    /// The client that reaches the target's chip.
+    fn client(&mut self, target: &Target) -> anyhow::Result<&mut ScpClient> {
+        match self {
+            Self::Board(client) => Ok(client),
+            Self::Machine(machine) => {
+                let Address { x, y, .. } = target.chip.0;
+                Ok(machine.client_for(x, y)?)
+            }
+        }
+    }
+}
+
+async fn connect(target: &Target) -> anyhow::Result<Connection> {
+    let config = target.tuning.config();
+    if let Some(root) = &target.machine {
+        if target.transport == Transport::Tcp {
+            bail!("--transport tcp conflicts with --machine: a machine's boards speak UDP");
+        }
+        let machine = crate::machine::discover(root, config).await?;
+        return Ok(Connection::Machine(machine));
+    }
+    let Some(board) = &target.target else {
+        bail!("say which board with --target, or which machine with --machine");
+    };
+    ScpClient::connect_host(board, target.transport == Transport::Tcp, config)
         .await
-        .with_context(|| format!("cannot reach {}", target.target))
+        .map(|client| Connection::Board(Box::new(client)))
+        .with_context(|| format!("cannot reach {board}"))
 }
 
 /// A progress bar on a terminal, a hidden one otherwise.
@@ -351,10 +404,15 @@ fn progress_feed(bar: &ProgressBar) -> impl FnMut(u64) + '_ {
 }
 
 fn report(what: &str, bytes: u32, elapsed: core::time::Duration) {
-    let mbit = f64::from(bytes) * 8.0 / f64::from(1u32 << 20);
+    let mbit = mbit(u64::from(bytes));
     eprintln!(
         "Finished {what} after {} ms. Throughput = {:.2} Mbit/s",
         elapsed.as_millis(),
         mbit / elapsed.as_secs_f64().max(1e-9)
     );
+}
+
+/// Mbit as the seed's scripts count it: 2^20 bits.
+pub(crate) fn mbit(bytes: u64) -> f64 {
+    bytes as f64 * 8.0 / f64::from(1u32 << 20)
 }

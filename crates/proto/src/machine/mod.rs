@@ -70,9 +70,9 @@ impl fmt::Display for BoardCountError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} boards is not a machine: a machine is 1 board or a rectangle of triads of 3 \
-             (at most {MAX_TRIADS} triads a side): 1, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, \
-             36, 48, ..., 1200, ..., {}",
+            "{} boards is not a machine: a machine is 1 board, or 3 boards to a triad in \
+             a rectangle of triads at most {MAX_TRIADS} a side: 1, 3, 6, 9, 12, 15, 18, 21, 24, \
+             27, 30, 33, 36, 39, 42, 45, 48, ..., 1200, ..., {}",
             self.boards,
             3 * usize::from(MAX_TRIADS) * usize::from(MAX_TRIADS)
         )

@@ -137,6 +137,13 @@ impl Machine {
         }
     }
 
+    /// The client of the board that reaches (`x`, `y`), for operations
+    /// [`Machine`] has no method for (a streamed write, one with progress).
+    pub fn client_for(&mut self, x: u8, y: u8) -> Result<&mut ScpClient, MachineError> {
+        let board = self.board_of(x, y)?;
+        Ok(&mut self.clients[board])
+    }
+
     fn fail(&self, board: usize) -> impl Fn(ScpError) -> MachineError + '_ {
         move |source| MachineError::Board {
             board: self.boards[board].index,
