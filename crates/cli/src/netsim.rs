@@ -1,6 +1,6 @@
 //! `volley netsim`: the link simulator as a standalone relay.
 
-use core::net::SocketAddr;
+use core::net::{Ipv4Addr, SocketAddr};
 use std::io::Write;
 
 use anyhow::{Context, bail};
@@ -14,11 +14,24 @@ use crate::{fraction, millis, shutdown_signal};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Address clients send to (port 0 picks one).
-    #[arg(long)]
-    listen: SocketAddr,
+    #[arg(long, required_unless_present = "boards", conflicts_with = "boards")]
+    listen: Option<SocketAddr>,
     /// Address datagrams are relayed to.
-    #[arg(long)]
-    upstream: SocketAddr,
+    #[arg(long, required_unless_present = "boards", conflicts_with = "boards")]
+    upstream: Option<SocketAddr>,
+    /// Relay a machine of this many boards, one relay each: board i's relay listens on
+    /// --listen-base + i and relays to --upstream-base + i, both on port 17893 (run the
+    /// machine with `volley emulate --boards N --report-base <listen base>`, so that
+    /// discovery leads the host to the relays).
+    #[arg(long, requires_all = ["listen_base", "upstream_base"], conflicts_with = "tcp",
+          value_parser = clap::value_parser!(u32).range(1..=1323))]
+    boards: Option<u32>,
+    /// The first board's relay address.
+    #[arg(long, requires = "boards")]
+    listen_base: Option<Ipv4Addr>,
+    /// The first board's own address.
+    #[arg(long, requires = "boards")]
+    upstream_base: Option<Ipv4Addr>,
     /// One-way delay in milliseconds (fractions allowed: 0.5).
     #[arg(long, default_value = "0", value_parser = millis)]
     delay_ms: core::time::Duration,
@@ -76,8 +89,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         idle_timeout: args.flow_idle_ms,
         max_flows: args.max_flows as usize,
     };
-    let mut link = LinkSim::start(args.listen, args.upstream, config)
-        .context("cannot start the link simulator")?;
+    if let (Some(boards), Some(listen), Some(upstream)) =
+        (args.boards, args.listen_base, args.upstream_base)
+    {
+        return run_boards(boards, listen, upstream, config).await;
+    }
+    let (Some(listen), Some(upstream)) = (args.listen, args.upstream) else {
+        bail!("say where to listen and where to relay to: --listen and --upstream");
+    };
+    let mut link =
+        LinkSim::start(listen, upstream, config).context("cannot start the link simulator")?;
     println!("listening {}", link.local_addr());
     let _ = std::io::stdout().flush();
     tokio::select! {
@@ -120,8 +141,10 @@ async fn run_tcp(args: &Args, rate_bps: Option<core::num::NonZeroU64>) -> anyhow
         // Each connection is four threads: keep the default cap modest.
         max_connections: (args.max_flows as usize).min(1024),
     };
-    let link = TcpLinkSim::start(args.listen, args.upstream, config)
-        .context("cannot start the TCP relay")?;
+    let (Some(listen), Some(upstream)) = (args.listen, args.upstream) else {
+        bail!("say where to listen and where to relay to: --listen and --upstream");
+    };
+    let link = TcpLinkSim::start(listen, upstream, config).context("cannot start the TCP relay")?;
     println!("listening tcp={}", link.local_addr());
     let _ = std::io::stdout().flush();
     shutdown_signal().await?;
@@ -131,5 +154,47 @@ async fn run_tcp(args: &Args, rate_bps: Option<core::num::NonZeroU64>) -> anyhow
         s.connections, s.bytes_up, s.bytes_down
     );
     link.stop();
+    Ok(())
+}
+
+/// `volley netsim --boards N`: a relay per board, each with its own seed (the given
+/// seed plus the board's number), until a signal or until one of them fails.
+async fn run_boards(
+    boards: u32,
+    listen: Ipv4Addr,
+    upstream: Ipv4Addr,
+    config: LinkConfig,
+) -> anyhow::Result<()> {
+    let nth = |base: Ipv4Addr, i: u32| {
+        u32::from(base)
+            .checked_add(i)
+            .map(|ip| SocketAddr::from((Ipv4Addr::from(ip), volley_proto::wire::scp::PORT)))
+            .with_context(|| format!("{boards} boards from {base} run past 255.255.255.255"))
+    };
+    nth(listen, boards - 1)?;
+    nth(upstream, boards - 1)?;
+    let mut links = Vec::with_capacity(boards as usize);
+    for i in 0..boards {
+        let board = LinkConfig {
+            seed: config.seed.wrapping_add(u64::from(i)),
+            ..config.clone()
+        };
+        let link = LinkSim::start(nth(listen, i)?, nth(upstream, i)?, board)
+            .with_context(|| format!("cannot start board {i}'s relay"))?;
+        links.push(link);
+    }
+    println!("listening boards={boards} first={}", links[0].local_addr());
+    let _ = std::io::stdout().flush();
+    let stopped =
+        futures::future::select_all(links.iter_mut().map(|link| Box::pin(link.stopped())));
+    tokio::select! {
+        signal = shutdown_signal() => signal?,
+        (e, i, _) = stopped => return Err(e).with_context(|| format!("board {i}'s relay stopped")),
+    }
+    let dropped: u64 = links.iter().map(|link| link.stats().dropped).sum();
+    eprintln!("netsim stopped: {boards} relays, {dropped} datagrams dropped");
+    for link in links {
+        link.stop();
+    }
     Ok(())
 }

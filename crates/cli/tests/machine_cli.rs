@@ -124,3 +124,48 @@ async fn machine_options_are_checked_before_anything_starts() {
     );
     assert!(stderr.contains("refused"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_through_a_lossy_relay_per_board() {
+    let emulate = [
+        "emulate",
+        "--boards",
+        "3",
+        "--base-ip",
+        "127.0.14.0",
+        "--report-base",
+        "127.0.15.0",
+    ];
+    let (_machine, line) = spawn(&emulate).await;
+    assert_eq!(line, "listening root=127.0.14.0:17893 boards=3 chips=144");
+    let netsim = [
+        "netsim",
+        "--boards",
+        "3",
+        "--listen-base",
+        "127.0.15.0",
+        "--upstream-base",
+        "127.0.14.0",
+        "--loss",
+        "0.05",
+        "--seed",
+        "4",
+    ];
+    let (_relays, line) = spawn(&netsim).await;
+    assert_eq!(line, "listening boards=3 first=127.0.15.0:17893");
+    let args = [
+        "machine",
+        "bench",
+        "127.0.15.0",
+        "--bytes-per-chip",
+        "2000",
+        "--window",
+        "auto",
+    ];
+    let (ok, stdout, stderr) = run_out(&args).await;
+    assert!(ok, "{stderr}");
+    let last = stdout.lines().last().unwrap();
+    assert_eq!(field(last, "bytes"), (144 * 2000).to_string(), "{last}");
+    let (ok, stderr) = run(&["netsim", "--boards", "3", "--listen-base", "127.0.15.0"]).await;
+    assert!(!ok && stderr.contains("--upstream-base"), "{stderr}");
+}
