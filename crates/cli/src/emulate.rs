@@ -5,9 +5,9 @@ use core::net::{Ipv4Addr, SocketAddr};
 use std::io::Write;
 
 use anyhow::Context;
-use volley_emulator::{Board, BoardConfig, Machine, MachineConfig};
+use volley_emulator::{Board, BoardConfig, Machine, MachineConfig, ScampCosts};
 
-use crate::{fraction, millis, shutdown_signal};
+use crate::{fraction, micros, millis, shutdown_signal};
 
 /// Options of `volley emulate`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,26 @@ pub(crate) struct Args {
     /// Extra latency per P2P hop to chip (x, y): (x + y) times this, in milliseconds.
     #[arg(long, default_value = "0", value_parser = millis)]
     hop_ms: core::time::Duration,
+    /// Model SC&MP's costs, so that figures mean something for hardware: the Ethernet
+    /// chip serves one request at a time (63.8 us each), a request for another chip
+    /// holds one of its 8 P2P streams for 1.24 ms a hop (RC_P2P_BUSY when all are taken),
+    /// a board holds 32 messages at once (more are dropped). --delay-ms and --hop-ms add
+    /// on top. Each default and its source is in volley-emulator's `ScampCosts`.
+    #[arg(long)]
+    scamp_costs: bool,
+    /// With --scamp-costs: the Ethernet chip's time per request, in microseconds.
+    #[arg(long, requires = "scamp_costs", value_parser = micros)]
+    scamp_service_us: Option<core::time::Duration>,
+    /// With --scamp-costs: the time a forwarded request holds a P2P stream, per hop, in
+    /// microseconds.
+    #[arg(long, requires = "scamp_costs", value_parser = micros)]
+    scamp_p2p_hop_us: Option<core::time::Duration>,
+    /// With --scamp-costs: P2P streams per chip, 1 to 255.
+    #[arg(long, requires = "scamp_costs", value_parser = clap::value_parser!(u8).range(1..))]
+    scamp_streams: Option<u8>,
+    /// With --scamp-costs: messages a board holds at once, 1 to 65535.
+    #[arg(long, requires = "scamp_costs", value_parser = clap::value_parser!(u16).range(1..))]
+    scamp_buffers: Option<u16>,
     /// Seed for the loss decisions.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -63,6 +83,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         memory_budget: (args.memory_mib as usize) << 20,
         max_tcp_connections: args.max_tcp_connections as usize,
+        scamp: args.scamp_costs.then(|| {
+            let defaults = ScampCosts::default();
+            ScampCosts {
+                service: args.scamp_service_us.unwrap_or(defaults.service),
+                p2p_hop: args.scamp_p2p_hop_us.unwrap_or(defaults.p2p_hop),
+                streams: args.scamp_streams.unwrap_or(defaults.streams),
+                buffers: args.scamp_buffers.unwrap_or(defaults.buffers),
+            }
+        }),
         ..BoardConfig::default()
     };
     if let Some(boards) = args.boards {

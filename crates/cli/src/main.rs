@@ -162,18 +162,26 @@ fn fraction(text: &str) -> Result<f64, String> {
 
 /// Parses non-negative fractional milliseconds into a duration.
 fn millis(text: &str) -> Result<core::time::Duration, String> {
+    duration(text, "milliseconds", 1e3)
+}
+
+/// Parses non-negative fractional microseconds into a duration.
+fn micros(text: &str) -> Result<core::time::Duration, String> {
+    duration(text, "microseconds", 1e6)
+}
+
+/// Parses a non-negative fraction of `per_second`ths of a second.
+fn duration(text: &str, unit: &str, per_second: f64) -> Result<core::time::Duration, String> {
     let value: f64 = text
         .parse()
         .map_err(|e| format!("`{text}` is not a number: {e}"))?;
     if !(value.is_finite() && value >= 0.0) {
-        return Err(format!(
-            "{value} is not a non-negative number of milliseconds"
-        ));
+        return Err(format!("{value} is not a non-negative number of {unit}"));
     }
     // Too large for any duration; smaller but still absurd values reach the library,
     // which says what its limit is.
-    core::time::Duration::try_from_secs_f64(value / 1000.0)
-        .map_err(|_| format!("{text} milliseconds is too long (the limit is one hour)"))
+    core::time::Duration::try_from_secs_f64(value / per_second)
+        .map_err(|_| format!("{text} {unit} is too long (the limit is one hour)"))
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinHandle;
 use volley_transport_udp::checks::{check_delay, check_fraction, panic_message};
 
+use crate::costs::ScampCosts;
 use crate::logic::Fabric;
+use crate::pacer::Pacer;
 use crate::serve::{serve_tcp, serve_udp};
 
 /// Where SDRAM starts on every chip.
@@ -48,6 +50,9 @@ pub struct BoardConfig {
     /// poll yields the CPU, so on a machine with no core to spare the spin costs the
     /// client nothing.
     pub spin: Duration,
+    /// SC&MP's costs (its monitor's time per request, P2P forwarding, its buffers), or
+    /// `None` to answer as fast as the host allows.
+    pub scamp: Option<ScampCosts>,
     /// The most bytes of written memory the board holds, over all chips (a FILL holds
     /// none: a filled page is one word). A WRITE or FILL that would pass it is answered
     /// `RC_BUF` and changes nothing.
@@ -77,6 +82,8 @@ pub struct BoardStats {
     pub error_replies: u64,
     /// Requests dropped because every transient tag was taken.
     pub dropped_no_tag: u64,
+    /// Requests dropped because every message buffer was held (SC&MP's costs on).
+    pub dropped_no_buffer: u64,
     /// Datagrams over 282 bytes, dropped unread.
     pub dropped_oversize: u64,
     /// Datagrams too short to carry a sequence number, dropped.
@@ -106,6 +113,9 @@ impl BoardConfig {
         if self.pool_size == 0 {
             return invalid("a transient-tag pool of 0 answers nothing over UDP".into());
         }
+        if let Some(costs) = &self.scamp {
+            costs.check()?;
+        }
         if self.tto > 15 {
             return invalid(format!(
                 "transient-tag timeout code {} is not in 0..=15",
@@ -132,6 +142,7 @@ impl Default for BoardConfig {
             spin: Duration::from_micros(50),
             memory_budget: 256 << 20,
             max_tcp_connections: 256,
+            scamp: None,
         }
     }
 }
@@ -147,10 +158,12 @@ impl Board {
         config.check()?;
         let socket = std::net::UdpSocket::bind(udp)?;
         socket.set_nonblocking(true)?;
+        let for_pacer = socket.try_clone()?;
         let socket = UdpSocket::from_std(socket)?;
         let udp_addr = socket.local_addr()?;
         let fabric = Arc::new(Fabric::single(config));
-        let mut tasks = vec![tokio::spawn(serve_udp(socket, fabric.clone(), 0))];
+        let pacer = Arc::new(Pacer::start(fabric.clone(), vec![for_pacer]));
+        let mut tasks = vec![tokio::spawn(serve_udp(socket, fabric.clone(), pacer, 0))];
         let mut tcp_addr = None;
         if let Some(addr) = tcp {
             let listener = TcpListener::bind(addr).await?;

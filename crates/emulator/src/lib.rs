@@ -30,12 +30,15 @@
 
 mod answer;
 mod board;
+mod costs;
 mod logic;
 mod machine;
 mod memory;
+mod pacer;
 mod serve;
 
 pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
+pub use costs::ScampCosts;
 #[cfg(feature = "fuzzing")]
 pub use logic::Handler;
 pub use machine::{Machine, MachineConfig};

@@ -3,7 +3,6 @@
 //! each command does is in `answer`).
 
 use core::cmp::Reverse;
-use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 use std::collections::BinaryHeap;
@@ -18,6 +17,7 @@ use volley_proto::wire::sdp;
 
 use crate::answer::execute;
 use crate::board::{BoardConfig, BoardStats};
+use crate::costs::{Monitor, Streams};
 use crate::memory::Memory;
 
 /// One board's state and counters. Its transient tags are taken only by the task that
@@ -33,6 +33,7 @@ pub(crate) struct Shared {
     pub(crate) replies: AtomicU64,
     pub(crate) error_replies: AtomicU64,
     pub(crate) dropped_no_tag: AtomicU64,
+    pub(crate) dropped_no_buffer: AtomicU64,
     pub(crate) dropped_oversize: AtomicU64,
     pub(crate) dropped_malformed: AtomicU64,
     pub(crate) replies_lost: AtomicU64,
@@ -65,6 +66,10 @@ pub(crate) struct State {
     /// When each transient tag frees; `None` = free.
     pub(crate) tags: Vec<Option<Instant>>,
     pub(crate) rng: StdRng,
+    /// The monitor's queue and buffers (with SC&MP's costs on).
+    pub(crate) monitor: Monitor,
+    /// The P2P streams of this board's chips (with SC&MP's costs on).
+    pub(crate) streams: Streams,
 }
 
 /// What the board does with one request.
@@ -91,12 +96,15 @@ impl Shared {
                 tto: config.tto,
                 tags: vec![None; usize::from(config.pool_size)],
                 rng: StdRng::seed_from_u64(seed),
+                monitor: Monitor::default(),
+                streams: Streams::default(),
             }),
             stopped: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             replies: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
             dropped_no_tag: AtomicU64::new(0),
+            dropped_no_buffer: AtomicU64::new(0),
             dropped_oversize: AtomicU64::new(0),
             dropped_malformed: AtomicU64::new(0),
             replies_lost: AtomicU64::new(0),
@@ -111,11 +119,17 @@ impl Shared {
             replies: get(&self.replies),
             error_replies: get(&self.error_replies),
             dropped_no_tag: get(&self.dropped_no_tag),
+            dropped_no_buffer: get(&self.dropped_no_buffer),
             dropped_oversize: get(&self.dropped_oversize),
             dropped_malformed: get(&self.dropped_malformed),
             replies_lost: get(&self.replies_lost),
             memory_bytes: self.lock().memory.held_bytes() as u64,
         }
+    }
+
+    /// Counts a reply sent.
+    pub(crate) fn count_reply(&self) {
+        self.replies.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -189,6 +203,35 @@ impl Fabric {
         }
     }
 
+    /// Where a request is going: its chip (with (255, 255) the root chip), the board
+    /// that owns it and the hops to it from board `index`'s Ethernet chip; `None` if it
+    /// does not parse or there is no such chip.
+    fn destination(&self, index: usize, request: &[u8]) -> Option<(u8, u8, usize, u32)> {
+        let dest = RequestRepr::parse(request).ok()?.sdp.dest;
+        let (x, y) = root_for_any(dest.x, dest.y);
+        let (owner, hops) = self.locate(index, x, y)?;
+        Some((x, y, owner, hops))
+    }
+
+    /// Answers a request with `rc` and no body, without carrying it out.
+    fn refuse(
+        &self,
+        index: usize,
+        request: &[u8],
+        rc: ReturnCode,
+        out: &mut [u8; MAX_DATAGRAM_LEN],
+    ) -> Action {
+        let board = &self.boards[index];
+        board.requests.fetch_add(1, Ordering::Relaxed);
+        let Ok(parsed) = RequestRepr::parse(request) else {
+            return Action::Silent;
+        };
+        let mut reply = parsed.reply(rc);
+        (reply.sdp.src.x, reply.sdp.src.y) = root_for_any(parsed.sdp.dest.x, parsed.sdp.dest.y);
+        let wants_reply = parsed.sdp.flags.reply_expected();
+        board.reply(&reply, out, self.config.processing_delay, wants_reply)
+    }
+
     /// Handles one request that arrived at board `index`, writing any reply into
     /// `out`. Checks as SC&MP does: oversize datagrams dropped, a short SDP part
     /// answered with `RC_LEN`, a chip that does not exist `RC_ROUTE`, unknown commands
@@ -223,11 +266,7 @@ impl Fabric {
             return board.reply(&reply, out, Duration::ZERO, header.flags.reply_expected());
         };
         let mut dest = parsed.sdp.dest;
-        if (dest.x, dest.y) == (255, 255) {
-            // SC&MP sends (255, 255) to the root chip, through whichever board it came in
-            // by (scamp-3.c, `proc_route_msg`).
-            (dest.x, dest.y) = (0, 0);
-        }
+        (dest.x, dest.y) = root_for_any(dest.x, dest.y);
         let wants_reply = parsed.sdp.flags.reply_expected();
         let config = &self.config;
         let Some((owner, hops)) = self.locate(index, dest.x, dest.y) else {
@@ -304,33 +343,84 @@ impl<T: Ord> Schedule<T> {
     }
 }
 
+/// SC&MP sends (255, 255) to the root chip, through whichever board it came in by
+/// (`scamp-3.c`, `proc_route_msg`).
+fn root_for_any(x: u8, y: u8) -> (u8, u8) {
+    if (x, y) == (255, 255) { (0, 0) } else { (x, y) }
+}
+
+/// What to do with one datagram's reply.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Send these many bytes of the output buffer now.
+    Now(usize),
+    /// Send these many bytes of the output buffer at this instant.
+    At(Instant, usize),
+    /// Send nothing: no reply wanted, dropped, or lost.
+    Nothing,
+}
+
 /// Handles one datagram that arrived at board `index` at `now`: drops it if every
-/// transient tag is taken (before it does anything, as SC&MP frees the packet), else
-/// carries it out, holds a tag for its reply, and returns the length of a reply to send
-/// now or schedules a delayed one.
+/// transient tag is taken (before it does anything, as SC&MP frees the packet) or, with
+/// SC&MP's costs on, every message buffer; else waits its turn at the monitor, crosses
+/// the P2P hops to its chip (or is refused `RC_P2P_BUSY` if that chip's streams are all
+/// taken), is carried out, and holds a tag (and a buffer) until its reply leaves.
 pub(crate) fn on_datagram(
     fabric: &Fabric,
     index: usize,
     now: Instant,
     datagram: &[u8],
-    from: SocketAddr,
     out: &mut [u8; MAX_DATAGRAM_LEN],
-    delayed: &mut Schedule<(Vec<u8>, SocketAddr)>,
-) -> Option<usize> {
+) -> Outcome {
     let board = &fabric.boards[index];
     if board.stopped.load(Ordering::Relaxed) {
-        return None;
+        return Outcome::Nothing;
     }
-    // Only this board's serving task takes its tags, so a free one stays free until
-    // the request below has run.
-    if !board.lock().has_free_tag(now) {
-        board.requests.fetch_add(1, Ordering::Relaxed);
-        board.dropped_no_tag.fetch_add(1, Ordering::Relaxed);
-        return None;
-    }
-    let Action::Reply { len, delay } = fabric.handle(index, datagram, out) else {
-        return None;
+    let costs = fabric.config.scamp;
+    // Only this board's serving task takes its tags and its monitor's slots, so what is
+    // found free here stays free until the request below has run.
+    let mut ready = {
+        let mut state = board.lock();
+        let slot = match (state.has_free_tag(now), &costs) {
+            (false, _) => Err(&board.dropped_no_tag),
+            (true, None) => Ok(now),
+            (true, Some(costs)) => state
+                .monitor
+                .admit(costs, now)
+                .ok_or(&board.dropped_no_buffer),
+        };
+        match slot {
+            Ok(ready) => ready,
+            Err(counter) => {
+                board.requests.fetch_add(1, Ordering::Relaxed);
+                counter.fetch_add(1, Ordering::Relaxed);
+                return Outcome::Nothing;
+            }
+        }
     };
+    let mut busy = false;
+    if let Some(costs) = &costs {
+        if let Some((x, y, owner, hops)) = fabric.destination(index, datagram) {
+            if hops > 0 {
+                let until = ready + costs.p2p_hop * hops;
+                let mut state = fabric.boards[owner].lock();
+                if state.streams.open(costs, (x, y), ready, until) {
+                    ready = until;
+                } else {
+                    busy = true;
+                }
+            }
+        }
+    }
+    let action = if busy {
+        fabric.refuse(index, datagram, ReturnCode::P2P_BUSY, out)
+    } else {
+        fabric.handle(index, datagram, out)
+    };
+    let Action::Reply { len, delay } = action else {
+        return Outcome::Nothing;
+    };
+    let at = ready + delay;
     let mut state = board.lock();
     let loss = fabric.config.reply_loss;
     let lost = loss > 0.0 && state.rng.random_bool(loss.min(1.0));
@@ -339,21 +429,22 @@ pub(crate) fn on_datagram(
     let hold = if lost {
         state
             .tto_duration()
-            .map_or(now + Duration::from_secs(86_400 * 365), |t| now + delay + t)
+            .map_or(now + Duration::from_secs(86_400 * 365), |t| at + t)
     } else {
-        now + delay
+        at
     };
     state.take_tag(now, hold);
+    if costs.is_some() {
+        state.monitor.hold(at);
+    }
     drop(state);
     if lost {
         board.replies_lost.fetch_add(1, Ordering::Relaxed);
-        return None;
-    }
-    if delay.is_zero() {
-        Some(len)
+        Outcome::Nothing
+    } else if at <= now {
+        Outcome::Now(len)
     } else {
-        delayed.push(now + delay, (out[..len].to_vec(), from));
-        None
+        Outcome::At(at, len)
     }
 }
 
@@ -362,7 +453,6 @@ pub(crate) fn on_datagram(
 #[derive(Debug)]
 pub struct Handler {
     fabric: Fabric,
-    delayed: Schedule<(Vec<u8>, SocketAddr)>,
 }
 
 #[cfg(feature = "fuzzing")]
@@ -372,7 +462,6 @@ impl Handler {
         config.check()?;
         Ok(Self {
             fabric: Fabric::single(config),
-            delayed: Schedule::default(),
         })
     }
 
@@ -380,17 +469,10 @@ impl Handler {
     /// wanted, dropped, or delayed).
     pub fn handle(&mut self, datagram: &[u8]) -> Option<Vec<u8>> {
         let mut out = [0u8; MAX_DATAGRAM_LEN];
-        let from = SocketAddr::from(([127, 0, 0, 1], 1));
-        let len = on_datagram(
-            &self.fabric,
-            0,
-            Instant::now(),
-            datagram,
-            from,
-            &mut out,
-            &mut self.delayed,
-        )?;
-        Some(out[..len].to_vec())
+        match on_datagram(&self.fabric, 0, Instant::now(), datagram, &mut out) {
+            Outcome::Now(len) => Some(out[..len].to_vec()),
+            Outcome::At(..) | Outcome::Nothing => None,
+        }
     }
 
     /// Bytes of written memory held.
@@ -403,6 +485,7 @@ impl Handler {
 mod tests {
     use super::*;
     use crate::SDRAM_BASE;
+    use crate::costs::ScampCosts;
     use volley_proto::wire::scp::Command;
     use volley_proto::wire::sdp::Address;
 
@@ -414,19 +497,79 @@ mod tests {
 
     /// Handles `request` at `now` and returns the return code of an immediate reply.
     fn rc(fabric: &Fabric, now: Instant, request: &RequestRepr<'_>) -> Option<ReturnCode> {
+        match outcome(fabric, now, request) {
+            (Outcome::Now(_), Some(rc)) => Some(rc),
+            _ => None,
+        }
+    }
+
+    /// Handles `request` at `now`: what happens to its reply, and the reply's code.
+    fn outcome(
+        fabric: &Fabric,
+        now: Instant,
+        request: &RequestRepr<'_>,
+    ) -> (Outcome, Option<ReturnCode>) {
         let mut out = [0u8; MAX_DATAGRAM_LEN];
-        let mut delayed = Schedule::default();
-        let from = SocketAddr::from(([127, 0, 0, 1], 9));
-        let len = on_datagram(
-            fabric,
-            0,
-            now,
-            &encode(request),
-            from,
-            &mut out,
-            &mut delayed,
-        )?;
-        Some(ReplyRepr::parse(&out[..len]).unwrap().rc)
+        let outcome = on_datagram(fabric, 0, now, &encode(request), &mut out);
+        let rc = match outcome {
+            Outcome::Now(len) | Outcome::At(_, len) => {
+                Some(ReplyRepr::parse(&out[..len]).unwrap().rc)
+            }
+            Outcome::Nothing => None,
+        };
+        (outcome, rc)
+    }
+
+    #[test]
+    fn scamp_costs_queue_at_the_monitor_hold_p2p_streams_and_run_out_of_buffers() {
+        let costs = ScampCosts {
+            service: Duration::from_micros(100),
+            p2p_hop: Duration::from_millis(1),
+            streams: 2,
+            buffers: 5,
+        };
+        let config = BoardConfig {
+            pool_size: 16,
+            scamp: Some(costs),
+            ..BoardConfig::default()
+        };
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
+        // The Ethernet chip: one request at a time, 100 us each.
+        let fabric = Fabric::single(config.clone());
+        let sver = scp::sver_request(Address::core(0, 0, 0));
+        for i in 1..=3 {
+            assert_eq!(
+                outcome(&fabric, t0, &sver),
+                (Outcome::At(t0 + us(100 * i), 48), Some(ReturnCode::OK))
+            );
+        }
+        // Two more fill the five buffers; the sixth is dropped.
+        outcome(&fabric, t0, &sver);
+        outcome(&fabric, t0, &sver);
+        assert_eq!(outcome(&fabric, t0, &sver).0, Outcome::Nothing);
+        assert_eq!(
+            fabric.boards[0].dropped_no_buffer.load(Ordering::Relaxed),
+            1
+        );
+
+        // Chip (2, 1), two hops away over P2P: two streams, then RC_P2P_BUSY.
+        let fabric = Fabric::single(config);
+        let far = scp::read_request(Address::core(2, 1, 0), crate::SDRAM_BASE, 4).unwrap();
+        let (first, rc) = outcome(&fabric, t0, &far);
+        assert_eq!(
+            (first, rc),
+            (
+                Outcome::At(t0 + us(100) + us(3000), 18),
+                Some(ReturnCode::OK)
+            )
+        );
+        outcome(&fabric, t0, &far);
+        let (busy, rc) = outcome(&fabric, t0, &far);
+        assert_eq!(
+            (busy, rc),
+            (Outcome::At(t0 + us(300), 14), Some(ReturnCode::P2P_BUSY))
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use volley_proto::wire::scp::PORT;
 
 use crate::board::{BoardConfig, BoardStats, first_to_stop, shut_down};
 use crate::logic::{Fabric, Layout};
+use crate::pacer::Pacer;
 use crate::serve::serve_udp;
 
 /// Settings of an emulated machine.
@@ -86,6 +87,7 @@ impl Machine {
         nth(report, last).ok_or_else(|| past_the_end(report))?;
         let mut sockets = Vec::with_capacity(config.boards);
         let mut addrs = Vec::with_capacity(config.boards);
+        let mut clones = Vec::with_capacity(config.boards);
         for i in 0..config.boards {
             let ip = nth(config.base, i).ok_or_else(|| past_the_end(config.base))?;
             let addr = SocketAddr::V4(SocketAddrV4::new(ip, config.port));
@@ -93,6 +95,7 @@ impl Machine {
                 io::Error::new(e.kind(), format!("board {i} cannot bind {addr}: {e}"))
             })?;
             socket.set_nonblocking(true)?;
+            clones.push(socket.try_clone()?);
             let socket = UdpSocket::from_std(socket)?;
             addrs.push(socket.local_addr()?);
             sockets.push(socket);
@@ -101,10 +104,11 @@ impl Machine {
             .map(|i| nth(report, i).map_or([0; 4], |ip| ip.octets()))
             .collect();
         let fabric = Arc::new(Fabric::new(config.board, Layout::Machine(geometry), ips));
+        let pacer = Arc::new(Pacer::start(fabric.clone(), clones));
         let tasks = sockets
             .into_iter()
             .enumerate()
-            .map(|(i, socket)| tokio::spawn(serve_udp(socket, fabric.clone(), i)))
+            .map(|(i, socket)| tokio::spawn(serve_udp(socket, fabric.clone(), pacer.clone(), i)))
             .collect();
         Ok(Self {
             geometry,

@@ -1,7 +1,6 @@
 //! Serving the board: the UDP task (batched receives and replies, delayed replies on a
 //! schedule) and the TCP listener with a task per connection.
 
-use core::net::SocketAddr;
 use core::sync::atomic::Ordering;
 use std::io;
 use std::sync::Arc;
@@ -15,7 +14,8 @@ use volley_transport_tcp::{Accepted, Config, Framed, Listener, ServerConfig};
 use volley_transport_udp::SCP_FRAME_TYPE;
 use volley_transport_udp::datagrams::{Datagrams, Sent};
 
-use crate::logic::{Action, Fabric, Schedule, Shared, on_datagram};
+use crate::logic::{Action, Fabric, Outcome, Schedule, Shared, on_datagram};
+use crate::pacer::Pacer;
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
@@ -25,42 +25,41 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// The UDP side: drains every ready datagram, answers each through a transient tag, and
-/// sends each batch of replies in as few system calls as the kernel allows. After
-/// traffic it polls the socket for `spin` before parking, as a board's dedicated core
-/// would answer without a wake-up, yielding the CPU between polls: a spin that only
-/// hinted the CPU held a core the client and the link simulator needed whenever the
-/// machine had none to spare (on one core, or two with one busy elsewhere, a 16-deep SCP
-/// window through a 1 ms link lost a quarter of its throughput to it, its RTT inflated
-/// from 1.0 to 1.35 ms).
+/// sends each batch of replies in as few system calls as the kernel allows; a reply
+/// that is due later goes to the pacer, whose thread sends it on time. After traffic it
+/// polls the socket for `spin` before parking, as a board's dedicated core would answer
+/// without a wake-up, yielding the CPU between polls: a spin that only hinted the CPU
+/// held a core the client and the link simulator needed whenever the machine had none to
+/// spare.
 pub(crate) async fn serve_udp(
     socket: UdpSocket,
     fabric: Arc<Fabric>,
+    pacer: Arc<Pacer>,
     index: usize,
 ) -> io::Result<()> {
     let mut io = Datagrams::new(&socket);
     let mut out = [0u8; MAX_DATAGRAM_LEN];
-    let mut delayed: Schedule<(Vec<u8>, SocketAddr)> = Schedule::default();
     let spin = fabric.config.spin;
     let shared = &fabric.boards[index];
+    let board = Board {
+        socket: &socket,
+        fabric: &fabric,
+        pacer: &pacer,
+        index,
+    };
     loop {
+        socket.readable().await?;
         let mut active = false;
-        tokio::select! {
-            biased;
-            ready = socket.readable() => {
-                ready?;
-                loop {
-                    match io.rx.try_recv(&socket, false) {
-                        Ok(()) => {
-                            active = true;
-                            answer(&socket, &mut io, &fabric, index, &mut out, &mut delayed).await;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        // ICMP errors from earlier replies to vanished clients.
-                        Err(_) => continue,
-                    }
+        loop {
+            match io.rx.try_recv(&socket, false) {
+                Ok(()) => {
+                    active = true;
+                    board.answer(&mut io, &mut out).await;
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // ICMP errors from earlier replies to vanished clients.
+                Err(_) => continue,
             }
-            () = sleep_until(delayed.next_at()) => {}
         }
         if active && !spin.is_zero() {
             let mut until = std::time::Instant::now() + spin;
@@ -68,7 +67,7 @@ pub(crate) async fn serve_udp(
                 match io.rx.try_recv(&socket, true) {
                     Ok(()) => {
                         until = std::time::Instant::now() + spin;
-                        answer(&socket, &mut io, &fabric, index, &mut out, &mut delayed).await;
+                        board.answer(&mut io, &mut out).await;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         if std::time::Instant::now() >= until {
@@ -79,38 +78,40 @@ pub(crate) async fn serve_udp(
                     }
                     Err(_) => {}
                 }
-                if delayed.next_at().is_some_and(|at| at <= Instant::now()) {
-                    break;
-                }
             }
-        }
-        let now = Instant::now();
-        while let Some((reply, to)) = delayed.pop_due(now) {
-            let sent = io.tx.queue(&socket, &reply, to).await;
-            count_sent(shared, sent);
         }
         count_sent(shared, io.tx.flush(&socket).await);
     }
 }
 
-/// Handles the datagrams of one receive call and sends their replies.
-async fn answer(
-    socket: &UdpSocket,
-    io: &mut Datagrams,
-    fabric: &Fabric,
+/// What one board's UDP task answers with.
+struct Board<'a> {
+    socket: &'a UdpSocket,
+    fabric: &'a Fabric,
+    pacer: &'a Pacer,
     index: usize,
-    out: &mut [u8; MAX_DATAGRAM_LEN],
-    delayed: &mut Schedule<(Vec<u8>, SocketAddr)>,
-) {
-    for (datagram, from) in io.rx.datagrams() {
-        let Some(from) = from else { continue };
-        let now = Instant::now();
-        if let Some(len) = on_datagram(fabric, index, now, datagram, from, out, delayed) {
-            let sent = io.tx.queue(socket, &out[..len], from).await;
-            count_sent(&fabric.boards[index], sent);
+}
+
+impl Board<'_> {
+    /// Handles the datagrams of one receive call and sends their replies (or hands them
+    /// to the pacer).
+    async fn answer(&self, io: &mut Datagrams, out: &mut [u8; MAX_DATAGRAM_LEN]) {
+        let shared = &self.fabric.boards[self.index];
+        for (datagram, from) in io.rx.datagrams() {
+            let Some(from) = from else { continue };
+            match on_datagram(self.fabric, self.index, Instant::now(), datagram, out) {
+                Outcome::Now(len) => {
+                    count_sent(shared, io.tx.queue(self.socket, &out[..len], from).await);
+                }
+                Outcome::At(at, len) => {
+                    self.pacer
+                        .send_at(at, out[..len].to_vec(), from, self.index)
+                }
+                Outcome::Nothing => {}
+            }
         }
+        count_sent(shared, io.tx.flush(self.socket).await);
     }
-    count_sent(&fabric.boards[index], io.tx.flush(socket).await);
 }
 
 /// Counts the replies a send delivered (a failed send loses them, as a dropped reply).
