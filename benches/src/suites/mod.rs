@@ -2,6 +2,7 @@
 
 pub(crate) mod channel;
 pub(crate) mod codec;
+pub(crate) mod machine;
 pub(crate) mod matrix;
 pub(crate) mod rpc;
 pub(crate) mod scp;

@@ -1,0 +1,408 @@
+//! `machine`: a 24-board emulated machine with SC&MP's costs on, discovered and then
+//! loaded and read back on every chip of every board, verified, by SpiNNMan 7.4.1 (as
+//! SpiNNFrontEndCommon runs it: after discovery the machine is in SpiNNMan's data view,
+//! so each chip's requests go through its own board, chip by chip) and by volley's
+//! `Machine` (every board's window at once). Beside them, the machine's bound: the lesser
+//! of what the cost model lets the boards answer (each board's 8 transient tags, each
+//! held for the monitor's service time and the P2P hops to its chip) and this host's own
+//! ceiling for the emulated machine (its reply rate with the same costs when a minimal
+//! load generator keeps every board's 8 tags busy), measured in the same run.
+//!
+//! The machine runs on a thread of its own, as hardware is separate; volley's client on
+//! the bench's thread, SpiNNMan in its own process. Rounds are interleaved (the order
+//! rotates each round) and figures are medians.
+
+use core::net::{Ipv4Addr, SocketAddr};
+use core::time::Duration;
+use std::process::Command;
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
+use volley_proto::machine::Geometry;
+use volley_proto::wire::scp::{self, MAX_DATA_LEN};
+use volley_proto::wire::sdp::Address;
+use volley_transport_udp::{Machine, ScpConfig, WindowSize};
+
+use crate::harness::{Mode, Report, median};
+use crate::kit::serve_on_thread;
+
+const BOARDS: usize = 24;
+const BASE: u32 = 0x6000_0000;
+/// The machine's first board; SpiNNMan always uses port 17893, so the machine takes a
+/// range of loopback addresses of its own.
+const FIRST: Ipv4Addr = Ipv4Addr::new(127, 0, 20, 0);
+/// Requests a board holds at once: its transient tags.
+const TAGS: usize = 8;
+
+/// One system's figures in one round, in seconds.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    discovery: f64,
+    write: f64,
+    read: f64,
+}
+
+fn mbit(bytes: usize, secs: f64) -> f64 {
+    bytes as f64 * 8.0 / f64::from(1u32 << 20) / secs.max(1e-9)
+}
+
+pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
+    let started = Instant::now();
+    let (per_chip, rounds) = match mode {
+        Mode::Quick => (16 * 1024, 3),
+        Mode::Full => (256 * 1024, 3),
+    };
+    let costs = ScampCosts::default();
+    let geometry = Geometry::for_boards(BOARDS).expect("24 boards is a machine");
+    let addrs: Vec<SocketAddr> = serve_on_thread(move || async move {
+        let machine = Emulated::bind(MachineConfig {
+            boards: BOARDS,
+            base: FIRST,
+            board: BoardConfig {
+                spin: Duration::ZERO,
+                scamp: Some(costs),
+                ..BoardConfig::default()
+            },
+            ..MachineConfig::default()
+        })
+        .await
+        .expect("the emulated machine binds 127.0.20.0-23 port 17893");
+        (machine.board_addrs().to_vec(), machine)
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let chips = geometry.chips();
+    let bytes = chips * per_chip;
+    let mut spinnman = Vec::new();
+    let mut volley = Vec::new();
+    let mut ceiling = Vec::new();
+    let mut spinnman_error = None;
+    for round in 0..rounds {
+        for k in 0..3 {
+            match (k + round) % 3 {
+                0 => match spinnman_round(python, per_chip, round) {
+                    Ok(sample) => spinnman.push(sample),
+                    Err(e) => spinnman_error = Some(e),
+                },
+                1 => volley.push(runtime.block_on(volley_round(addrs[0], per_chip, round))),
+                _ => ceiling.push(ceiling_round(&addrs, geometry, mode)),
+            }
+            eprintln!(
+                "machine: round {}/{rounds}: system {} done",
+                round + 1,
+                (k + round) % 3
+            );
+        }
+    }
+
+    let model = model_mbit(&costs, geometry);
+    let host = median(&ceiling);
+    let bound = model.min(host);
+    let pick = |samples: &[Sample], f: fn(&Sample) -> f64| {
+        median(&samples.iter().map(f).collect::<Vec<_>>())
+    };
+    let figures = |samples: &[Sample]| {
+        (
+            pick(samples, |s| s.discovery),
+            mbit(bytes, pick(samples, |s| s.write)),
+            mbit(bytes, pick(samples, |s| s.read)),
+        )
+    };
+    let (s_disc, s_write, s_read) = figures(&spinnman);
+    let (v_disc, v_write, v_read) = figures(&volley);
+
+    let mut report = Report::new(
+        "machine",
+        format!(
+            "machine: discovery, then {} KiB written to and read back from each of {chips} \
+             chips of a {BOARDS}-board emulated machine with SC&MP's costs (Mbit/s = 2^20 bits/s)",
+            per_chip / 1024
+        ),
+        mode,
+    );
+    report.rounds = rounds;
+    report.columns = vec![
+        "system",
+        "discovery s",
+        "write Mbit/s",
+        "read Mbit/s",
+        "of bound w/r",
+    ];
+    let share = |w: f64, r: f64| format!("{:.0}%/{:.0}%", 100.0 * w / bound, 100.0 * r / bound);
+    let secs = |s: f64| {
+        if s.is_nan() {
+            "-".into()
+        } else {
+            format!("{s:.3}")
+        }
+    };
+    report.rows.push(vec![
+        "SpiNNMan 7.4.1".into(),
+        secs(s_disc),
+        format!("{s_write:.2}"),
+        format!("{s_read:.2}"),
+        share(s_write, s_read),
+    ]);
+    report.rows.push(vec![
+        "volley Machine".into(),
+        secs(v_disc),
+        format!("{v_write:.2}"),
+        format!("{v_read:.2}"),
+        share(v_write, v_read),
+    ]);
+    for (name, value) in [
+        ("bound: cost model (24 boards)", model),
+        ("bound: this host's ceiling", host),
+    ] {
+        report.rows.push(vec![
+            name.into(),
+            "-".into(),
+            format!("{value:.2}"),
+            format!("{value:.2}"),
+            "-".into(),
+        ]);
+    }
+    let mut notes = vec![
+        format!(
+            "volley / SpiNNMan: discovery {:.1}x faster (goal 20x), write {:.1}x, read {:.1}x (goal 10x)",
+            s_disc / v_disc,
+            v_write / s_write,
+            v_read / s_read
+        ),
+        format!(
+            "volley / the machine's bound ({bound:.2} Mbit/s, the lesser of the two): write \
+             {:.0}%, read {:.0}% (goal 90%)",
+            100.0 * v_write / bound,
+            100.0 * v_read / bound
+        ),
+        format!(
+            "cost model: {:.1} us a request at the Ethernet chip, {:.2} ms a P2P hop, {} \
+             streams a chip, {} buffers and {TAGS} tags a board; the bound takes each chip \
+             equally often",
+            costs.service.as_secs_f64() * 1e6,
+            costs.p2p_hop.as_secs_f64() * 1e3,
+            costs.streams,
+            costs.buffers
+        ),
+    ];
+    if let Some(e) = spinnman_error {
+        notes.push(format!("SpiNNMan did not run in every round: {e}"));
+    }
+    notes.push(format!(
+        "the suite took {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    report.notes = notes;
+    let rounds_of =
+        |samples: &[Sample], f: fn(&Sample) -> f64| samples.iter().map(f).collect::<Vec<_>>();
+    for (system, samples, disc, write, read) in [
+        ("SpiNNMan 7.4.1", &spinnman, s_disc, s_write, s_read),
+        ("volley Machine", &volley, v_disc, v_write, v_read),
+    ] {
+        report.data.push(json!({
+            "system": system,
+            "discovery_s": disc,
+            "write_mbit_s": write,
+            "read_mbit_s": read,
+            "discovery_rounds": rounds_of(samples, |s| s.discovery),
+            "write_rounds_s": rounds_of(samples, |s| s.write),
+            "read_rounds_s": rounds_of(samples, |s| s.read),
+        }));
+    }
+    report.data.push(json!({
+        "bytes_per_chip": per_chip,
+        "chips": chips,
+        "model_bound_mbit_s": model,
+        "host_ceiling_mbit_s": host,
+        "host_ceiling_rounds": ceiling,
+        "ratios": [
+            { "ratio": "discovery: SpiNNMan / volley", "value": s_disc / v_disc },
+            { "ratio": "write: volley / SpiNNMan", "value": v_write / s_write },
+            { "ratio": "read: volley / SpiNNMan", "value": v_read / s_read },
+            { "ratio": "write: volley / bound", "value": v_write / bound },
+            { "ratio": "read: volley / bound", "value": v_read / bound },
+        ],
+        "suite_s": started.elapsed().as_secs_f64(),
+    }));
+    report
+}
+
+/// What the cost model lets the machine answer, in Mbit/s of 256-byte requests spread
+/// evenly over every chip: each board keeps its tags busy, each request holding its tag
+/// for the monitor's service and the P2P hops to its chip, and no board answers faster
+/// than its monitor serves.
+fn model_mbit(costs: &ScampCosts, geometry: Geometry) -> f64 {
+    let ethernet = geometry.ethernet(0).expect("a board");
+    let on_board: Vec<(u8, u8)> = geometry
+        .iter_chips()
+        .filter(|&(x, y)| geometry.board_of(x, y) == Some(0))
+        .collect();
+    let hops: u32 = on_board.iter().map(|&c| geometry.hops(ethernet, c)).sum();
+    let mean_hops = f64::from(hops) / on_board.len() as f64;
+    let hold = costs.service.as_secs_f64() + costs.p2p_hop.as_secs_f64() * mean_hops;
+    let per_board = (TAGS as f64 / hold).min(1.0 / costs.service.as_secs_f64());
+    per_board * geometry.boards() as f64 * (MAX_DATA_LEN * 8) as f64 / f64::from(1u32 << 20)
+}
+
+async fn volley_round(root: SocketAddr, per_chip: usize, round: usize) -> Sample {
+    let config = ScpConfig {
+        window: WindowSize::Auto,
+        ..ScpConfig::default()
+    };
+    let start = Instant::now();
+    let mut machine = Machine::discover(root, config)
+        .await
+        .expect("volley discovers the machine");
+    let discovery = start.elapsed().as_secs_f64();
+    let chips: Vec<Address> = machine
+        .chips()
+        .iter()
+        .map(|&(x, y)| Address::core(x, y, 0))
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(round as u64);
+    let mut data = vec![0u8; chips.len() * per_chip];
+    rng.fill(&mut data[..]);
+    let writes: Vec<_> = chips
+        .iter()
+        .zip(data.chunks(per_chip))
+        .map(|(&c, d)| (c, BASE, d))
+        .collect();
+    let start = Instant::now();
+    machine
+        .write_many(&writes)
+        .await
+        .expect("volley writes every chip");
+    let write = start.elapsed().as_secs_f64();
+    let mut back = vec![0u8; data.len()];
+    let mut reads: Vec<_> = chips
+        .iter()
+        .zip(back.chunks_mut(per_chip))
+        .map(|(&c, b)| (c, BASE, b))
+        .collect();
+    let start = Instant::now();
+    machine
+        .read_many(&mut reads)
+        .await
+        .expect("volley reads every chip");
+    let read = start.elapsed().as_secs_f64();
+    drop(reads);
+    assert!(back == data, "volley read back differs from what it wrote");
+    Sample {
+        discovery,
+        write,
+        read,
+    }
+}
+
+fn spinnman_round(python: Option<&str>, per_chip: usize, round: usize) -> Result<Sample, String> {
+    let python = python.ok_or("no Python with SpiNNMan (run it through `cargo xtask bench`)")?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/machine_spinnman.py");
+    let output = Command::new(python)
+        .args([
+            script,
+            &FIRST.to_string(),
+            &per_chip.to_string(),
+            &round.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last: Vec<&str> = stderr.lines().rev().take(5).collect();
+        return Err(format!("SpiNNMan failed: {}", last.join(" / ")));
+    }
+    let line: Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("SpiNNMan printed no JSON: {e}"))?;
+    let secs = |k: &str| line[k].as_f64().ok_or(format!("SpiNNMan printed no {k}"));
+    Ok(Sample {
+        discovery: secs("discovery_s")?,
+        write: secs("write_s")?,
+        read: secs("read_s")?,
+    })
+}
+
+/// This host's reply rate for the emulated machine, in Mbit/s of 256-byte writes: a
+/// thread keeps every board's 8 tags busy (a new request the moment a reply comes, each
+/// board's chips in turn) and counts replies for a fixed time. No client logic: what
+/// the emulator and the host can answer, and no more.
+fn ceiling_round(boards: &[SocketAddr], geometry: Geometry, mode: Mode) -> f64 {
+    use std::net::UdpSocket;
+    let run_for = match mode {
+        Mode::Quick => Duration::from_secs(2),
+        Mode::Full => Duration::from_secs(5),
+    };
+    let data = [0x5au8; MAX_DATA_LEN];
+    let mut links = Vec::new();
+    for (board, &addr) in boards.iter().enumerate() {
+        let socket = UdpSocket::bind("0.0.0.0:0").expect("bind");
+        socket.connect(addr).expect("connect");
+        socket.set_nonblocking(true).expect("nonblocking");
+        let chips: Vec<(u8, u8)> = geometry
+            .iter_chips()
+            .filter(|&(x, y)| geometry.board_of(x, y) == Some(board))
+            .collect();
+        links.push((socket, chips, 0usize));
+    }
+    let send = |socket: &UdpSocket, chip: (u8, u8), seq: u16| {
+        let mut request =
+            scp::write_request(Address::core(chip.0, chip.1, 0), BASE, &data).expect("a request");
+        request.seq = seq;
+        let mut buf = [0u8; scp::MAX_DATAGRAM_LEN];
+        let len = request.emit(&mut buf).expect("fits");
+        let _ = socket.send(&buf[..len]);
+    };
+    let mut seq = 0u16;
+    for (socket, chips, next) in &mut links {
+        for _ in 0..TAGS {
+            seq = seq.wrapping_add(1);
+            send(socket, chips[*next % chips.len()], seq);
+            *next += 1;
+        }
+    }
+    let mut buf = [0u8; 2048];
+    let mut replies = 0u64;
+    let mut last_reply = vec![Instant::now(); links.len()];
+    let start = Instant::now();
+    while start.elapsed() < run_for {
+        let mut idle = true;
+        for (i, (socket, chips, next)) in links.iter_mut().enumerate() {
+            while socket.recv(&mut buf).is_ok() {
+                idle = false;
+                replies += 1;
+                last_reply[i] = Instant::now();
+                seq = seq.wrapping_add(1);
+                send(socket, chips[*next % chips.len()], seq);
+                *next += 1;
+            }
+            // A request that got no answer (a busy board dropped it): put another in
+            // flight, so the tags stay busy.
+            if last_reply[i].elapsed() > Duration::from_millis(100) {
+                last_reply[i] = Instant::now();
+                seq = seq.wrapping_add(1);
+                send(socket, chips[*next % chips.len()], seq);
+                *next += 1;
+            }
+        }
+        if idle {
+            std::thread::yield_now();
+        }
+    }
+    let rate = replies as f64 / start.elapsed().as_secs_f64();
+    // Take the replies still in flight before the next system runs, so it finds every
+    // tag free.
+    let mut outstanding = links.len() * TAGS;
+    let drain = Instant::now();
+    while outstanding > 0 && drain.elapsed() < Duration::from_millis(500) {
+        for (socket, _, _) in &links {
+            while outstanding > 0 && socket.recv(&mut buf).is_ok() {
+                outstanding -= 1;
+            }
+        }
+        std::thread::yield_now();
+    }
+    rate * (MAX_DATA_LEN * 8) as f64 / f64::from(1u32 << 20)
+}
