@@ -555,7 +555,7 @@ mod tests {
 
         // Chip (2, 1), two hops away over P2P: two streams, then RC_P2P_BUSY.
         let fabric = Fabric::single(config);
-        let far = scp::read_request(Address::core(2, 1, 0), crate::SDRAM_BASE, 4).unwrap();
+        let far = scp::read_request(Address::core(2, 1, 0), SDRAM_BASE, 4).unwrap();
         let (first, rc) = outcome(&fabric, t0, &far);
         assert_eq!(
             (first, rc),
