@@ -1,7 +1,10 @@
 //! `scp`: the seed's measure (rig PR #117): a block written then read back through SCP,
 //! in Mbit/s (2^20 bits/s, as rig's scripts print), for volley at windows 1/2/4/8/16 and
 //! rig 2.4.1 at windows 1 and 8, against the same emulator, directly (RTT 0) and through
-//! the link simulator at 1 ms RTT and at 1 ms RTT with 1% loss each way. The raw UDP
+//! the link simulator at 1 ms RTT and at 1 ms RTT with 1% loss each way; then the same
+//! rows again against a board with SC&MP's costs modelled (a request served every
+//! 63.8 us at the Ethernet chip, the one these transfers use), whose figures mean
+//! something for hardware. The raw UDP
 //! request/response ceiling of this machine (a bare echo of the same datagram sizes, one
 //! datagram per system call and 16 per GSO/GRO call) is the limit.
 //!
@@ -17,13 +20,17 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
-use volley_emulator::{Board, BoardConfig};
+use volley_emulator::{Board, BoardConfig, ScampCosts};
 use volley_netsim::{LinkConfig, LinkSim};
-use volley_proto::wire::scp::{self, MAX_DATA_LEN};
+
 use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{ScpClient, ScpConfig};
 
 use crate::harness::{Mode, Report, median};
+
+mod ceiling;
+
+use ceiling::raw_ceiling;
 
 const BASE: u32 = 0x6000_0000;
 const MIB: usize = 1 << 20;
@@ -39,30 +46,33 @@ const CLIENTS: [(&str, bool, usize); 8] = [
     ("rig w16", true, 16),
 ];
 
-/// One link condition: a target RTT and a loss rate each way.
+/// One link condition: a target RTT and a loss rate each way, to a board that answers as
+/// fast as the host allows or with SC&MP's costs modelled.
 #[derive(Clone, Copy, Debug)]
 struct Link {
     name: &'static str,
     rtt: Duration,
     loss: f64,
+    costs: bool,
 }
 
-const LINKS: [Link; 3] = [
+const fn link(name: &'static str, rtt_ms: u64, loss: f64, costs: bool) -> Link {
     Link {
-        name: "RTT 0",
-        rtt: Duration::ZERO,
-        loss: 0.0,
-    },
-    Link {
-        name: "RTT 1 ms",
-        rtt: Duration::from_millis(1),
-        loss: 0.0,
-    },
-    Link {
-        name: "RTT 1 ms + 1% loss",
-        rtt: Duration::from_millis(1),
-        loss: 0.01,
-    },
+        name,
+        rtt: Duration::from_millis(rtt_ms),
+        loss,
+        costs,
+    }
+}
+
+/// The first three to the plain board, the same three to a board with SC&MP's costs.
+const LINKS: [Link; 6] = [
+    link("RTT 0", 0, 0.0, false),
+    link("RTT 1 ms", 1, 0.0, false),
+    link("RTT 1 ms + 1% loss", 1, 0.01, false),
+    link("SC&MP costs, RTT 0", 0, 0.0, true),
+    link("SC&MP costs, RTT 1 ms", 1, 0.0, true),
+    link("SC&MP costs, RTT 1 ms + 1% loss", 1, 0.01, true),
 ];
 
 /// Figures of one cell in one round.
@@ -110,7 +120,8 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
         (Mode::Quick, false, false, true) => MIB / 4,
         (Mode::Quick, false, true, true) => MIB / 8,
     };
-    let board = Server::board();
+    let board = Server::board(None);
+    let costly = Server::board(Some(ScampCosts::default()));
     let ceiling = raw_ceiling(mode).await;
     // The relay itself adds latency; take it off the configured delay so the link's RTT
     // is the target's. The table shows the RTT volley measured.
@@ -120,10 +131,11 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
 
     for round in 0..rounds {
         for (li, link) in LINKS.iter().enumerate() {
+            let board_addr = if link.costs { costly.addr } else { board.addr };
             let relay = (!link.rtt.is_zero() || link.loss > 0.0).then(|| {
                 LinkSim::start(
                     "127.0.0.1:0".parse().expect("addr"),
-                    board.addr,
+                    board_addr,
                     LinkConfig {
                         delay: link.rtt.saturating_sub(relay_rtt) / 2,
                         loss: link.loss,
@@ -133,7 +145,7 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
                 )
                 .expect("the link simulator starts")
             });
-            let target = relay.as_ref().map_or(board.addr, LinkSim::local_addr);
+            let target = relay.as_ref().map_or(board_addr, LinkSim::local_addr);
             for (ci, &(_, rig, window)) in CLIENTS.iter().enumerate() {
                 let size = size_for(link, rig);
                 let sample = if rig {
@@ -311,6 +323,7 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
     }));
     report.notes = notes;
     drop(board);
+    drop(costly);
     report
 }
 
@@ -341,13 +354,16 @@ impl Server {
         }
     }
 
-    /// The emulator with its default settings.
-    fn board() -> Self {
-        Self::start(|addr, stop| async move {
+    /// The emulator with its default settings, and SC&MP's costs if given.
+    fn board(scamp: Option<ScampCosts>) -> Self {
+        Self::start(move |addr, stop| async move {
             let board = Board::bind(
                 "127.0.0.1:0".parse().expect("addr"),
                 None,
-                BoardConfig::default(),
+                BoardConfig {
+                    scamp,
+                    ..BoardConfig::default()
+                },
             )
             .await
             .expect("the emulator binds");
@@ -444,183 +460,4 @@ fn rig_round(
         srtt_us: f64::NAN,
         retransmits: f64::NAN,
     })
-}
-
-/// The machine's UDP request/response limit for SCP-sized datagrams.
-#[derive(Clone, Copy, Debug)]
-struct Ceiling {
-    mbit_1: f64,
-    mbit_16: f64,
-    /// 16 in flight, sent as one segmented send and received as one coalesced run.
-    mbit_16_gso: f64,
-}
-
-/// 282-byte requests to a bare echo answering with 270 bytes (a 256-byte write and a
-/// 256-byte read reply), 1 and 16 in flight, as Mbit/s of 256-byte payloads. Both ends
-/// are plain threads busy-polling non-blocking sockets: no runtime, no parsing, no
-/// wake-ups, the fastest request/response loop this machine runs.
-async fn raw_ceiling(mode: Mode) -> Ceiling {
-    tokio::task::spawn_blocking(move || raw_ceiling_blocking(mode))
-        .await
-        .expect("the ceiling measurement ran")
-}
-
-fn raw_ceiling_blocking(mode: Mode) -> Ceiling {
-    use core::sync::atomic::{AtomicBool, Ordering};
-    use std::net::UdpSocket as StdSocket;
-    use std::sync::Arc;
-
-    let server = StdSocket::bind("127.0.0.1:0").expect("bind");
-    server.set_nonblocking(true).expect("nonblocking");
-    let server_addr = server.local_addr().expect("addr");
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_echo = stop.clone();
-    let echo = thread::spawn(move || {
-        let reply = [0u8; scp::REPLY_HEADER_LEN + MAX_DATA_LEN];
-        let mut buf = [0u8; 2048];
-        while !stop_echo.load(Ordering::Relaxed) {
-            match server.recv_from(&mut buf) {
-                Ok((_, from)) => {
-                    let _ = server.send_to(&reply, from);
-                }
-                Err(_) => core::hint::spin_loop(),
-            }
-        }
-    });
-    let client = StdSocket::bind("127.0.0.1:0").expect("bind");
-    client.connect(server_addr).expect("connect");
-    client.set_nonblocking(true).expect("nonblocking");
-    let request = [0u8; scp::REQUEST_HEADER_LEN + MAX_DATA_LEN];
-    let mut buf = [0u8; 2048];
-    let per_round = match mode {
-        Mode::Quick => Duration::from_millis(300),
-        Mode::Full => Duration::from_secs(1),
-    };
-    let mut result = [0.0; 2];
-    for (i, in_flight) in [1usize, 16].into_iter().enumerate() {
-        let mut rates = Vec::new();
-        for _ in 0..mode.rounds() {
-            for _ in 0..in_flight {
-                let _ = client.send(&request);
-            }
-            let start = Instant::now();
-            let mut last_reply = start;
-            let mut done = 0u64;
-            while start.elapsed() < per_round {
-                if client.recv(&mut buf).is_ok() {
-                    done += 1;
-                    last_reply = Instant::now();
-                    let _ = client.send(&request);
-                } else if last_reply.elapsed() > Duration::from_millis(100) {
-                    // A datagram was lost: put another in flight.
-                    last_reply = Instant::now();
-                    let _ = client.send(&request);
-                }
-            }
-            rates.push(done as f64 / start.elapsed().as_secs_f64());
-            // Drain what is still in flight.
-            let drain = Instant::now();
-            while drain.elapsed() < Duration::from_millis(20) {
-                let _ = client.recv(&mut buf);
-            }
-        }
-        result[i] = median(&rates) * MAX_DATA_LEN as f64 * 8.0 / f64::from(1u32 << 20);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let _ = echo.join();
-    Ceiling {
-        mbit_1: result[0],
-        mbit_16: result[1],
-        mbit_16_gso: gso_ceiling(mode, per_round),
-    }
-}
-
-/// The same echo with 16 datagrams per system call each way: the client sends them as
-/// one `UDP_SEGMENT` send, the echo receives them as one `UDP_GRO` run and answers with
-/// one segmented send. What volley's window can reach at best on this machine.
-fn gso_ceiling(mode: Mode, per_round: Duration) -> f64 {
-    use core::sync::atomic::{AtomicBool, Ordering};
-    use std::net::UdpSocket as StdSocket;
-    use std::sync::Arc;
-
-    use nix::sys::socket::{setsockopt, sockopt};
-
-    const BATCH: usize = 16;
-    const REQUEST: usize = scp::REQUEST_HEADER_LEN + MAX_DATA_LEN;
-    const REPLY: usize = scp::REPLY_HEADER_LEN + MAX_DATA_LEN;
-    let offload = |socket: &StdSocket, segment: usize| {
-        setsockopt(socket, sockopt::UdpGroSegment, &true).expect("UDP_GRO");
-        setsockopt(socket, sockopt::UdpGsoSegment, &(segment as i32)).expect("UDP_SEGMENT");
-        socket.set_nonblocking(true).expect("nonblocking");
-    };
-    // Datagrams in what one receive returned: `len` bytes in runs of the GRO size.
-    let received = |socket: &StdSocket, buf: &mut [u8], cmsg: &mut Vec<u8>| {
-        use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
-        use std::os::fd::AsRawFd;
-        let mut iov = [std::io::IoSliceMut::new(buf)];
-        let msg =
-            recvmsg::<SockaddrStorage>(socket.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::empty())
-                .ok()?;
-        let stride = msg.cmsgs().ok()?.find_map(|c| match c {
-            ControlMessageOwned::UdpGroSegments(size) => usize::try_from(size).ok(),
-            _ => None,
-        });
-        let from = msg.address.and_then(|a| {
-            a.as_sockaddr_in()
-                .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
-        });
-        Some((stride.map_or(1, |s| msg.bytes.div_ceil(s.max(1))), from))
-    };
-
-    let server = StdSocket::bind("127.0.0.1:0").expect("bind");
-    offload(&server, REPLY);
-    let server_addr = server.local_addr().expect("addr");
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_echo = stop.clone();
-    let echo = thread::spawn(move || {
-        let replies = vec![0u8; REPLY * BATCH];
-        let mut buf = vec![0u8; 1 << 16];
-        let mut cmsg = nix::cmsg_space!(i32);
-        while !stop_echo.load(Ordering::Relaxed) {
-            match received(&server, &mut buf, &mut cmsg) {
-                Some((n, Some(from))) => {
-                    let _ = server.send_to(&replies[..REPLY * n.min(BATCH)], from);
-                }
-                _ => core::hint::spin_loop(),
-            }
-        }
-    });
-    let client = StdSocket::bind("127.0.0.1:0").expect("bind");
-    client.connect(server_addr).expect("connect");
-    offload(&client, REQUEST);
-    let requests = vec![0u8; REQUEST * BATCH];
-    let mut buf = vec![0u8; 1 << 16];
-    let mut cmsg = nix::cmsg_space!(i32);
-    let mut rates = Vec::new();
-    for _ in 0..mode.rounds() {
-        let start = Instant::now();
-        let mut done = 0usize;
-        let mut waiting = 0usize;
-        let mut sent_at = start;
-        while start.elapsed() < per_round {
-            // A batch lost (in part) for 100 ms: send a fresh one.
-            if waiting == 0 || sent_at.elapsed() > Duration::from_millis(100) {
-                let _ = client.send(&requests);
-                waiting = BATCH;
-                sent_at = Instant::now();
-            }
-            if let Some((n, _)) = received(&client, &mut buf, &mut cmsg) {
-                done += n;
-                waiting = waiting.saturating_sub(n);
-            }
-        }
-        rates.push(done as f64 / start.elapsed().as_secs_f64());
-        let drain = Instant::now();
-        while drain.elapsed() < Duration::from_millis(20) {
-            let _ = received(&client, &mut buf, &mut cmsg);
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    let _ = echo.join();
-    median(&rates) * MAX_DATA_LEN as f64 * 8.0 / f64::from(1u32 << 20)
 }
