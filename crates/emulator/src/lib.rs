@@ -1,13 +1,24 @@
-//! An emulated SpiNNaker board that rig 2.4.1 and SpiNNMan drive unchanged: SCP over UDP
-//! as SC&MP answers it (sver, read, write, fill, iptag TTO; `RC_ARG`, `RC_CMD`, `RC_LEN`,
-//! `RC_ROUTE`, `RC_BUF`), the 8-entry transient-IPTag pool that drops requests beyond it,
-//! 128 MiB of sparse SDRAM per chip under a memory budget, processing delay, per-hop
+//! An emulated SpiNNaker board, or machine of boards, that rig 2.4.1 and SpiNNMan drive
+//! unchanged: SCP over UDP as SC&MP answers it (sver, read, write, fill, iptag TTO;
+//! `RC_ARG`, `RC_CMD`, `RC_LEN`, `RC_ROUTE`, `RC_BUF`), the 8-entry transient-IPTag pool
+//! that drops requests beyond it, 128 MiB of sparse SDRAM per chip (also reached,
+//! unbuffered, at `0x70000000`) under a memory budget, processing delay, per-hop
 //! latency and in-board reply loss; and the same SCP packets framed over TCP, for
 //! UDP-against-TCP runs of one workload.
 //!
 //! - [`Board`]: binds, serves on its own tasks, counts ([`BoardStats`]), and says why if
 //!   a serving task dies ([`Board::stopped`]).
 //! - [`BoardConfig`]: its settings, checked before anything is bound.
+//! - [`Machine`]: a machine of SpiNN-5 boards (48 chips each, triads of three on a torus),
+//!   each board on its own address, every board answering for every chip (a request for
+//!   another board's chip is carried out there and pays the extra hops). It answers what
+//!   SpiNNMan 7.4.1's discovery asks (`CMD_INFO` chip summaries, the system variables at
+//!   `0xf5007f00`, the P2P table at `0xe1010000`), so SpiNNMan's own `Transceiver`
+//!   discovers and loads it unchanged. Not modelled: booting, BMPs, applications,
+//!   multicast routing, dead chips and links, writes to the system variables or router
+//!   registers (answered `RC_ARG`).
+//! - [`ScampCosts`]: SC&MP's costs, each default with its source: the Ethernet chip's
+//!   time per request, P2P streams held per hop, message buffers.
 //!
 //! # Example
 //!

@@ -14,6 +14,9 @@
 //!   timeout.
 //! - `channel` (feature `alloc`): the reliable UDP channel, ordered messages of any size
 //!   over lossy datagrams with congestion and flow control, and [`wire::channel`] its format.
+//! - [`machine`]: a SpiNNaker machine's geometry (SpiNN-5 boards, triads, Ethernet chips,
+//!   hops, P2P routes) and what a chip tells the host about it (`CMD_INFO`, the system
+//!   variables, the P2P table).
 //! - [`time`]: microsecond `Instant` and `Duration` for the sans-IO state machines.
 //!
 //! The crate is `#![no_std]`; the `alloc` and `std` features (on by default) only add

@@ -4,6 +4,9 @@
 //! - [`ScpClient`]: `sver`, `read`, `write`, `fill`, `iptag_tto`, and batches over many
 //!   chips through one window ([`ScpClient::execute`]), with progress and streamed
 //!   writes ([`Op::WriteFrom`]); errors that say what happened ([`ScpError`], [`NoReply`]).
+//! - [`Machine`]: one client for a machine of many boards: discovery from the root board,
+//!   a client per board, each chip's requests through its own board, every board's window
+//!   at once ([`Machine::write_many`], [`Machine::read_many`]).
 //! - [`datagrams`]: the batched UDP I/O under it (and under `volley-emulator`).
 //!
 //! On Linux the client hands the kernel a window's worth of datagrams per system call
