@@ -44,7 +44,7 @@ pub use client::{
     ClientStats, NoReply, Op, ScpClient, ScpConfig, ScpError, SoftwareVersion, Source, WindowSize,
     check_range,
 };
-pub use machine::{BoardInfo, Machine, MachineError};
+pub use machine::{BoardInfo, Machine, MachineError, STRIPE};
 
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |
 /// datagram`); the id is the request's sequence number, echoed in the reply.

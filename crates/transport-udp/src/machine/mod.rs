@@ -37,7 +37,7 @@ use futures::future::join_all;
 use volley_proto::machine::{ChipInfo, Geometry};
 use volley_proto::wire::sdp::Address;
 
-use crate::client::{Op, ScpClient, ScpError};
+use crate::client::{Op, ScpClient, ScpError, check_range};
 
 /// One board of a discovered machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,39 @@ pub struct Machine {
 
 /// Items of a batch grouped by board, each item keeping its index in the batch.
 type Groups = Vec<Vec<usize>>;
+
+/// Bytes of one item a batch sends before moving on to the next item of the same board:
+/// four requests, the most spinnaker_tools #25 found worth keeping in flight to one chip
+/// reached over P2P.
+pub const STRIPE: usize = 4 * volley_proto::wire::scp::MAX_DATA_LEN;
+
+/// Interleaves items' pieces: the first piece of every item, then the second of every
+/// item that has one, and so on; each piece with its chip and its own start address.
+fn stripes<'a, P: 'a>(
+    items: impl Iterator<Item = (Address, u32, impl Iterator<Item = P> + 'a)>,
+) -> impl Iterator<Item = (Address, u32, P)> + 'a
+where
+    P: AsRef<[u8]>,
+{
+    let mut items: Vec<_> = items
+        .map(|(chip, address, pieces)| (chip, address, pieces))
+        .collect();
+    let mut out = Vec::new();
+    loop {
+        let mut any = false;
+        for (chip, address, pieces) in &mut items {
+            if let Some(piece) = pieces.next() {
+                let len = piece.as_ref().len() as u32;
+                out.push((*chip, *address, piece));
+                *address = address.wrapping_add(len);
+                any = true;
+            }
+        }
+        if !any {
+            return out.into_iter();
+        }
+    }
+}
 
 impl Machine {
     /// The machine's shape.
@@ -190,37 +223,67 @@ impl Machine {
     }
 
     /// Groups the chips of a batch by board, checking each is alive first.
-    fn group(&self, chips: impl Iterator<Item = Address>) -> Result<Groups, MachineError> {
+    /// Checks each item's chip is alive and its range fits the address space, before
+    /// anything is sent.
+    fn group(
+        &self,
+        items: impl Iterator<Item = (Address, u32, usize)>,
+    ) -> Result<Groups, MachineError> {
         let mut groups = vec![Vec::new(); self.boards.len()];
-        for (i, chip) in chips.enumerate() {
-            groups[self.board_of(chip.x, chip.y)?].push(i);
+        for (i, (chip, address, len)) in items.enumerate() {
+            let board = self.board_of(chip.x, chip.y)?;
+            check_range(address, len).map_err(self.fail(board))?;
+            groups[board].push(i);
         }
         Ok(groups)
     }
 
     /// Writes every `(chip, address, data)` item, each board's items through that
-    /// board's window, all boards at once. Every board runs its items to the end even if
-    /// another fails, so one dead board costs only its own chips' data; the first
+    /// board's window, all boards at once. Within a board the items are interleaved
+    /// [`STRIPE`] bytes at a time, so the window spreads over the board's chips and a
+    /// chip reached over P2P has a few requests in flight, not the whole window, whenever
+    /// there are other chips to spread over. Every board runs its items to the end even
+    /// if another fails, so one dead board costs only its own chips' data; the first
     /// failure (in board order) is returned.
     pub async fn write_many(
         &mut self,
         items: &[(Address, u32, &[u8])],
     ) -> Result<(), MachineError> {
-        let groups = self.group(items.iter().map(|item| item.0))?;
-        let runs = self.clients.iter_mut().zip(groups).map(|(client, group)| {
-            let mut ops: Vec<Op<'_>> = group
-                .iter()
-                .map(|&i| {
-                    let (chip, address, data) = items[i];
-                    Op::Write {
+        self.write_many_with_progress(items, |_, _| {}).await
+    }
+
+    /// [`write_many`](Self::write_many), calling `progress(board, bytes)` with the bytes
+    /// board `board` (an index into [`boards`](Self::boards)) has written so far, once per
+    /// batch of its replies that completed any.
+    pub async fn write_many_with_progress(
+        &mut self,
+        items: &[(Address, u32, &[u8])],
+        progress: impl Fn(usize, u64),
+    ) -> Result<(), MachineError> {
+        let groups = self.group(items.iter().map(|&(c, a, d)| (c, a, d.len())))?;
+        let progress = &progress;
+        let runs =
+            self.clients
+                .iter_mut()
+                .zip(groups)
+                .enumerate()
+                .map(|(board, (client, group))| {
+                    let mut ops: Vec<Op<'_>> = stripes(group.iter().map(|&i| {
+                        let (chip, address, data) = items[i];
+                        (chip, address, data.chunks(STRIPE))
+                    }))
+                    .map(|(chip, address, data)| Op::Write {
                         chip,
                         address,
                         data,
+                    })
+                    .collect();
+                    async move {
+                        client
+                            .execute_with_progress(&mut ops, |done| progress(board, done))
+                            .await
                     }
-                })
-                .collect();
-            async move { client.execute(&mut ops).await }
-        });
+                });
         let results = join_all(runs).await;
         self.first_failure(results)
     }
@@ -231,8 +294,8 @@ impl Machine {
         &mut self,
         items: &mut [(Address, u32, &mut [u8])],
     ) -> Result<(), MachineError> {
-        let groups = self.group(items.iter().map(|item| item.0))?;
-        let mut ops: Vec<Vec<Op<'_>>> =
+        let groups = self.group(items.iter().map(|(c, a, b)| (*c, *a, b.len())))?;
+        let mut per_board: Vec<Vec<(Address, u32, core::slice::ChunksMut<'_, u8>)>> =
             groups.iter().map(|g| Vec::with_capacity(g.len())).collect();
         let mut board_of_item = vec![0; items.len()];
         for (board, group) in groups.iter().enumerate() {
@@ -241,17 +304,18 @@ impl Machine {
             }
         }
         for (i, (chip, address, buf)) in items.iter_mut().enumerate() {
-            ops[board_of_item[i]].push(Op::Read {
-                chip: *chip,
-                address: *address,
-                buf,
-            });
+            per_board[board_of_item[i]].push((*chip, *address, buf.chunks_mut(STRIPE)));
         }
         let runs = self
             .clients
             .iter_mut()
-            .zip(ops)
-            .map(|(client, mut ops)| async move { client.execute(&mut ops).await });
+            .zip(per_board)
+            .map(|(client, items)| {
+                let mut ops: Vec<Op<'_>> = stripes(items.into_iter())
+                    .map(|(chip, address, buf)| Op::Read { chip, address, buf })
+                    .collect();
+                async move { client.execute(&mut ops).await }
+            });
         let results = join_all(runs).await;
         self.first_failure(results)
     }
