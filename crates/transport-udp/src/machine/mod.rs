@@ -106,15 +106,10 @@ pub const STRIPE: usize = 4 * volley_proto::wire::scp::MAX_DATA_LEN;
 
 /// Interleaves items' pieces: the first piece of every item, then the second of every
 /// item that has one, and so on; each piece with its chip and its own start address.
-fn stripes<'a, P: 'a>(
+fn stripes<'a, P: AsRef<[u8]> + 'a>(
     items: impl Iterator<Item = (Address, u32, impl Iterator<Item = P> + 'a)>,
-) -> impl Iterator<Item = (Address, u32, P)> + 'a
-where
-    P: AsRef<[u8]>,
-{
-    let mut items: Vec<_> = items
-        .map(|(chip, address, pieces)| (chip, address, pieces))
-        .collect();
+) -> impl Iterator<Item = (Address, u32, P)> + 'a {
+    let mut items: Vec<_> = items.collect();
     let mut out = Vec::new();
     loop {
         let mut any = false;
