@@ -18,6 +18,8 @@ pub(crate) enum Peer {
     /// SpiNNMan 7.4.1 (SpiNNaker's Python transceiver, with SpiNNMachine and numpy) in
     /// the same venv.
     SpiNNMan,
+    /// pytest, in the same venv, for the `volley` Python package's tests.
+    Pytest,
     /// OpenSSH's sftp-server (Debian's openssh-sftp-server) and `sftp` client.
     OpenSsh,
     /// A nightly toolchain and cargo-fuzz (libFuzzer), for the fuzz targets.
@@ -60,6 +62,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
             }
             Peer::Rig => ensure_rig()?,
             Peer::SpiNNMan => ensure_spinnman()?,
+            Peer::Pytest => ensure_in_venv("pytest", "pytest", "import pytest")?,
             Peer::OpenSsh => ensure_openssh()?,
             Peer::CargoFuzz => ensure_cargo_fuzz()?,
             Peer::Toolchain(version) => ensure_toolchain(version)?,

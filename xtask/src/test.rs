@@ -4,13 +4,14 @@ use crate::peers::{self, NO_STD_TARGET, Peer};
 use crate::{cargo, exec};
 
 const STEPS: &[&str] = &[
-    "fmt", "clippy", "doc", "nostd", "features", "msrv", "tests", "examples",
+    "fmt", "clippy", "doc", "nostd", "features", "msrv", "tests", "python", "examples",
 ];
 
 /// The packages that promise the workspace's `rust-version` (the benches do not: their
 /// criterion needs a newer compiler).
 const MSRV_PACKAGES: &[&str] = &[
     "volley-proto",
+    "volley-python",
     "volley-transport-udp",
     "volley-emulator",
     "volley-netsim",
@@ -56,6 +57,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "features" => features()?,
             "examples" => examples()?,
             "msrv" => msrv()?,
+            "python" => python()?,
             "tests" => {
                 peers::ensure(&[Peer::Rig, Peer::SpiNNMan, Peer::OpenSsh, Peer::Rclone])?;
                 exec(cargo().args(["test", "--workspace"]))?;
@@ -65,6 +67,51 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     eprintln!("\nxtask test: all steps passed");
     Ok(())
+}
+
+/// Builds the `volley` Python package (`crates/python`, by maturin through pip) into the
+/// peers' venv, then runs its pytest suite against the CLI's debug build. pytest's exit
+/// status 5 (no tests ran) is a failure.
+fn python() -> Result<(), String> {
+    peers::ensure(&[Peer::SpiNNMan, Peer::Pytest])?;
+    exec(cargo().args(["build", "-p", "volley-cli"]))?;
+    let root = crate::root();
+    let python = peers::venv_python();
+    eprintln!(
+        "xtask: building the volley Python package into {}",
+        python.display()
+    );
+    let package = root.join("crates/python");
+    exec(
+        std::process::Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&package),
+    )
+    .map_err(|e| {
+        format!(
+            "cannot build the Python package ({e}); try `{} -m pip install {}`",
+            python.display(),
+            package.display()
+        )
+    })?;
+    let status = std::process::Command::new(&python)
+        .args(["-m", "pytest", "-q", "crates/python/tests"])
+        .env("VOLLEY_BIN", root.join("target/debug/volley"))
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cannot run pytest: {e}"))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(5) => Err("pytest found no tests in crates/python/tests".into()),
+        _ => Err(format!("the Python tests failed ({status})")),
+    }
 }
 
 /// Runs every example of volley-rpc; each must end by printing `ok`.

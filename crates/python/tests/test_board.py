@@ -1,0 +1,71 @@
+"""volley.Board against `volley emulate`, byte for byte, and its errors."""
+
+import builtins
+import threading
+import time
+
+import pytest
+
+import volley
+
+SDRAM = 0x60000000
+
+
+def test_write_read_fill_sver_and_stats(emulate):
+    emulate("--udp", "127.0.0.2:17893")
+    board = volley.Board("127.0.0.2")
+    data = bytes(range(256)) * 4096 + b"tail"
+    board.write(1, 2, 0, SDRAM, data)
+    assert board.read(1, 2, 0, SDRAM, len(data)) == data
+    board.write(1, 2, 0, SDRAM, bytearray(b"abcd"))
+    board.write(1, 2, 0, SDRAM + 4, memoryview(b"efgh"))
+    assert board.read(1, 2, 0, SDRAM, 8) == b"abcdefgh"
+    board.fill(0, 0, 0, SDRAM, 0x01020304, 16)
+    assert board.read(0, 0, 0, SDRAM, 16) == bytes([4, 3, 2, 1]) * 4
+    version = board.sver()
+    assert version["name"] == "SC&MP/SpiNNaker" and version["version"] == "4.0.0"
+    stats = board.stats()
+    assert stats["sent"] > 4096 and stats["window"] == 8
+
+
+def test_errors_are_volleys_own(emulate):
+    emulate("--udp", "127.0.0.3:17893")
+    board = volley.Board("127.0.0.3", timeout_ms=50, tries=2)
+    with pytest.raises(volley.ScpError) as error:
+        board.read(0, 0, 0, 0x1000, 4)
+    assert error.value.rc == ("RC_ARG", 0x84)
+    assert "read to chip" in str(error.value)
+    with pytest.raises(volley.VolleyError, match="window takes 1 to 1024"):
+        volley.Board("127.0.0.3", window=0)
+    with pytest.raises(volley.VolleyError, match="core 40"):
+        board.read(0, 0, 40, SDRAM, 4)
+
+
+def test_a_closed_port_is_refused():
+    with pytest.raises(volley.ConnectionRefusedError) as error:
+        board = volley.Board("127.0.0.4", port=9, window=8, timeout_ms=50, tries=2)
+        board.sver()
+    assert isinstance(error.value, builtins.ConnectionRefusedError)
+    assert isinstance(error.value, volley.VolleyError)
+
+
+def test_other_threads_run_during_a_transfer(emulate):
+    emulate("--udp", "127.0.0.5:17893", "--delay-ms", "2")
+    board = volley.Board("127.0.0.5", window=1)
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    try:
+        board.write(0, 0, 0, SDRAM, b"\x00" * (256 * 100))
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    # 100 requests at 2 ms each: the ticker ran all along, not only before and after.
+    assert len(ticks) > 10, ticks
