@@ -228,7 +228,8 @@ impl Board {
         Ok(dict)
     }
 
-    /// The client's counters: sent, retransmits, timeouts, duplicates, window, srtt_us.
+    /// The client's counters: sent, retransmits, timeouts, duplicates, window, srtt_us
+    /// (after any transfer another thread is running on this board).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let client = self.client.clone();
         let client = py.detach(|| client.blocking_lock_owned());

@@ -69,3 +69,35 @@ def test_other_threads_run_during_a_transfer(emulate):
         thread.join(timeout=10)
     # 100 requests at 2 ms each: the ticker ran all along, not only before and after.
     assert len(ticks) > 10, ticks
+
+
+def test_ctrl_c_interrupts_a_long_transfer(emulate):
+    import signal
+    import subprocess
+    import sys
+
+    emulate("--udp", "127.0.0.6:17893", "--delay-ms", "5")
+    # A thread of the child says when the transfer (10000 requests at 5 ms: 50 s) has
+    # run for 0.2 s, which it can only do because the GIL is released.
+    script = (
+        "import sys, threading, time, volley\n"
+        "board = volley.Board('127.0.0.6', window=1)\n"
+        "data = bytes(256 * 10000)\n"
+        "def say():\n"
+        "    time.sleep(0.2)\n"
+        "    print('started', flush=True)\n"
+        "threading.Thread(target=say, daemon=True).start()\n"
+        "try:\n"
+        "    board.write(0, 0, 0, 0x60000000, data)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "    sys.exit(3)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "started"
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=10)
+    assert child.returncode == 3 and "interrupted" in out, (child.returncode, out)
+    # One 100 ms slice, and the request in flight.
+    assert time.monotonic() - sent < 2.0
