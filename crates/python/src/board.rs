@@ -26,10 +26,11 @@ pub(crate) struct Board {
 
 /// Runs `work` on `runtime` with the GIL released, in slices of at most [`SLICE`],
 /// checking for signals between them (a signal's exception abandons the work).
-fn run<T, F>(py: Python<'_>, runtime: &Runtime, work: F) -> PyResult<Result<T, ScpError>>
+pub(crate) fn run_any<T, E, F>(py: Python<'_>, runtime: &Runtime, work: F) -> PyResult<Result<T, E>>
 where
-    F: Future<Output = Result<T, ScpError>> + Send,
+    F: Future<Output = Result<T, E>> + Send,
     T: Send,
+    E: Send,
 {
     let mut work = core::pin::pin!(work);
     loop {
@@ -43,7 +44,7 @@ where
     }
 }
 
-fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
+pub(crate) fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
     if p > 31 {
         return Err(errors::volley(
             py,
@@ -56,7 +57,7 @@ fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
 /// The bytes of `data`: `bytes` and `bytearray` read directly, anything else with the
 /// buffer protocol (memoryview, a numpy array) through `bytes(data)`. Each is copied
 /// once, while the GIL is held, so nothing can change it during the transfer.
-fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+pub(crate) fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(bytes.as_bytes().to_vec());
     }
@@ -66,6 +67,14 @@ fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let builtins = data.py().import("builtins")?;
     let bytes = builtins.getattr("bytes")?.call1((data,))?;
     Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+/// A runtime for one board's or machine's transfers.
+pub(crate) fn runtime(py: Python<'_>) -> PyResult<Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| errors::volley(py, &format!("cannot start a runtime: {e}")))
 }
 
 /// The result of a transfer, or volley's exception.
@@ -119,14 +128,11 @@ impl Board {
             }
             config.rto = Rto::Fixed(volley_proto::time::Duration::from_millis(ms));
         }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| errors::volley(py, &format!("cannot start a runtime: {e}")))?;
+        let runtime = runtime(py)?;
         let target = format!("{host}:{port}");
         let client = done(
             py,
-            run(
+            run_any(
                 py,
                 &runtime,
                 ScpClient::connect_host(&target, false, config),
@@ -160,7 +166,7 @@ impl Board {
                 .await
                 .map(|()| buf)
         };
-        let buf = done(py, run(py, &self.runtime, work)?)?;
+        let buf = done(py, run_any(py, &self.runtime, work)?)?;
         Ok(PyBytes::new(py, &buf))
     }
 
@@ -180,7 +186,7 @@ impl Board {
         check_range(address, bytes.len()).map_err(|e| errors::scp(py, &e))?;
         let client = self.client.clone();
         let work = async move { client.lock().await.write(chip, address, &bytes).await };
-        done(py, run(py, &self.runtime, work)?)
+        done(py, run_any(py, &self.runtime, work)?)
     }
 
     /// Fills `length` bytes (a multiple of 4) from `address` (word aligned) with the
@@ -199,7 +205,7 @@ impl Board {
         let chip = chip(py, x, y, p)?;
         let client = self.client.clone();
         let work = async move { client.lock().await.fill(chip, address, value, length).await };
-        done(py, run(py, &self.runtime, work)?)
+        done(py, run_any(py, &self.runtime, work)?)
     }
 
     /// The software version of core `p` of chip (`x`, `y`): a dict with `name`,
@@ -209,7 +215,7 @@ impl Board {
         let chip = chip(py, x, y, p)?;
         let client = self.client.clone();
         let work = async move { client.lock().await.sver(chip).await };
-        let version = done(py, run(py, &self.runtime, work)?)?;
+        let version = done(py, run_any(py, &self.runtime, work)?)?;
         let dict = PyDict::new(py);
         dict.set_item("name", &version.name)?;
         let text = match version.version {

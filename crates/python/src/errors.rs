@@ -5,7 +5,7 @@
 
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
-use volley_transport_udp::{NoReply, ScpError};
+use volley_transport_udp::{MachineError, NoReply, ScpError};
 
 /// Raises the package exception `name` with `args`; if the package cannot be imported
 /// (the native module loaded on its own), a `RuntimeError` with the message.
@@ -19,7 +19,21 @@ fn raise<'py>(py: Python<'py>, name: &str, args: impl PyCallArgs<'py>, message: 
 
 /// The exception for an SCP error.
 pub(crate) fn scp(py: Python<'_>, error: &ScpError) -> PyErr {
+    classify(py, error, error.to_string())
+}
+
+/// The exception for a machine's error: a board's SCP error as [`scp`] raises it, with
+/// the board named in the message.
+pub(crate) fn machine(py: Python<'_>, error: &MachineError) -> PyErr {
     let message = error.to_string();
+    match error {
+        MachineError::Board { source, .. } => classify(py, source, message),
+        _ => raise(py, "VolleyError", (&message,), &message),
+    }
+}
+
+/// The exception for `error`, with `message`.
+fn classify(py: Python<'_>, error: &ScpError, message: String) -> PyErr {
     match error {
         ScpError::Timeout {
             why: NoReply::Refused { .. },

@@ -19,6 +19,7 @@
 
 mod board;
 mod errors;
+mod machine;
 
 use core::time::Duration;
 
@@ -32,5 +33,6 @@ pub const SLICE: Duration = Duration::from_millis(100);
 #[pyo3(name = "_volley")]
 fn volley_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<board::Board>()?;
+    m.add_class::<machine::Machine>()?;
     Ok(())
 }

@@ -18,20 +18,26 @@ def volley_bin():
 
 
 @pytest.fixture
-def emulate():
-    """Starts `volley emulate ARGS...`; returns its listening line. Stopped at the end."""
+def emulate(volley_process):
+    """Starts `volley emulate ARGS...`; returns its listening line."""
+    return lambda *args: volley_process("emulate", *args)
+
+
+@pytest.fixture
+def volley_process():
+    """Starts `volley ARGS...`; returns its listening line. Stopped at the end."""
     started = []
 
     def start(*args):
         proc = subprocess.Popen(
-            [volley_bin(), "emulate", *args],
+            [volley_bin(), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         started.append(proc)
         line = proc.stdout.readline().strip()
         if not line.startswith("listening"):
             proc.kill()
-            pytest.fail(f"volley emulate printed {line!r}: {proc.stderr.read()}")
+            pytest.fail(f"volley {args[0]} printed {line!r}: {proc.stderr.read()}")
         return line
 
     yield start

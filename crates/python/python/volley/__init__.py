@@ -34,6 +34,6 @@ class ScpError(VolleyError):
         self.rc = rc
 
 
-from ._volley import Board  # noqa: E402
+from ._volley import Board, Machine  # noqa: E402
 
-__all__ = ["Board", "ConnectionRefusedError", "ScpError", "TimeoutError", "VolleyError"]
+__all__ = ["Board", "Machine", "ConnectionRefusedError", "ScpError", "TimeoutError", "VolleyError"]
