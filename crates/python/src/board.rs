@@ -1,85 +1,19 @@
 //! `volley.Board`: one board over UDP through `ScpClient`, each call a transfer with the
 //! GIL released.
 
-use core::future::Future;
-use std::sync::Arc;
-
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict};
-use tokio::runtime::Runtime;
-use tokio::sync::Mutex;
+use pyo3::types::{PyBytes, PyDict};
 use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
 use volley_proto::wire::scp::Version;
-use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{ScpClient, ScpConfig, ScpError, WindowSize, check_range};
+use volley_transport_udp::{ScpClient, ScpConfig, WindowSize};
 
-use crate::{SLICE, errors};
+use crate::errors;
+use crate::transfer::{Shared, chip, run, runtime};
 
 /// One SpiNNaker board (or `volley emulate`) over UDP, with many requests in flight.
 #[pyclass(module = "volley")]
 pub(crate) struct Board {
-    runtime: Runtime,
-    /// Taken inside each transfer, with the GIL released, so a second Python thread
-    /// using the same board waits for the first without holding the GIL.
-    client: Arc<Mutex<ScpClient>>,
-}
-
-/// Runs `work` on `runtime` with the GIL released, in slices of at most [`SLICE`],
-/// checking for signals between them (a signal's exception abandons the work).
-pub(crate) fn run_any<T, E, F>(py: Python<'_>, runtime: &Runtime, work: F) -> PyResult<Result<T, E>>
-where
-    F: Future<Output = Result<T, E>> + Send,
-    T: Send,
-    E: Send,
-{
-    let mut work = core::pin::pin!(work);
-    loop {
-        let step = py.detach(|| {
-            runtime.block_on(async { tokio::time::timeout(SLICE, work.as_mut()).await })
-        });
-        match step {
-            Ok(done) => return Ok(done),
-            Err(_) => py.check_signals()?,
-        }
-    }
-}
-
-pub(crate) fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
-    if p > 31 {
-        return Err(errors::volley(
-            py,
-            &format!("core {p} is out of range (0..=31)"),
-        ));
-    }
-    Ok(Address::core(x, y, p))
-}
-
-/// The bytes of `data`: `bytes` and `bytearray` read directly, anything else with the
-/// buffer protocol (memoryview, a numpy array) through `bytes(data)`. Each is copied
-/// once, while the GIL is held, so nothing can change it during the transfer.
-pub(crate) fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    if let Ok(bytes) = data.cast::<PyBytes>() {
-        return Ok(bytes.as_bytes().to_vec());
-    }
-    if let Ok(array) = data.cast::<PyByteArray>() {
-        return Ok(array.to_vec());
-    }
-    let builtins = data.py().import("builtins")?;
-    let bytes = builtins.getattr("bytes")?.call1((data,))?;
-    Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
-}
-
-/// A runtime for one board's or machine's transfers.
-pub(crate) fn runtime(py: Python<'_>) -> PyResult<Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| errors::volley(py, &format!("cannot start a runtime: {e}")))
-}
-
-/// The result of a transfer, or volley's exception.
-fn done<T>(py: Python<'_>, result: Result<T, ScpError>) -> PyResult<T> {
-    result.map_err(|e| errors::scp(py, &e))
+    shared: Shared<ScpClient>,
 }
 
 #[pymethods]
@@ -130,17 +64,10 @@ impl Board {
         }
         let runtime = runtime(py)?;
         let target = format!("{host}:{port}");
-        let client = done(
-            py,
-            run_any(
-                py,
-                &runtime,
-                ScpClient::connect_host(&target, false, config),
-            )?,
-        )?;
+        let connect = ScpClient::connect_host(&target, false, config);
+        let client = run(py, &runtime, connect)?.map_err(|e| errors::scp(py, &e))?;
         Ok(Self {
-            runtime,
-            client: Arc::new(Mutex::new(client)),
+            shared: Shared::new(runtime, client),
         })
     }
 
@@ -154,20 +81,7 @@ impl Board {
         address: u32,
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let chip = chip(py, x, y, p)?;
-        check_range(address, length).map_err(|e| errors::scp(py, &e))?;
-        let mut buf = vec![0u8; length];
-        let client = self.client.clone();
-        let work = async move {
-            client
-                .lock()
-                .await
-                .read(chip, address, &mut buf)
-                .await
-                .map(|()| buf)
-        };
-        let buf = done(py, run_any(py, &self.runtime, work)?)?;
-        Ok(PyBytes::new(py, &buf))
+        self.shared.read(py, chip(py, x, y, p)?, address, length)
     }
 
     /// Writes `data` (any object with the buffer protocol: bytes, bytearray, memoryview,
@@ -181,12 +95,7 @@ impl Board {
         address: u32,
         data: Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let chip = chip(py, x, y, p)?;
-        let bytes = bytes_of(&data)?;
-        check_range(address, bytes.len()).map_err(|e| errors::scp(py, &e))?;
-        let client = self.client.clone();
-        let work = async move { client.lock().await.write(chip, address, &bytes).await };
-        done(py, run_any(py, &self.runtime, work)?)
+        self.shared.write(py, chip(py, x, y, p)?, address, &data)
     }
 
     /// Fills `length` bytes (a multiple of 4) from `address` (word aligned) with the
@@ -203,9 +112,9 @@ impl Board {
         length: u32,
     ) -> PyResult<()> {
         let chip = chip(py, x, y, p)?;
-        let client = self.client.clone();
-        let work = async move { client.lock().await.fill(chip, address, value, length).await };
-        done(py, run_any(py, &self.runtime, work)?)
+        self.shared.call(py, move |mut client| async move {
+            client.fill(chip, address, value, length).await
+        })
     }
 
     /// The software version of core `p` of chip (`x`, `y`): a dict with `name`,
@@ -213,9 +122,9 @@ impl Board {
     #[pyo3(signature = (x = 0, y = 0, p = 0))]
     fn sver<'py>(&self, py: Python<'py>, x: u8, y: u8, p: u8) -> PyResult<Bound<'py, PyDict>> {
         let chip = chip(py, x, y, p)?;
-        let client = self.client.clone();
-        let work = async move { client.lock().await.sver(chip).await };
-        let version = done(py, run_any(py, &self.runtime, work)?)?;
+        let version = self
+            .shared
+            .call(py, move |mut client| async move { client.sver(chip).await })?;
         let dict = PyDict::new(py);
         dict.set_item("name", &version.name)?;
         let text = match version.version {
@@ -237,7 +146,7 @@ impl Board {
     /// The client's counters: sent, retransmits, timeouts, duplicates, window, srtt_us
     /// (after any transfer another thread is running on this board).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let client = self.client.clone();
+        let client = self.shared.client.clone();
         let client = py.detach(|| client.blocking_lock_owned());
         let s = client.stats();
         let dict = PyDict::new(py);

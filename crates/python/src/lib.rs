@@ -20,6 +20,7 @@
 mod board;
 mod errors;
 mod machine;
+mod transfer;
 
 use core::time::Duration;
 

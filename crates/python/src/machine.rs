@@ -2,29 +2,21 @@
 //! board driven at once; each call a transfer with the GIL released.
 
 use core::net::SocketAddr;
-use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use tokio::runtime::Runtime;
-use tokio::sync::Mutex;
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Machine as Client, MachineError, ScpConfig, WindowSize};
+use volley_transport_udp::{Machine as Client, ScpConfig, WindowSize};
 
-use crate::board::{bytes_of, chip, run_any, runtime};
 use crate::errors;
+use crate::transfer::{Shared, bytes_of, chip, run, runtime};
 
 /// A SpiNNaker machine of many boards, discovered from its root board.
 #[pyclass(module = "volley")]
 pub(crate) struct Machine {
-    runtime: Runtime,
-    client: Arc<Mutex<Client>>,
+    shared: Shared<Client>,
     chips: Vec<(u8, u8)>,
     boards: Vec<(usize, (u8, u8), String)>,
-}
-
-fn done<T>(py: Python<'_>, result: Result<T, MachineError>) -> PyResult<T> {
-    result.map_err(|e| errors::machine(py, &e))
 }
 
 /// ROOT as HOST or HOST:PORT (17893 by default), resolved to an IPv4 address if it has
@@ -98,7 +90,8 @@ impl Machine {
             window: WindowSize::Auto,
             ..ScpConfig::default()
         };
-        let client = done(py, run_any(py, &runtime, Client::discover(addr, config))?)?;
+        let discover = Client::discover(addr, config);
+        let client = run(py, &runtime, discover)?.map_err(|e| errors::machine(py, &e))?;
         let chips = client.chips().to_vec();
         let boards = client
             .boards()
@@ -106,8 +99,7 @@ impl Machine {
             .map(|b| (b.index, b.ethernet, b.addr.to_string()))
             .collect();
         Ok(Self {
-            runtime,
-            client: Arc::new(Mutex::new(client)),
+            shared: Shared::new(runtime, client),
             chips,
             boards,
         })
@@ -136,19 +128,7 @@ impl Machine {
         address: u32,
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let chip = chip(py, x, y, p)?;
-        let mut buf = vec![0u8; length];
-        let client = self.client.clone();
-        let work = async move {
-            client
-                .lock()
-                .await
-                .read(chip, address, &mut buf)
-                .await
-                .map(|()| buf)
-        };
-        let buf = done(py, run_any(py, &self.runtime, work)?)?;
-        Ok(PyBytes::new(py, &buf))
+        self.shared.read(py, chip(py, x, y, p)?, address, length)
     }
 
     /// Writes `data` to `address` on core `p` of chip (`x`, `y`).
@@ -161,11 +141,7 @@ impl Machine {
         address: u32,
         data: Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let chip = chip(py, x, y, p)?;
-        let bytes = bytes_of(&data)?;
-        let client = self.client.clone();
-        let work = async move { client.lock().await.write(chip, address, &bytes).await };
-        done(py, run_any(py, &self.runtime, work)?)
+        self.shared.write(py, chip(py, x, y, p)?, address, &data)
     }
 
     /// Writes every item, (x, y, address, data) for core 0 or (x, y, p, address, data),
@@ -176,12 +152,10 @@ impl Machine {
             let (chip, address, data) = item(py, &entry?)?;
             batch.push((chip, address, bytes_of(&data)?));
         }
-        let client = self.client.clone();
-        let work = async move {
+        self.shared.call(py, move |mut client| async move {
             let items: Vec<_> = batch.iter().map(|(c, a, d)| (*c, *a, &d[..])).collect();
-            client.lock().await.write_many(&items).await
-        };
-        done(py, run_any(py, &self.runtime, work)?)
+            client.write_many(&items).await
+        })
     }
 
     /// Reads every item, (x, y, address, length) for core 0 or (x, y, p, address,
@@ -198,24 +172,22 @@ impl Machine {
             volley_transport_udp::check_range(address, length).map_err(|e| errors::scp(py, &e))?;
             batch.push((chip, address, vec![0u8; length]));
         }
-        let client = self.client.clone();
-        let work = async move {
+        let batch = self.shared.call(py, move |mut client| async move {
             let mut items: Vec<_> = batch
                 .iter_mut()
                 .map(|(c, a, b)| (*c, *a, &mut b[..]))
                 .collect();
-            let result = client.lock().await.read_many(&mut items).await;
+            let result = client.read_many(&mut items).await;
             drop(items);
             result.map(|()| batch)
-        };
-        let batch = done(py, run_any(py, &self.runtime, work)?)?;
+        })?;
         PyList::new(py, batch.iter().map(|(_, _, b)| PyBytes::new(py, b)))
     }
 
     /// The machine's size and discovery time: a dict with `width`, `height`, `boards`,
     /// `chips`, `discovery_secs`.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let client = self.client.clone();
+        let client = self.shared.client.clone();
         let client = py.detach(|| client.blocking_lock_owned());
         let dict = PyDict::new(py);
         dict.set_item("width", client.geometry().width())?;

@@ -1,0 +1,212 @@
+//! What `volley.Board` and `volley.Machine` share: a runtime of their own, the client
+//! behind an async mutex taken inside each transfer (so a second Python thread waits for
+//! the first without holding the GIL), transfers run with the GIL released in slices of
+//! at most [`SLICE`] with a signal check between them, and the reads and writes both
+//! classes offer.
+
+use core::future::Future;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes};
+use tokio::runtime::Runtime;
+use tokio::sync::Mutex;
+use volley_proto::wire::sdp::Address;
+use volley_transport_udp::{Machine, MachineError, ScpClient, ScpError, check_range};
+
+use crate::{SLICE, errors};
+
+/// A board's or a machine's client: what reads and writes go through, and how its
+/// errors are raised.
+pub(crate) trait Remote: Send + 'static {
+    /// What its operations fail with.
+    type Error: Send;
+
+    /// Reads `buf.len()` bytes from `address` on `chip`.
+    fn read(
+        &mut self,
+        chip: Address,
+        address: u32,
+        buf: &mut [u8],
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Writes `data` to `address` on `chip`.
+    fn write(
+        &mut self,
+        chip: Address,
+        address: u32,
+        data: &[u8],
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// The package's exception for `error`.
+    fn raise(py: Python<'_>, error: &Self::Error) -> PyErr;
+}
+
+impl Remote for ScpClient {
+    type Error = ScpError;
+
+    fn read(
+        &mut self,
+        chip: Address,
+        address: u32,
+        buf: &mut [u8],
+    ) -> impl Future<Output = Result<(), ScpError>> + Send {
+        Self::read(self, chip, address, buf)
+    }
+
+    fn write(
+        &mut self,
+        chip: Address,
+        address: u32,
+        data: &[u8],
+    ) -> impl Future<Output = Result<(), ScpError>> + Send {
+        Self::write(self, chip, address, data)
+    }
+
+    fn raise(py: Python<'_>, error: &ScpError) -> PyErr {
+        errors::scp(py, error)
+    }
+}
+
+impl Remote for Machine {
+    type Error = MachineError;
+
+    fn read(
+        &mut self,
+        chip: Address,
+        address: u32,
+        buf: &mut [u8],
+    ) -> impl Future<Output = Result<(), MachineError>> + Send {
+        Self::read(self, chip, address, buf)
+    }
+
+    fn write(
+        &mut self,
+        chip: Address,
+        address: u32,
+        data: &[u8],
+    ) -> impl Future<Output = Result<(), MachineError>> + Send {
+        Self::write(self, chip, address, data)
+    }
+
+    fn raise(py: Python<'_>, error: &MachineError) -> PyErr {
+        errors::machine(py, error)
+    }
+}
+
+/// A client, the runtime its transfers run on, and the lock that serialises them.
+pub(crate) struct Shared<R> {
+    runtime: Runtime,
+    pub(crate) client: Arc<Mutex<R>>,
+}
+
+/// A runtime for one board's or machine's transfers.
+pub(crate) fn runtime(py: Python<'_>) -> PyResult<Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| errors::volley(py, &format!("cannot start a runtime: {e}")))
+}
+
+/// Runs `work` on `runtime` with the GIL released, in slices of at most [`SLICE`],
+/// checking for signals between them (a signal's exception abandons the work).
+pub(crate) fn run<T, E, F>(py: Python<'_>, runtime: &Runtime, work: F) -> PyResult<Result<T, E>>
+where
+    F: Future<Output = Result<T, E>> + Send,
+    T: Send,
+    E: Send,
+{
+    let mut work = core::pin::pin!(work);
+    loop {
+        let step = py.detach(|| {
+            runtime.block_on(async { tokio::time::timeout(SLICE, work.as_mut()).await })
+        });
+        match step {
+            Ok(done) => return Ok(done),
+            Err(_) => py.check_signals()?,
+        }
+    }
+}
+
+/// Core `p` of chip (`x`, `y`), the core checked.
+pub(crate) fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
+    if p > 31 {
+        return Err(errors::volley(
+            py,
+            &format!("core {p} is out of range (0..=31)"),
+        ));
+    }
+    Ok(Address::core(x, y, p))
+}
+
+/// The bytes of `data`: `bytes` and `bytearray` read directly, anything else with the
+/// buffer protocol (memoryview, a numpy array) through `bytes(data)`. Each is copied
+/// once, while the GIL is held, so nothing can change it during the transfer.
+pub(crate) fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(bytes) = data.cast::<PyBytes>() {
+        return Ok(bytes.as_bytes().to_vec());
+    }
+    if let Ok(array) = data.cast::<PyByteArray>() {
+        return Ok(array.to_vec());
+    }
+    let builtins = data.py().import("builtins")?;
+    let bytes = builtins.getattr("bytes")?.call1((data,))?;
+    Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+impl<R: Remote> Shared<R> {
+    pub(crate) fn new(runtime: Runtime, client: R) -> Self {
+        Self {
+            runtime,
+            client: Arc::new(Mutex::new(client)),
+        }
+    }
+
+    /// Runs `op` on the client with the GIL released, raising the client's exception if
+    /// it fails.
+    pub(crate) fn call<T, Fut>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(tokio::sync::OwnedMutexGuard<R>) -> Fut + Send,
+    ) -> PyResult<T>
+    where
+        Fut: Future<Output = Result<T, R::Error>> + Send,
+        T: Send,
+    {
+        let client = self.client.clone();
+        let lock_then_op = async move { op(client.lock_owned().await).await };
+        run(py, &self.runtime, lock_then_op)?.map_err(|e| R::raise(py, &e))
+    }
+
+    /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`); the range is
+    /// checked before anything is allocated.
+    pub(crate) fn read<'py>(
+        &self,
+        py: Python<'py>,
+        chip: Address,
+        address: u32,
+        length: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        check_range(address, length).map_err(|e| errors::scp(py, &e))?;
+        let buf = self.call(py, move |mut client| async move {
+            let mut buf = vec![0u8; length];
+            client.read(chip, address, &mut buf).await.map(|()| buf)
+        })?;
+        Ok(PyBytes::new(py, &buf))
+    }
+
+    /// Writes `data` to `address` on `chip`.
+    pub(crate) fn write(
+        &self,
+        py: Python<'_>,
+        chip: Address,
+        address: u32,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let bytes = bytes_of(data)?;
+        check_range(address, bytes.len()).map_err(|e| errors::scp(py, &e))?;
+        self.call(py, move |mut client| async move {
+            client.write(chip, address, &bytes).await
+        })
+    }
+}
