@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::{self, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode};
-use volley_proto::wire::sdp;
+use volley_proto::wire::sdp::{self, Address};
 
 use crate::answer::execute;
 use crate::board::{BoardConfig, BoardStats};
@@ -203,35 +203,6 @@ impl Fabric {
         }
     }
 
-    /// Where a request is going: its chip (with (255, 255) the root chip), the board
-    /// that owns it and the hops to it from board `index`'s Ethernet chip; `None` if it
-    /// does not parse or there is no such chip.
-    fn destination(&self, index: usize, request: &[u8]) -> Option<(u8, u8, usize, u32)> {
-        let dest = RequestRepr::parse(request).ok()?.sdp.dest;
-        let (x, y) = root_for_any(dest.x, dest.y);
-        let (owner, hops) = self.locate(index, x, y)?;
-        Some((x, y, owner, hops))
-    }
-
-    /// Answers a request with `rc` and no body, without carrying it out.
-    fn refuse(
-        &self,
-        index: usize,
-        request: &[u8],
-        rc: ReturnCode,
-        out: &mut [u8; MAX_DATAGRAM_LEN],
-    ) -> Action {
-        let board = &self.boards[index];
-        board.requests.fetch_add(1, Ordering::Relaxed);
-        let Ok(parsed) = RequestRepr::parse(request) else {
-            return Action::Silent;
-        };
-        let mut reply = parsed.reply(rc);
-        (reply.sdp.src.x, reply.sdp.src.y) = root_for_any(parsed.sdp.dest.x, parsed.sdp.dest.y);
-        let wants_reply = parsed.sdp.flags.reply_expected();
-        board.reply(&reply, out, self.config.processing_delay, wants_reply)
-    }
-
     /// Handles one request that arrived at board `index`, writing any reply into
     /// `out`. Checks as SC&MP does: oversize datagrams dropped, a short SDP part
     /// answered with `RC_LEN`, a chip that does not exist `RC_ROUTE`, unknown commands
@@ -244,17 +215,32 @@ impl Fabric {
         request: &[u8],
         out: &mut [u8; MAX_DATAGRAM_LEN],
     ) -> Action {
+        match self.route(index, request, out) {
+            Ok(routed) => self.answer(index, &routed, None, out),
+            Err(action) => action,
+        }
+    }
+
+    /// Counts a request that arrived at board `index` and parses it, once: where it
+    /// goes, or (`Err`) what is done with one that cannot go anywhere (dropped, or
+    /// answered `RC_LEN` into `out`).
+    fn route<'a>(
+        &self,
+        index: usize,
+        request: &'a [u8],
+        out: &mut [u8; MAX_DATAGRAM_LEN],
+    ) -> Result<Routed<'a>, Action> {
         let board = &self.boards[index];
         board.requests.fetch_add(1, Ordering::Relaxed);
         if request.len() > MAX_DATAGRAM_LEN {
             board.dropped_oversize.fetch_add(1, Ordering::Relaxed);
-            return Action::Silent;
+            return Err(Action::Silent);
         }
         let Ok(parsed) = RequestRepr::parse(request) else {
             // Under 24 bytes of SDP: RC_LEN, if there is a sequence number to echo.
             let Ok(packet) = scp::Packet::new_checked(request) else {
                 board.dropped_malformed.fetch_add(1, Ordering::Relaxed);
-                return Action::Silent;
+                return Err(Action::Silent);
             };
             let header = sdp::Repr::parse(&packet.sdp());
             let reply = ReplyRepr {
@@ -263,23 +249,53 @@ impl Fabric {
                 seq: packet.seq(),
                 body: &[],
             };
-            return board.reply(&reply, out, Duration::ZERO, header.flags.reply_expected());
+            return Err(board.reply(&reply, out, Duration::ZERO, header.flags.reply_expected()));
         };
         let mut dest = parsed.sdp.dest;
         (dest.x, dest.y) = root_for_any(dest.x, dest.y);
+        let place = self.locate(index, dest.x, dest.y);
+        Ok(Routed {
+            parsed,
+            dest,
+            place,
+        })
+    }
+
+    /// Answers a routed request at board `index`: `RC_ROUTE` if its chip does not
+    /// exist, `refused` without carrying it out if given, else carried out on the board
+    /// that owns the chip (`RC_P2P_TIMEOUT` if that board is stopped).
+    fn answer(
+        &self,
+        index: usize,
+        routed: &Routed<'_>,
+        refused: Option<ReturnCode>,
+        out: &mut [u8; MAX_DATAGRAM_LEN],
+    ) -> Action {
+        let board = &self.boards[index];
+        let Routed {
+            parsed,
+            dest,
+            place,
+        } = routed;
         let wants_reply = parsed.sdp.flags.reply_expected();
         let config = &self.config;
-        let Some((owner, hops)) = self.locate(index, dest.x, dest.y) else {
+        let Some((owner, hops)) = *place else {
             let delay = config.processing_delay;
             return board.reply(&parsed.reply(ReturnCode::ROUTE), out, delay, wants_reply);
         };
-        let delay = config.processing_delay + config.hop_latency * hops;
         let mut body = [0u8; scp::MAX_DATA_LEN + 12];
-        let (rc, body_len) = if self.boards[owner].stopped.load(Ordering::Relaxed) {
-            (ReturnCode::P2P_TIMEOUT, 0)
-        } else {
-            let mut state = self.boards[owner].lock();
-            execute(self, owner, &mut state, &parsed, dest, &mut body)
+        let (rc, body_len, delay) = match refused {
+            Some(rc) => (rc, 0, config.processing_delay),
+            None => {
+                let delay = config.processing_delay + config.hop_latency * hops;
+                if self.boards[owner].stopped.load(Ordering::Relaxed) {
+                    (ReturnCode::P2P_TIMEOUT, 0, delay)
+                } else {
+                    let mut state = self.boards[owner].lock();
+                    let (rc, len) = execute(self, owner, &mut state, parsed, *dest, &mut body);
+                    (rc, len, delay)
+                }
+            }
         };
         let mut reply = ReplyRepr {
             body: &body[..body_len],
@@ -289,6 +305,14 @@ impl Fabric {
         (reply.sdp.src.x, reply.sdp.src.y) = (dest.x, dest.y);
         board.reply(&reply, out, delay, wants_reply)
     }
+}
+
+/// A request that parsed: its chip ((255, 255) made the root chip), and the board that
+/// owns the chip with the hops to it from the board it came in by (`None`: no such chip).
+pub(crate) struct Routed<'a> {
+    parsed: RequestRepr<'a>,
+    dest: Address,
+    place: Option<(usize, u32)>,
 }
 
 impl State {
@@ -398,24 +422,24 @@ pub(crate) fn on_datagram(
             }
         }
     };
-    let mut busy = false;
-    if let Some(costs) = &costs {
-        if let Some((x, y, owner, hops)) = fabric.destination(index, datagram) {
-            if hops > 0 {
-                let until = ready + costs.p2p_hop * hops;
-                let mut state = fabric.boards[owner].lock();
-                if state.streams.open(costs, (x, y), ready, until) {
-                    ready = until;
-                } else {
-                    busy = true;
+    let action = match fabric.route(index, datagram, out) {
+        Err(action) => action,
+        Ok(routed) => {
+            let mut refused = None;
+            if let (Some(costs), Some((owner, hops))) = (&costs, routed.place) {
+                if hops > 0 {
+                    let until = ready + costs.p2p_hop * hops;
+                    let chip = (routed.dest.x, routed.dest.y);
+                    let mut state = fabric.boards[owner].lock();
+                    if state.streams.open(costs, chip, ready, until) {
+                        ready = until;
+                    } else {
+                        refused = Some(ReturnCode::P2P_BUSY);
+                    }
                 }
             }
+            fabric.answer(index, &routed, refused, out)
         }
-    }
-    let action = if busy {
-        fabric.refuse(index, datagram, ReturnCode::P2P_BUSY, out)
-    } else {
-        fabric.handle(index, datagram, out)
     };
     let Action::Reply { len, delay } = action else {
         return Outcome::Nothing;
