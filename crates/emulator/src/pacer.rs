@@ -11,11 +11,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use tokio::time::Instant;
+use volley_proto::wire::scp::MAX_DATAGRAM_LEN;
 
 use crate::logic::{Fabric, Schedule};
 
-/// A reply waiting for its time: its bytes, where it goes, which board sends it.
-type Due = (Vec<u8>, SocketAddr, usize);
+/// A reply waiting for its time: its bytes held in place (no allocation per reply), how
+/// many of them, where it goes, which board sends it.
+type Due = ([u8; MAX_DATAGRAM_LEN], usize, SocketAddr, usize);
 
 #[derive(Debug)]
 struct Shared {
@@ -56,9 +58,13 @@ impl Pacer {
         Self { shared, thread }
     }
 
-    /// Queues `reply` to `to` from board `board`, to leave at `at`.
-    pub(crate) fn send_at(&self, at: Instant, reply: Vec<u8>, to: SocketAddr, board: usize) {
-        self.shared.lock().push(at, (reply, to, board));
+    /// Queues `reply` (at most one SCP datagram) to `to` from board `board`, to leave at
+    /// `at`.
+    pub(crate) fn send_at(&self, at: Instant, reply: &[u8], to: SocketAddr, board: usize) {
+        let mut bytes = [0u8; MAX_DATAGRAM_LEN];
+        let len = reply.len().min(MAX_DATAGRAM_LEN);
+        bytes[..len].copy_from_slice(&reply[..len]);
+        self.shared.lock().push(at, (bytes, len, to, board));
         self.shared.wake.notify_one();
     }
 }
@@ -97,9 +103,9 @@ fn run(shared: &Shared, fabric: &Fabric, sockets: &[std::net::UdpSocket]) {
             continue;
         }
         drop(queue);
-        for (reply, to, board) in due.drain(..) {
+        for (reply, len, to, board) in due.drain(..) {
             // A reply the socket cannot take now is lost, as a board's would be.
-            if sockets[board].send_to(&reply, to).is_ok() {
+            if sockets[board].send_to(&reply[..len], to).is_ok() {
                 fabric.boards[board].count_reply();
             }
         }

@@ -103,10 +103,7 @@ impl Board<'_> {
                 Outcome::Now(len) => {
                     count_sent(shared, io.tx.queue(self.socket, &out[..len], from).await);
                 }
-                Outcome::At(at, len) => {
-                    self.pacer
-                        .send_at(at, out[..len].to_vec(), from, self.index)
-                }
+                Outcome::At(at, len) => self.pacer.send_at(at, &out[..len], from, self.index),
                 Outcome::Nothing => {}
             }
         }
