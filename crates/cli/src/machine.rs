@@ -1,7 +1,6 @@
 //! `volley machine info|bench`: a machine of many boards, discovered from its root
 //! board; and the discovery `volley scp --machine` shares.
 
-use core::net::SocketAddr;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -86,37 +85,11 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// Resolves ROOT (HOST or HOST:PORT, 17893 by default) and discovers the machine.
+/// Discovers the machine at ROOT (HOST or HOST:PORT, 17893 by default).
 pub(crate) async fn discover(root: &str, config: ScpConfig) -> anyhow::Result<Machine> {
-    let addr = resolve(root).await?;
-    Machine::discover(addr, config)
+    Machine::discover_host(root, config)
         .await
         .with_context(|| format!("cannot discover the machine at {root}"))
-}
-
-async fn resolve(root: &str) -> anyhow::Result<SocketAddr> {
-    if let Ok(addr) = root.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    let found = match root.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => {
-            let port: u16 = port
-                .parse()
-                .with_context(|| format!("`{port}` in `{root}` is not a port"))?;
-            tokio::net::lookup_host((host, port)).await
-        }
-        _ => tokio::net::lookup_host((root, volley_proto::wire::scp::PORT)).await,
-    };
-    let addrs: Vec<SocketAddr> = found
-        .with_context(|| format!("cannot resolve `{root}`"))?
-        .collect();
-    // A machine's boards are IPv4 hosts.
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .with_context(|| format!("`{root}` resolves to no address"))
 }
 
 async fn bench(

@@ -1,8 +1,6 @@
 //! `volley.Machine`: a machine of many boards, discovered from its root board, every
 //! board driven at once; each call a transfer with the GIL released.
 
-use core::net::SocketAddr;
-
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use volley_proto::wire::sdp::Address;
@@ -17,28 +15,6 @@ pub(crate) struct Machine {
     shared: Shared<Client>,
     chips: Vec<(u8, u8)>,
     boards: Vec<(usize, (u8, u8), String)>,
-}
-
-/// ROOT as HOST or HOST:PORT (17893 by default), resolved to an IPv4 address if it has
-/// one.
-fn resolve(py: Python<'_>, root: &str) -> PyResult<SocketAddr> {
-    use std::net::ToSocketAddrs;
-    let with_port = if root.parse::<SocketAddr>().is_ok()
-        || root.rsplit_once(':').is_some_and(|(h, _)| !h.contains(':'))
-    {
-        root.to_owned()
-    } else {
-        format!("{root}:17893")
-    };
-    let addrs: Vec<SocketAddr> = py
-        .detach(|| with_port.to_socket_addrs().map(Iterator::collect))
-        .map_err(|e| errors::volley(py, &format!("cannot resolve `{root}`: {e}")))?;
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .ok_or_else(|| errors::volley(py, &format!("`{root}` resolves to no address")))
 }
 
 /// One item of a batch: (x, y, address, ...) for core 0, or (x, y, p, address, ...).
@@ -84,13 +60,12 @@ impl Machine {
     /// board's tag pool.
     #[new]
     fn new(py: Python<'_>, root: &str) -> PyResult<Self> {
-        let addr = resolve(py, root)?;
         let runtime = runtime(py)?;
         let config = ScpConfig {
             window: WindowSize::Auto,
             ..ScpConfig::default()
         };
-        let discover = Client::discover(addr, config);
+        let discover = Client::discover_host(root, config);
         let client = run(py, &runtime, discover)?.map_err(|e| errors::machine(py, &e))?;
         let chips = client.chips().to_vec();
         let boards = client

@@ -23,6 +23,12 @@ use super::{BoardInfo, Machine, MachineError};
 use crate::client::{Op, ScpClient, ScpConfig, ScpError, WindowSize};
 
 impl Machine {
+    /// [`discover`](Self::discover) from ROOT as a user types it: HOST or HOST:PORT
+    /// (port 17893 by default), a name resolved to its IPv4 address if it has one.
+    pub async fn discover_host(root: &str, config: ScpConfig) -> Result<Self, MachineError> {
+        Self::discover(resolve(root).await?, config).await
+    }
+
     /// Discovers the machine whose root board (the one with chip (0, 0)) listens at
     /// `root`, and opens a client per board with `config` (an
     /// [`Auto`](WindowSize::Auto) window is sized from each board's own tag pool). Boards
@@ -156,6 +162,34 @@ impl Machine {
             discovery: started.elapsed(),
         })
     }
+}
+
+/// ROOT as a user gives it (HOST or HOST:PORT, port 17893 by default), resolved to an
+/// IPv4 address if it has one: a machine's boards are IPv4 hosts.
+async fn resolve(root: &str) -> Result<SocketAddr, MachineError> {
+    if let Ok(addr) = root.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let fail = |why: String| MachineError::Resolve {
+        root: root.to_owned(),
+        why,
+    };
+    let found = match root.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => {
+            let port: u16 = port
+                .parse()
+                .map_err(|_| fail(format!("`{port}` is not a port")))?;
+            tokio::net::lookup_host((host, port)).await
+        }
+        _ => tokio::net::lookup_host((root, volley_proto::wire::scp::PORT)).await,
+    };
+    let addrs: Vec<SocketAddr> = found.map_err(|e| fail(e.to_string()))?.collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| fail("it names no address".into()))
 }
 
 /// Where chip (`x`, `y`) sits in per-chip tables.

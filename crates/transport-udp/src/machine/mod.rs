@@ -68,6 +68,14 @@ pub enum MachineError {
         #[source]
         source: ScpError,
     },
+    /// The root's name or address does not resolve.
+    #[error("cannot resolve `{root}`: {why}")]
+    Resolve {
+        /// The root as given.
+        root: String,
+        /// Why.
+        why: String,
+    },
     /// The machine answered discovery with something no SpiNN-5 machine says.
     #[error("discovery: {0}")]
     Discovery(String),
