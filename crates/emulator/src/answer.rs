@@ -144,10 +144,20 @@ fn machine_region(
         return Some(Ok(()));
     }
     if inside(P2P_TABLE_BASE, u64::from(P2P_TABLE_LEN)) {
+        // Each word once, however many of its bytes the read takes.
+        let first = address - P2P_TABLE_BASE;
+        let mut word = (u32::MAX, [0u8; 4]);
         for (i, byte) in out.iter_mut().enumerate() {
-            let offset = address - P2P_TABLE_BASE + i as u32;
-            let word = geometry.p2p_word((chip.x, chip.y), offset / 4);
-            *byte = word.to_le_bytes()[(offset % 4) as usize];
+            let offset = first + i as u32;
+            if word.0 != offset / 4 {
+                word = (
+                    offset / 4,
+                    geometry
+                        .p2p_word((chip.x, chip.y), offset / 4)
+                        .to_le_bytes(),
+                );
+            }
+            *byte = word.1[(offset % 4) as usize];
         }
         return Some(Ok(()));
     }

@@ -195,12 +195,7 @@ impl Board {
 
     /// Copies `len` bytes of chip (`x`, `y`)'s SDRAM from `address`, or `None` outside it.
     pub fn read_memory(&self, x: u8, y: u8, address: u32, len: usize) -> Option<Vec<u8>> {
-        if len > SDRAM_SIZE as usize {
-            return None;
-        }
-        let mut out = vec![0; len];
-        let memory = &self.fabric.boards[0].lock().memory;
-        memory.read(x, y, address, &mut out).ok().map(|()| out)
+        self.fabric.boards[0].read_memory(x, y, address, len)
     }
 
     /// Writes into chip (`x`, `y`)'s SDRAM; `false` outside it or past the memory budget.

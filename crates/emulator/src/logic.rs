@@ -127,6 +127,17 @@ impl Shared {
         }
     }
 
+    /// Copies `len` bytes of chip (`x`, `y`)'s SDRAM from `address`, or `None` outside
+    /// it (the length is checked before anything is allocated).
+    pub(crate) fn read_memory(&self, x: u8, y: u8, address: u32, len: usize) -> Option<Vec<u8>> {
+        if len > crate::SDRAM_SIZE as usize {
+            return None;
+        }
+        let mut out = vec![0; len];
+        let memory = &self.lock().memory;
+        memory.read(x, y, address, &mut out).ok().map(|()| out)
+    }
+
     /// Counts a reply sent.
     pub(crate) fn count_reply(&self) {
         self.replies.fetch_add(1, Ordering::Relaxed);

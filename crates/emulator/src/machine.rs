@@ -153,16 +153,7 @@ impl Machine {
     /// is no such chip or the range is outside its SDRAM.
     pub fn read_memory(&self, x: u8, y: u8, address: u32, len: usize) -> Option<Vec<u8>> {
         let board = self.geometry.board_of(x, y)?;
-        if len > crate::SDRAM_SIZE as usize {
-            return None;
-        }
-        let mut out = vec![0; len];
-        let state = self.fabric.boards[board].lock();
-        state
-            .memory
-            .read(x, y, address, &mut out)
-            .ok()
-            .map(|()| out)
+        self.fabric.boards[board].read_memory(x, y, address, len)
     }
 
     /// Waits until a board's serving task stops, which it does only when it fails, and
