@@ -180,7 +180,7 @@ impl Geometry {
         Some(match self {
             Self::Board => (0, 0),
             Self::Triads { .. } => {
-                let (dx, dy) = offset_from_ethernet(x % TRIAD, y % TRIAD);
+                let (dx, dy) = OFFSETS[usize::from(y % TRIAD)][usize::from(x % TRIAD)];
                 (
                     wrap(i32::from(x) - i32::from(dx), self.width()),
                     wrap(i32::from(y) - i32::from(dy), self.height()),
@@ -316,30 +316,60 @@ fn wrap(v: i32, size: u16) -> u8 {
     v.rem_euclid(i32::from(size)) as u8
 }
 
+/// Where each chip of a triad sits relative to its board's Ethernet chip, by
+/// `[y][x]`: worked out once, at compile time, so finding a chip's board is a table read.
+const OFFSETS: [[(u8, u8); TRIAD as usize]; TRIAD as usize] = offsets();
+
+const fn offsets() -> [[(u8, u8); TRIAD as usize]; TRIAD as usize] {
+    let mut table = [[(0, 0); TRIAD as usize]; TRIAD as usize];
+    let mut y = 0;
+    while y < TRIAD {
+        let mut x = 0;
+        while x < TRIAD {
+            table[y as usize][x as usize] = offset_from_ethernet(x, y);
+            x += 1;
+        }
+        y += 1;
+    }
+    table
+}
+
 /// Where chip (`x`, `y`) of a triad sits relative to its board's Ethernet chip:
 /// SpiNNMachine's rule, in tenths of a chip so it stays in integers. Each candidate
 /// Ethernet chip (the triad's three and their copies one triad away) is measured to its
 /// board's centre, 3.6 chips right and 3.4 up of it; the nearest wins, the first in
 /// order on a tie.
-fn offset_from_ethernet(x: u8, y: u8) -> (u8, u8) {
-    let t = i32::from(TRIAD);
-    let (px, py) = (i32::from(x) * 10, i32::from(y) * 10);
-    let mut best: Option<(i32, (i32, i32))> = None;
-    for (ex, ey) in TRIAD_ETHERNETS {
-        for sx in [-t, 0, t] {
-            for sy in [-t, 0, t] {
-                let (cx, cy) = (i32::from(ex) + sx, i32::from(ey) + sy);
+const fn offset_from_ethernet(x: u8, y: u8) -> (u8, u8) {
+    let t = TRIAD as i32;
+    let (px, py) = (x as i32 * 10, y as i32 * 10);
+    let shifts = [-t, 0, t];
+    let mut best = (i32::MAX, (0, 0));
+    let mut e = 0;
+    while e < TRIAD_ETHERNETS.len() {
+        let (ex, ey) = TRIAD_ETHERNETS[e];
+        let mut i = 0;
+        while i < 3 {
+            let mut j = 0;
+            while j < 3 {
+                let (cx, cy) = (ex as i32 + shifts[i], ey as i32 + shifts[j]);
                 let dx = px - (cx * 10 + 36);
                 let dy = py - (cy * 10 + 34);
-                let distance = dx.abs().max(dy.abs()).max((dx - dy).abs());
-                if best.is_none_or(|(d, _)| distance < d) {
-                    best = Some((distance, (cx, cy)));
+                let distance = max(max(dx.abs(), dy.abs()), (dx - dy).abs());
+                if distance < best.0 {
+                    best = (distance, (cx, cy));
                 }
+                j += 1;
             }
+            i += 1;
         }
+        e += 1;
     }
-    let (cx, cy) = best.map_or((0, 0), |(_, c)| c);
-    ((i32::from(x) - cx) as u8, (i32::from(y) - cy) as u8)
+    let (cx, cy) = best.1;
+    ((x as i32 - cx) as u8, (y as i32 - cy) as u8)
+}
+
+const fn max(a: i32, b: i32) -> i32 {
+    if a > b { a } else { b }
 }
 
 #[cfg(test)]
