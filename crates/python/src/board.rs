@@ -85,7 +85,9 @@ impl Board {
     }
 
     /// Writes `data` (any object with the buffer protocol: bytes, bytearray, memoryview,
-    /// a numpy array) to `address` on core `p` of chip (`x`, `y`).
+    /// a numpy array) to `address` on core `p` of chip (`x`, `y`). Bytes and C-contiguous
+    /// buffers are read in place (do not change them from another thread until this
+    /// returns); a strided view is copied first.
     fn write(
         &self,
         py: Python<'_>,

@@ -18,6 +18,7 @@
 //! ```
 
 mod board;
+mod buffer;
 mod errors;
 mod machine;
 mod transfer;
@@ -29,11 +30,20 @@ use pyo3::prelude::*;
 /// The longest a caller waits with the GIL released before it checks for signals.
 pub const SLICE: Duration = Duration::from_millis(100);
 
+/// The bytes written so far that could not be read in place (a strided view) and were
+/// copied: the tests' hook for proving that a contiguous buffer is not.
+#[pyfunction]
+#[pyo3(name = "_copied_bytes")]
+fn copied_bytes() -> u64 {
+    transfer::copied_bytes()
+}
+
 /// The `volley._volley` module.
 #[pymodule]
 #[pyo3(name = "_volley")]
 fn volley_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<board::Board>()?;
     m.add_class::<machine::Machine>()?;
+    m.add_function(wrap_pyfunction!(copied_bytes, m)?)?;
     Ok(())
 }

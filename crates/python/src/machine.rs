@@ -7,7 +7,7 @@ use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{Machine as Client, ScpConfig, WindowSize};
 
 use crate::errors;
-use crate::transfer::{Shared, bytes_of, chip, run, runtime};
+use crate::transfer::{Data, Shared, chip, run, runtime};
 
 /// A SpiNNaker machine of many boards, discovered from its root board.
 #[pyclass(module = "volley")]
@@ -106,7 +106,8 @@ impl Machine {
         self.shared.read(py, chip(py, x, y, p)?, address, length)
     }
 
-    /// Writes `data` to `address` on core `p` of chip (`x`, `y`).
+    /// Writes `data` (as `Board.write` takes it) to `address` on core `p` of chip (`x`,
+    /// `y`).
     fn write(
         &self,
         py: Python<'_>,
@@ -122,14 +123,20 @@ impl Machine {
     /// Writes every item, (x, y, address, data) for core 0 or (x, y, p, address, data),
     /// every board at once.
     fn write_many(&self, py: Python<'_>, items: Bound<'_, PyAny>) -> PyResult<()> {
-        let mut batch = Vec::new();
+        let mut held = Vec::new();
         for entry in items.try_iter()? {
             let (chip, address, data) = item(py, &entry?)?;
-            batch.push((chip, address, bytes_of(&data)?));
+            held.push((chip, address, Data::of(&data)?));
+        }
+        let mut batch = Vec::with_capacity(held.len());
+        for (chip, address, data) in &held {
+            let bytes = data.as_slice();
+            volley_transport_udp::check_range(*address, bytes.len())
+                .map_err(|e| errors::scp(py, &e))?;
+            batch.push((*chip, *address, bytes));
         }
         self.shared.call(py, move |mut client| async move {
-            let items: Vec<_> = batch.iter().map(|(c, a, d)| (*c, *a, &d[..])).collect();
-            client.write_many(&items).await
+            client.write_many(&batch).await
         })
     }
 

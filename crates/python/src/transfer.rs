@@ -5,15 +5,17 @@
 //! classes offer.
 
 use core::future::Future;
+use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes};
+use pyo3::types::PyBytes;
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
 use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{Machine, MachineError, ScpClient, ScpError, check_range};
 
+use crate::buffer::Exported;
 use crate::{SLICE, errors};
 
 /// A board's or a machine's client: what reads and writes go through, and how its
@@ -139,19 +141,54 @@ pub(crate) fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
     Ok(Address::core(x, y, p))
 }
 
-/// The bytes of `data`: `bytes` and `bytearray` read directly, anything else with the
-/// buffer protocol (memoryview, a numpy array) through `bytes(data)`. Each is copied
-/// once, while the GIL is held, so nothing can change it during the transfer.
-pub(crate) fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    if let Ok(bytes) = data.cast::<PyBytes>() {
-        return Ok(bytes.as_bytes().to_vec());
+/// Bytes copied because a caller's buffer could not be read in place (a strided view):
+/// what the tests' counting hook (`volley._volley._copied_bytes`) reports.
+static COPIED: AtomicU64 = AtomicU64::new(0);
+
+/// The bytes copied so far because a buffer could not be read in place.
+pub(crate) fn copied_bytes() -> u64 {
+    COPIED.load(Ordering::Relaxed)
+}
+
+/// A write's bytes, read in place wherever Python allows: `bytes` (immutable) through
+/// PyO3's safe view, any C-contiguous buffer (`bytearray`, `memoryview`, a numpy array)
+/// exported to us for the transfer; anything else with the buffer protocol copied once,
+/// with the GIL held.
+pub(crate) enum Data<'py> {
+    /// A `bytes` object, the caller's or the copy.
+    Bytes(Bound<'py, PyBytes>),
+    /// A contiguous buffer, borrowed until this is dropped.
+    Exported(Exported<'py>),
+}
+
+impl<'py> Data<'py> {
+    /// `data`'s bytes; a `TypeError` if it has no buffer protocol.
+    pub(crate) fn of(data: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(bytes) = data.cast::<PyBytes>() {
+            return Ok(Self::Bytes(bytes.clone()));
+        }
+        if let Some(exported) = Exported::of(data) {
+            return Ok(Self::Exported(exported));
+        }
+        // `memoryview` refuses what has no buffer (an int, which `bytes()` would take as
+        // a length), and its `tobytes` reads a strided view in order.
+        let view = data
+            .py()
+            .import("builtins")?
+            .getattr("memoryview")?
+            .call1((data,))?;
+        let bytes = view.call_method0("tobytes")?.cast_into::<PyBytes>()?;
+        COPIED.fetch_add(bytes.as_bytes().len() as u64, Ordering::Relaxed);
+        Ok(Self::Bytes(bytes))
     }
-    if let Ok(array) = data.cast::<PyByteArray>() {
-        return Ok(array.to_vec());
+
+    /// The bytes to write.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Bytes(bytes) => bytes.as_bytes(),
+            Self::Exported(exported) => exported.as_slice(),
+        }
     }
-    let builtins = data.py().import("builtins")?;
-    let bytes = builtins.getattr("bytes")?.call1((data,))?;
-    Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
 }
 
 impl<R: Remote> Shared<R> {
@@ -203,10 +240,11 @@ impl<R: Remote> Shared<R> {
         address: u32,
         data: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let bytes = bytes_of(data)?;
+        let data = Data::of(data)?;
+        let bytes = data.as_slice();
         check_range(address, bytes.len()).map_err(|e| errors::scp(py, &e))?;
         self.call(py, move |mut client| async move {
-            client.write(chip, address, &bytes).await
+            client.write(chip, address, bytes).await
         })
     }
 }

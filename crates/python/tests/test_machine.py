@@ -44,3 +44,13 @@ def test_a_machine_through_a_lossy_relay_per_board(emulate, volley_process):
     machine = volley.Machine("127.0.32.0:17893")
     assert all(b[2].startswith("127.0.32.") for b in machine.boards)
     load_and_check(machine, 2, 2048)
+
+
+def test_a_24_board_machine_is_loaded_and_read_back(emulate):
+    assert emulate("--boards", "24", "--base-ip", "127.0.32.0") == \
+        "listening root=127.0.32.0:17893 boards=24 chips=1152"
+    machine = volley.Machine("127.0.32.0")
+    assert len(machine.chips) == 1152 and len(machine.boards) == 24
+    info = machine.info()
+    assert (info["width"], info["height"], info["chips"]) == (48, 24, 1152)
+    load_and_check(machine, 24, 1024)
