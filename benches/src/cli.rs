@@ -102,6 +102,7 @@ fn run() -> Result<(), String> {
         "codec" => suites::codec::run(mode),
         "scp" => suites::scp::run(mode, python.as_deref()),
         "machine" => suites::machine::run(mode, python.as_deref()),
+        "python" => suites::python::run(mode, python.as_deref()),
         "sftp" => suites::sftp::run(mode),
         "sftp-ssh" => suites::sftp_ssh::run(mode),
         "rpc" => suites::rpc::run(mode),
@@ -142,4 +143,4 @@ const USAGE: &str =
     "usage: volley-bench SUITE [--quick|--full] [--json PATH] [--markdown PATH] [--svg DIR] [--python PATH] [--transport udp|tcp|both]
        volley-bench compare BASELINE.json RESULTS.json
        volley-bench chart SUITE.json DIR   (draws a saved run's charts again)
-suites: codec, scp, machine, sftp, sftp-ssh, wake, rpc, matrix, channel (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1 and SpiNNMan 7.4.1)";
+suites: codec, scp, machine, python, sftp, sftp-ssh, wake, rpc, matrix, channel (--transport picks the matrix's transports) (--python, or VOLLEY_PYTHON, names a Python with rig 2.4.1, SpiNNMan 7.4.1 and the volley package)";

@@ -11,7 +11,7 @@ use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
 const SUITES: &[&str] = &[
-    "codec", "scp", "machine", "sftp", "sftp-ssh", "wake", "rpc", "matrix", "channel",
+    "codec", "scp", "machine", "python", "sftp", "sftp-ssh", "wake", "rpc", "matrix", "channel",
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
@@ -66,6 +66,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     if suites.iter().any(|s| s == "machine") {
         peers::ensure(&[Peer::SpiNNMan])?;
+    }
+    if suites.iter().any(|s| s == "python") {
+        peers::ensure(&[Peer::Rig, Peer::SpiNNMan])?;
+        peers::install_package()?;
     }
     if suites.iter().any(|s| s == "sftp") {
         peers::ensure(&[Peer::OpenSsh])?;

@@ -291,3 +291,33 @@ fn ensure_toolchain(version: &str) -> Result<(), String> {
     exec(Command::new("rustup").args(["toolchain", "install", version, "--profile", "minimal"]))
         .map_err(|e| format!("{e}; install it by hand with `rustup toolchain install {version}`"))
 }
+
+/// Builds the `volley` Python package (`crates/python`, by maturin through pip, a release
+/// build) into the peers' venv, replacing any older build.
+pub(crate) fn install_package() -> Result<(), String> {
+    let python = venv_python();
+    eprintln!(
+        "xtask: building the volley Python package into {}",
+        python.display()
+    );
+    let package = root().join("crates/python");
+    exec(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&package),
+    )
+    .map_err(|e| {
+        format!(
+            "cannot build the Python package ({e}); try `{} -m pip install {}`",
+            python.display(),
+            package.display()
+        )
+    })
+}

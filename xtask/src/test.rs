@@ -75,32 +75,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 fn python() -> Result<(), String> {
     peers::ensure(&[Peer::SpiNNMan, Peer::Pytest])?;
     exec(cargo().args(["build", "-p", "volley-cli"]))?;
+    peers::install_package()?;
     let root = crate::root();
     let python = peers::venv_python();
-    eprintln!(
-        "xtask: building the volley Python package into {}",
-        python.display()
-    );
-    let package = root.join("crates/python");
-    exec(
-        std::process::Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(&package),
-    )
-    .map_err(|e| {
-        format!(
-            "cannot build the Python package ({e}); try `{} -m pip install {}`",
-            python.display(),
-            package.display()
-        )
-    })?;
     let status = std::process::Command::new(&python)
         .args(["-m", "pytest", "-q", "crates/python/tests"])
         .env("VOLLEY_BIN", root.join("target/debug/volley"))

@@ -14,17 +14,17 @@
 
 use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
-use std::process::Command;
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
-use serde_json::{Value, json};
+use serde_json::json;
 use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::{self, MAX_DATA_LEN};
 use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{Machine, ScpConfig, WindowSize};
 
+use super::script::{python_round, secs};
 use crate::harness::{Mode, Report, median};
 use crate::kit::serve_on_thread;
 
@@ -38,13 +38,13 @@ const TAGS: usize = 8;
 
 /// One system's figures in one round, in seconds.
 #[derive(Clone, Copy, Debug)]
-struct Sample {
-    discovery: f64,
-    write: f64,
-    read: f64,
+pub(crate) struct Sample {
+    pub(crate) discovery: f64,
+    pub(crate) write: f64,
+    pub(crate) read: f64,
 }
 
-fn mbit(bytes: usize, secs: f64) -> f64 {
+pub(crate) fn mbit(bytes: usize, secs: f64) -> f64 {
     bytes as f64 * 8.0 / f64::from(1u32 << 20) / secs.max(1e-9)
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         }
     }
 
-    let model = model_mbit(&costs, geometry);
+    let model = model_mbit(&costs, geometry, TAGS);
     let host = median(&ceiling);
     let bound = model.min(host);
     let pick = |samples: &[Sample], f: fn(&Sample) -> f64| {
@@ -232,10 +232,10 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
 }
 
 /// What the cost model lets the machine answer, in Mbit/s of 256-byte requests spread
-/// evenly over every chip: each board keeps its tags busy, each request holding its tag
+/// evenly over every chip: each board keeps `tags` requests in flight, each request holding its tag
 /// for the monitor's service and the P2P hops to its chip, and no board answers faster
 /// than its monitor serves.
-fn model_mbit(costs: &ScampCosts, geometry: Geometry) -> f64 {
+pub(crate) fn model_mbit(costs: &ScampCosts, geometry: Geometry, tags: usize) -> f64 {
     let ethernet = geometry.ethernet(0).expect("a board");
     let on_board: Vec<(u8, u8)> = geometry
         .iter_chips()
@@ -244,11 +244,11 @@ fn model_mbit(costs: &ScampCosts, geometry: Geometry) -> f64 {
     let hops: u32 = on_board.iter().map(|&c| geometry.hops(ethernet, c)).sum();
     let mean_hops = f64::from(hops) / on_board.len() as f64;
     let hold = costs.service.as_secs_f64() + costs.p2p_hop.as_secs_f64() * mean_hops;
-    let per_board = (TAGS as f64 / hold).min(1.0 / costs.service.as_secs_f64());
+    let per_board = (tags as f64 / hold).min(1.0 / costs.service.as_secs_f64());
     per_board * geometry.boards() as f64 * (MAX_DATA_LEN * 8) as f64 / f64::from(1u32 << 20)
 }
 
-async fn volley_round(root: SocketAddr, per_chip: usize, round: usize) -> Sample {
+pub(crate) async fn volley_round(root: SocketAddr, per_chip: usize, round: usize) -> Sample {
     let config = ScpConfig {
         window: WindowSize::Auto,
         ..ScpConfig::default()
@@ -299,29 +299,18 @@ async fn volley_round(root: SocketAddr, per_chip: usize, round: usize) -> Sample
 }
 
 fn spinnman_round(python: Option<&str>, per_chip: usize, round: usize) -> Result<Sample, String> {
-    let python = python.ok_or("no Python with SpiNNMan (run it through `cargo xtask bench`)")?;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/machine_spinnman.py");
-    let output = Command::new(python)
-        .args([
-            script,
-            &FIRST.to_string(),
-            &per_chip.to_string(),
-            &round.to_string(),
-        ])
-        .output()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last: Vec<&str> = stderr.lines().rev().take(5).collect();
-        return Err(format!("SpiNNMan failed: {}", last.join(" / ")));
-    }
-    let line: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("SpiNNMan printed no JSON: {e}"))?;
-    let secs = |k: &str| line[k].as_f64().ok_or(format!("SpiNNMan printed no {k}"));
+    let args = [
+        "machine".to_string(),
+        "spinnman".into(),
+        FIRST.to_string(),
+        per_chip.to_string(),
+        round.to_string(),
+    ];
+    let line = python_round(python, "SpiNNMan", &args)?;
     Ok(Sample {
-        discovery: secs("discovery_s")?,
-        write: secs("write_s")?,
-        read: secs("read_s")?,
+        discovery: secs(&line, "SpiNNMan", "discovery_s")?,
+        write: secs(&line, "SpiNNMan", "write_s")?,
+        read: secs(&line, "SpiNNMan", "read_s")?,
     })
 }
 
@@ -329,7 +318,7 @@ fn spinnman_round(python: Option<&str>, per_chip: usize, round: usize) -> Result
 /// thread keeps every board's 8 tags busy (a new request the moment a reply comes, each
 /// board's chips in turn) and counts replies for a fixed time. No client logic: what
 /// the emulator and the host can answer, and no more.
-fn ceiling_round(boards: &[SocketAddr], geometry: Geometry, mode: Mode) -> f64 {
+pub(crate) fn ceiling_round(boards: &[SocketAddr], geometry: Geometry, mode: Mode) -> f64 {
     use std::net::UdpSocket;
     let run_for = match mode {
         Mode::Quick => Duration::from_secs(2),

@@ -13,7 +13,6 @@
 
 use core::net::SocketAddr;
 use core::time::Duration;
-use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Instant;
@@ -26,6 +25,7 @@ use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{ScpClient, ScpConfig};
 
+use super::script::{python_round, secs};
 use crate::harness::{Mode, Report, median};
 
 mod ceiling;
@@ -434,29 +434,21 @@ fn rig_round(
     window: usize,
     size: usize,
 ) -> Result<Sample, String> {
-    let python = python.ok_or("no Python with rig (run it through `cargo xtask bench`)")?;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/rig_scp.py");
-    let output = Command::new(python)
-        .args([
-            script,
-            &port.to_string(),
-            &size.to_string(),
-            &window.to_string(),
-        ])
-        .output()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "rig failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    let line: Value =
-        serde_json::from_slice(&output.stdout).map_err(|e| format!("rig printed no JSON: {e}"))?;
-    let secs = |k: &str| line[k].as_f64().ok_or(format!("rig printed no {k}"));
+    let args = [
+        "board".to_string(),
+        "rig".into(),
+        format!("127.0.0.1:{port}"),
+        size.to_string(),
+        "1".into(),
+        window.to_string(),
+    ];
+    let line = python_round(python, "rig", &args)?;
     Ok(Sample {
-        write_mbit: mbit(size, Duration::from_secs_f64(secs("write_s")?)),
-        read_mbit: mbit(size, Duration::from_secs_f64(secs("read_s")?)),
+        write_mbit: mbit(
+            size,
+            Duration::from_secs_f64(secs(&line, "rig", "write_s")?),
+        ),
+        read_mbit: mbit(size, Duration::from_secs_f64(secs(&line, "rig", "read_s")?)),
         srtt_us: f64::NAN,
         retransmits: f64::NAN,
     })

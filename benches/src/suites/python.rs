@@ -1,0 +1,392 @@
+//! `python`: volley from Python beside SpiNNaker's own Python tools, every system timed
+//! from Python in a process of its own (`benches/python_suite.py`).
+//!
+//! On emulated machines of 3 and 24 boards with SC&MP's costs modelled, every chip is
+//! loaded and read back, verified, by (a) SpiNNMan 7.4.1 chip by chip with the machine in
+//! its data view (as SpiNNFrontEndCommon runs it), (b) the same loop after
+//! `volley.spinnman.accelerate`, (c) `volley.Machine.write_many`/`read_many`, and, beside
+//! them, the Rust `Machine` and the machine's bound (as the `machine` suite measures them).
+//! On one board, 10 MiB is written and read back on chip (0, 0) by SpiNNMan, rig 2.4.1 at
+//! windows 1, 8 and 16 and `volley.Board`, with the cost model (every client held to one
+//! board's modelled rate) and without it (host speed). Rounds interleave every system of a
+//! setup (the order rotates each round); figures are medians.
+
+use core::net::{Ipv4Addr, SocketAddr};
+use core::time::Duration;
+use std::time::Instant;
+
+use serde_json::json;
+use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
+use volley_proto::machine::Geometry;
+use volley_proto::wire::scp::MAX_DATA_LEN;
+
+use super::machine::{Sample, ceiling_round, mbit, model_mbit, volley_round};
+use super::script::{python_round, secs};
+use crate::harness::{Mode, Report, Table, median};
+use crate::kit::serve_on_thread;
+
+/// The machines, each on loopback addresses of its own (SpiNNMan always uses port
+/// 17893): boards, first board's address.
+const MACHINES: [(usize, Ipv4Addr); 2] = [
+    (3, Ipv4Addr::new(127, 0, 21, 0)),
+    (24, Ipv4Addr::new(127, 0, 20, 0)),
+];
+/// One board with the cost model, and one answering at host speed.
+const BOARD_COSTS: Ipv4Addr = Ipv4Addr::new(127, 0, 22, 0);
+const BOARD_HOST: Ipv4Addr = Ipv4Addr::new(127, 0, 23, 0);
+const BOARD_BYTES: usize = 10 << 20;
+/// A board's transient tags, and the most of them `accelerate` may hold.
+const TAGS: usize = 8;
+const ACCELERATE_TAGS: usize = 6;
+
+/// The machine rows, in table order.
+const MACHINE_SYSTEMS: [&str; 4] = [
+    "(a) SpiNNMan 7.4.1, chip by chip",
+    "(b) SpiNNMan + accelerate, chip by chip",
+    "(c) volley.Machine write_many/read_many",
+    "Rust Machine write_many/read_many",
+];
+/// The one-board rows, in table order: name, script system, rig window.
+const BOARD_SYSTEMS: [(&str, &str, usize); 5] = [
+    ("SpiNNMan 7.4.1", "spinnman", 0),
+    ("rig w1", "rig", 1),
+    ("rig w8", "rig", 8),
+    ("rig w16", "rig", 16),
+    ("volley.Board", "volley", 0),
+];
+
+/// An emulated machine (or single board) serving on a thread of its own.
+fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) -> Vec<SocketAddr> {
+    serve_on_thread(move || async move {
+        let spin = if boards == 1 {
+            BoardConfig::default().spin
+        } else {
+            // Many boards share the thread: none may spin.
+            Duration::ZERO
+        };
+        let machine = Emulated::bind(MachineConfig {
+            boards,
+            base,
+            board: BoardConfig {
+                spin,
+                scamp,
+                ..BoardConfig::default()
+            },
+            ..MachineConfig::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the emulated machine binds {base} onwards: {e}"));
+        (machine.board_addrs().to_vec(), machine)
+    })
+}
+
+/// One machine's samples: the four systems', and the host ceiling's.
+struct MachineRun {
+    boards: usize,
+    addrs: Vec<SocketAddr>,
+    samples: [Vec<Sample>; 4],
+    ceiling: Vec<f64>,
+}
+
+pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
+    let started = Instant::now();
+    let (per_chip, rounds) = match mode {
+        Mode::Quick => (16 * 1024, 3),
+        Mode::Full => (64 * 1024, 3),
+    };
+    let costs = ScampCosts::default();
+    let mut machines: Vec<MachineRun> = MACHINES
+        .iter()
+        .map(|&(boards, base)| MachineRun {
+            boards,
+            addrs: emulate(boards, base, Some(costs)),
+            samples: Default::default(),
+            ceiling: Vec::new(),
+        })
+        .collect();
+    let board_hosts = [BOARD_COSTS, BOARD_HOST];
+    emulate(1, BOARD_COSTS, Some(costs));
+    emulate(1, BOARD_HOST, None);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let mut errors: Vec<String> = Vec::new();
+    // Each one-board setup's systems' (write, read) seconds.
+    let mut board_samples = vec![vec![Vec::<(f64, f64)>::new(); BOARD_SYSTEMS.len()]; 2];
+
+    for round in 0..rounds {
+        for m in &mut machines {
+            let geometry = Geometry::for_boards(m.boards).expect("a machine's board count");
+            for k in 0..5 {
+                let system = (k + round) % 5;
+                let root = m.addrs[0].ip().to_string();
+                let py = |name: &str| {
+                    let args = [
+                        "machine".to_string(),
+                        name.into(),
+                        root.clone(),
+                        per_chip.to_string(),
+                        round.to_string(),
+                    ];
+                    python_round(python, name, &args).and_then(|line| {
+                        Ok(Sample {
+                            discovery: secs(&line, name, "discovery_s")?,
+                            write: secs(&line, name, "write_s")?,
+                            read: secs(&line, name, "read_s")?,
+                        })
+                    })
+                };
+                let sample = match system {
+                    0 => py("spinnman"),
+                    1 => py("accelerate"),
+                    2 => py("volley"),
+                    3 => Ok(runtime.block_on(volley_round(m.addrs[0], per_chip, round))),
+                    _ => {
+                        m.ceiling.push(ceiling_round(&m.addrs, geometry, mode));
+                        continue;
+                    }
+                };
+                match sample {
+                    Ok(s) => m.samples[system].push(s),
+                    Err(e) => errors.push(format!(
+                        "{} boards, {}: {e}",
+                        m.boards, MACHINE_SYSTEMS[system]
+                    )),
+                }
+            }
+            eprintln!(
+                "python: round {}/{rounds}: {} boards done",
+                round + 1,
+                m.boards
+            );
+        }
+        for (setup, host) in board_hosts.iter().enumerate() {
+            for k in 0..BOARD_SYSTEMS.len() {
+                let i = (k + round) % BOARD_SYSTEMS.len();
+                let (name, system, window) = BOARD_SYSTEMS[i];
+                let args = [
+                    "board".to_string(),
+                    system.into(),
+                    host.to_string(),
+                    BOARD_BYTES.to_string(),
+                    round.to_string(),
+                    window.to_string(),
+                ];
+                let sample = python_round(python, name, &args).and_then(|line| {
+                    Ok((secs(&line, name, "write_s")?, secs(&line, name, "read_s")?))
+                });
+                match sample {
+                    Ok(s) => board_samples[setup][i].push(s),
+                    Err(e) => errors.push(format!("one board, {name}: {e}")),
+                }
+            }
+        }
+        eprintln!("python: round {}/{rounds}: one board done", round + 1);
+    }
+
+    let mut report = Report::new(
+        "python",
+        format!(
+            "python: from Python, {} KiB written to and read back from every chip of \
+             emulated machines with SC&MP's costs (Mbit/s = 2^20 bits/s)",
+            per_chip / 1024
+        ),
+        mode,
+    );
+    report.rounds = rounds;
+    report.columns = vec![
+        "machine",
+        "system",
+        "write Mbit/s",
+        "read Mbit/s",
+        "of a board's rate w/r",
+        "of the bound w/r",
+    ];
+    let share = |w: f64, r: f64, of: f64| format!("{:.0}%/{:.0}%", 100.0 * w / of, 100.0 * r / of);
+    let mut notes = Vec::new();
+    let mut data = Vec::new();
+    for m in &machines {
+        let geometry = Geometry::for_boards(m.boards).expect("a machine's board count");
+        let bytes = geometry.chips() * per_chip;
+        let model = model_mbit(&costs, geometry, TAGS);
+        let model6 = model_mbit(&costs, geometry, ACCELERATE_TAGS);
+        let host = median(&m.ceiling);
+        let bound = model.min(host);
+        let board_rate = model / m.boards as f64;
+        let board_rate6 = model6 / m.boards as f64;
+        let rate = |s: &[Sample], f: fn(&Sample) -> f64| {
+            mbit(bytes, median(&s.iter().map(f).collect::<Vec<_>>()))
+        };
+        let figures: Vec<(f64, f64)> = m
+            .samples
+            .iter()
+            .map(|s| (rate(s, |s| s.write), rate(s, |s| s.read)))
+            .collect();
+        for (i, name) in MACHINE_SYSTEMS.iter().enumerate() {
+            let (w, r) = figures[i];
+            let (of_board, of_bound) = if i < 2 {
+                (share(w, r, board_rate), "-".into())
+            } else {
+                ("-".into(), share(w, r, bound))
+            };
+            report.rows.push(vec![
+                format!("{} boards", m.boards),
+                (*name).into(),
+                format!("{w:.2}"),
+                format!("{r:.2}"),
+                of_board,
+                of_bound,
+            ]);
+            data.push(json!({
+                "boards": m.boards,
+                "system": name,
+                "write_mbit_s": w,
+                "read_mbit_s": r,
+                "write_rounds_s": m.samples[i].iter().map(|s| s.write).collect::<Vec<_>>(),
+                "read_rounds_s": m.samples[i].iter().map(|s| s.read).collect::<Vec<_>>(),
+            }));
+        }
+        for (name, value) in [
+            ("bound: one board (8 tags)", board_rate),
+            ("bound: one board (accelerate's 6 tags)", board_rate6),
+            ("bound: cost model", model),
+            ("bound: this host's ceiling", host),
+        ] {
+            report.rows.push(vec![
+                format!("{} boards", m.boards),
+                name.into(),
+                format!("{value:.2}"),
+                format!("{value:.2}"),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
+        let [a, b, c, rust] = [figures[0], figures[1], figures[2], figures[3]];
+        notes.push(format!(
+            "{} boards: (b) accelerate {:.0}%/{:.0}% (write/read) of one board's modelled \
+             rate {board_rate:.2} Mbit/s (goal 90%), {:.0}%/{:.0}% of the {board_rate6:.2} \
+             its 6 tags allow; (a) SpiNNMan {:.0}%/{:.0}%",
+            m.boards,
+            100.0 * b.0 / board_rate,
+            100.0 * b.1 / board_rate,
+            100.0 * b.0 / board_rate6,
+            100.0 * b.1 / board_rate6,
+            100.0 * a.0 / board_rate,
+            100.0 * a.1 / board_rate,
+        ));
+        notes.push(format!(
+            "{} boards: (c) volley.Machine {:.1}x/{:.1}x (a){}, {:.0}%/{:.0}% of the \
+             machine's bound {bound:.2} Mbit/s (goal 90%), {:+.1}%/{:+.1}% beside the Rust \
+             Machine (goal within 10%)",
+            m.boards,
+            c.0 / a.0,
+            c.1 / a.1,
+            if m.boards == 24 { " (goal 10x)" } else { "" },
+            100.0 * c.0 / bound,
+            100.0 * c.1 / bound,
+            100.0 * (c.0 / rust.0 - 1.0),
+            100.0 * (c.1 / rust.1 - 1.0),
+        ));
+        data.push(json!({
+            "boards": m.boards,
+            "bytes_per_chip": per_chip,
+            "chips": geometry.chips(),
+            "model_bound_mbit_s": model,
+            "host_ceiling_mbit_s": host,
+            "host_ceiling_rounds": m.ceiling,
+            "board_rate_mbit_s": board_rate,
+            "board_rate_6_tags_mbit_s": board_rate6,
+        }));
+    }
+
+    // One board: chip (0, 0) is the Ethernet chip, so the model holds each request for
+    // the monitor's service time alone.
+    let board_rate =
+        (MAX_DATA_LEN * 8) as f64 / costs.service.as_secs_f64() / f64::from(1u32 << 20);
+    let mut table = Table {
+        title: format!(
+            "one board, {} MiB written and read back on chip (0, 0), from Python (Mbit/s)",
+            BOARD_BYTES >> 20
+        ),
+        columns: vec![
+            "system",
+            "costs: write",
+            "costs: read",
+            "of the board's rate w/r",
+            "host speed: write",
+            "host speed: read",
+        ],
+        rows: Vec::new(),
+    };
+    let board_figures: Vec<Vec<(f64, f64)>> = board_samples
+        .iter()
+        .map(|setup| {
+            setup
+                .iter()
+                .map(|s| {
+                    let w = median(&s.iter().map(|s| s.0).collect::<Vec<_>>());
+                    let r = median(&s.iter().map(|s| s.1).collect::<Vec<_>>());
+                    (mbit(BOARD_BYTES, w), mbit(BOARD_BYTES, r))
+                })
+                .collect()
+        })
+        .collect();
+    for (i, (name, _, _)) in BOARD_SYSTEMS.iter().enumerate() {
+        let (cw, cr) = board_figures[0][i];
+        let (hw, hr) = board_figures[1][i];
+        table.rows.push(vec![
+            (*name).into(),
+            format!("{cw:.2}"),
+            format!("{cr:.2}"),
+            share(cw, cr, board_rate),
+            format!("{hw:.2}"),
+            format!("{hr:.2}"),
+        ]);
+        data.push(json!({
+            "board": name,
+            "costs_write_mbit_s": cw,
+            "costs_read_mbit_s": cr,
+            "host_write_mbit_s": hw,
+            "host_read_mbit_s": hr,
+        }));
+    }
+    table.rows.push(vec![
+        "bound: the board's modelled rate".into(),
+        format!("{board_rate:.2}"),
+        format!("{board_rate:.2}"),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+    ]);
+    report.tables.push(table);
+    let volley = board_figures[0][4];
+    let (spin_host, volley_host) = (board_figures[1][0], board_figures[1][4]);
+    notes.push(format!(
+        "one board, costs: volley.Board {:.0}%/{:.0}% of the board's modelled rate \
+         {board_rate:.2} Mbit/s (goal 90%); host speed: volley.Board / SpiNNMan {:.1}x/{:.1}x \
+         (goal 5x)",
+        100.0 * volley.0 / board_rate,
+        100.0 * volley.1 / board_rate,
+        volley_host.0 / spin_host.0,
+        volley_host.1 / spin_host.1,
+    ));
+    notes.push(format!(
+        "cost model: {:.1} us a request at the Ethernet chip, {:.2} ms a P2P hop, {TAGS} tags \
+         a board; a board's rate takes each of its chips equally often",
+        costs.service.as_secs_f64() * 1e6,
+        costs.p2p_hop.as_secs_f64() * 1e3,
+    ));
+    if !errors.is_empty() {
+        report.failures += errors.len();
+        notes.extend(errors.iter().map(|e| format!("FAILED: {e}")));
+    }
+    notes.push(format!(
+        "the suite took {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    report.notes = notes;
+    data.push(json!({ "suite_s": started.elapsed().as_secs_f64() }));
+    report.data = data;
+    report
+}
