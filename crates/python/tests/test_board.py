@@ -101,3 +101,15 @@ def test_ctrl_c_interrupts_a_long_transfer(emulate):
     assert child.returncode == 3 and "interrupted" in out, (child.returncode, out)
     # One 100 ms slice, and the request in flight.
     assert time.monotonic() - sent < 2.0
+
+
+def test_a_board_through_a_lossy_relay(emulate, volley_process):
+    emulate("--udp", "127.0.0.10:17893")
+    line = volley_process("netsim", "--listen", "127.0.0.11:17893", "--upstream",
+                          "127.0.0.10:17893", "--loss", "0.05", "--seed", "11")
+    assert "127.0.0.11:17893" in line
+    board = volley.Board("127.0.0.11", timeout_ms=20, tries=20)
+    data = bytes(range(251)) * 1000
+    board.write(0, 0, 0, SDRAM, bytearray(data))
+    assert board.read(0, 0, 0, SDRAM, len(data)) == data
+    assert board.stats()["retransmits"] > 0

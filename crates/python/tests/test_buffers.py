@@ -16,8 +16,8 @@ SDRAM = 0x60000000
 
 
 def test_contiguous_buffers_are_read_in_place_and_strided_ones_copied(emulate):
-    emulate("--udp", "127.0.0.6:17893")
-    board = volley.Board("127.0.0.6")
+    emulate("--udp", "127.0.0.8:17893")
+    board = volley.Board("127.0.0.8")
     array = numpy.random.default_rng(6).integers(0, 2**32, size=1 << 20, dtype=numpy.uint32)
     before = _volley._copied_bytes()
     board.write(0, 0, 0, SDRAM, array)
@@ -42,7 +42,7 @@ PEAK = """
 import resource, sys, numpy, volley
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-board = volley.Board("127.0.0.7")
+board = volley.Board("127.0.0.9")
 array = numpy.ones(32 << 18, dtype=numpy.uint32)  # 32 MiB, every page touched
 start = peak()
 board.write(0, 0, 0, 0x60000000, array)
@@ -55,7 +55,7 @@ print(in_place, peak() - start)
 
 
 def test_a_numpy_array_is_written_without_a_copy(emulate):
-    emulate("--udp", "127.0.0.7:17893")
+    emulate("--udp", "127.0.0.9:17893")
     out = subprocess.run([sys.executable, "-c", PEAK], capture_output=True, text=True,
                          timeout=120, env=os.environ)
     assert out.returncode == 0, out.stderr
