@@ -13,12 +13,7 @@ use volley_rpc::{Config, ConnectError, Endpoint, Peer, ServerHandle, serve};
 
 mod secure;
 use secure::{Here, Pki, Secure, SecureClient, SecureServer};
-
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
+use volley_testkit::within;
 
 /// A QUIC server of the test service on loopback, with mutual TLS when `mutual`.
 fn server(

@@ -18,12 +18,7 @@ use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, Peer, ServerHandle
 
 mod secure;
 use secure::{Here, Pki, Secure, SecureClient, SecureServer};
-
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
+use volley_testkit::within;
 
 fn endpoint() -> Endpoint<Secure> {
     Endpoint::<Secure>::new(Config::default()).unwrap()

@@ -3,7 +3,6 @@
 //! `cargo xtask test` installs the server (Debian's openssh-sftp-server) when missing.
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use core::time::Duration;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -15,32 +14,16 @@ use volley_sftp::{FileAttrs, OpenFlags, SftpClient, SftpError, StatusCode, Trans
 mod common;
 
 use common::{mkfifo, pattern};
+use volley_testkit::within;
 
 fn server_path() -> PathBuf {
-    let path = std::env::var_os("VOLLEY_SFTP_SERVER").map_or_else(
-        || PathBuf::from("/usr/lib/openssh/sftp-server"),
-        PathBuf::from,
-    );
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo xtask test` (it installs it), or \
-         `apt-get install --no-install-recommends openssh-sftp-server`, or set VOLLEY_SFTP_SERVER",
-        path.display()
-    );
-    path
+    volley_testkit::sftp_server()
 }
 
 fn server() -> Command {
     let mut command = Command::new(server_path());
     command.args(["-e", "-l", "ERROR"]).stderr(Stdio::null());
     command
-}
-
-/// Fails the test if `f` takes longer than `secs`.
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
 }
 
 struct TempDir(PathBuf);

@@ -4,7 +4,7 @@
 
 use core::time::Duration;
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use volley_proto::wire::sftp::StatusCode;
@@ -14,6 +14,7 @@ use volley_sftp::{SftpClient, SftpError, TransferOptions};
 mod common;
 
 use common::{listing, mkfifo};
+use volley_testkit::{scratch, within};
 
 fn content(len: usize) -> Vec<u8> {
     (0..len as u32).map(|i| (i * 7 + i / 251) as u8).collect()
@@ -27,19 +28,6 @@ async fn client(script: Script) -> (SftpClient, tokio::task::JoinHandle<usize>) 
     (SftpClient::connect(read, write).await.unwrap(), server)
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-scripted-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-async fn within<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), f)
-        .await
-        .expect("finished within 60 s")
-}
-
 fn small(requests: usize, chunk: usize) -> TransferOptions {
     TransferOptions {
         requests,
@@ -50,7 +38,7 @@ fn small(requests: usize, chunk: usize) -> TransferOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_reads_are_asked_again_not_taken_for_eof() {
-    within(async {
+    within(60, async {
         let data = content(300_001);
         let (sftp, server) = client(Script {
             content: data.clone(),
@@ -78,7 +66,7 @@ async fn short_reads_are_asked_again_not_taken_for_eof() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_message_cannot_drive_the_terminal() {
-    within(async {
+    within(60, async {
         let (sftp, _server) = client(Script {
             open_error: Some((
                 StatusCode::PERMISSION_DENIED,
@@ -108,7 +96,7 @@ async fn a_server_message_cannot_drive_the_terminal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_shorter_than_stated_is_refused_unless_allowed() {
-    within(async {
+    within(60, async {
         let data = content(32_768);
         let script = Script {
             content: data.clone(),
@@ -155,7 +143,7 @@ async fn a_file_shorter_than_stated_is_refused_unless_allowed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_get_leaves_the_old_file_and_keeps_what_arrived() {
-    within(async {
+    within(60, async {
         let dir = scratch("dies");
         let local = dir.join("dst");
         let part = dir.join("dst.volley-part");
@@ -205,7 +193,7 @@ async fn a_failed_get_leaves_the_old_file_and_keeps_what_arrived() {
 /// ones were written: a resume must never take a hole for data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_get_keeps_its_gapless_prefix() {
-    within(async {
+    within(60, async {
         let dir = scratch("dropped");
         let local = dir.join("dst");
         let data = content(64 * 8192);
@@ -243,7 +231,7 @@ async fn a_dropped_get_keeps_its_gapless_prefix() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn special_destinations_are_written_in_place_or_refused() {
-    within(async {
+    within(60, async {
         let data = content(50_000);
         let script = Script {
             content: data.clone(),

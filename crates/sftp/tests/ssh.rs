@@ -11,12 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use common::pattern;
 use volley_sftp::testing::sshd::Sshd;
 use volley_sftp::{Destination, SftpClient, SftpError, SshOptions, TransferOptions};
-
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
+use volley_testkit::within;
 
 fn host(user: Option<&str>) -> Destination {
     Destination {

@@ -12,14 +12,8 @@ use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
 use volley_proto::wire::frame::{Decoder, HEADER_LEN, Header};
+use volley_testkit::within;
 use volley_transport_tcp::{Config, Connection, Error, FileRegion, testing};
-
-/// Fails the test if `f` takes longer than `secs`.
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
 
 /// A stream that moves at most `max` bytes per call and says "not ready" (waking itself
 /// at once, as a socket's `WouldBlock` then readiness would) on every other call.

@@ -10,16 +10,10 @@ use std::io;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use volley_proto::wire::frame::Header;
+use volley_testkit::within;
 use volley_transport_tcp::{
     Config, Connection, Error, FRAME_COST, Framed, Incoming, Role, testing,
 };
-
-/// Fails the test if `f` takes longer than `secs`.
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
 
 /// Whether `f` is still pending after `ms` (for "this must wait" checks).
 async fn still_waiting<T>(ms: u64, f: impl Future<Output = T>) -> bool {

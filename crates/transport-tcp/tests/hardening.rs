@@ -8,14 +8,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use volley_proto::wire::frame::Header;
+use volley_testkit::within;
 use volley_transport_tcp::{Admission, Config, Error, Listener, ServerConfig};
-
-/// Fails the test if `f` takes longer than `secs`.
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
 
 async fn listener(max_connections: usize, connection: Config) -> Listener {
     Listener::bind_tcp(

@@ -4,13 +4,8 @@
 use core::time::Duration;
 
 use bytes::Bytes;
+use volley_testkit::within;
 use volley_transport_tcp::{Config, Connection, Listener, Peer, ServerConfig};
-
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
 
 #[tokio::test]
 async fn past_the_cap_a_peer_waits_until_a_connection_closes() {

@@ -7,15 +7,10 @@ use core::time::Duration;
 use bytes::Bytes;
 use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::time::Duration as ProtoDuration;
+use volley_testkit::within;
 use volley_transport_udp::channel::{
     ChannelConfig, ChannelConnection, ChannelEndpoint, ChannelError,
 };
-
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
-}
 
 fn message(i: usize, len: usize) -> Vec<u8> {
     (0..len)

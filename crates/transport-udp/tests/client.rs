@@ -1,7 +1,6 @@
 //! ScpClient against the emulator, directly and through the link simulator: bulk
 //! transfers verified byte for byte, errors, timeouts, auto window, TCP.
 
-use core::future::Future;
 use core::time::Duration;
 use std::time::Instant;
 
@@ -10,16 +9,10 @@ use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::window::Rto;
 use volley_proto::wire::scp::{self, Command, ReturnCode};
 use volley_proto::wire::sdp::Address;
+use volley_testkit::within;
 use volley_transport_udp::{NoReply, Op, ScpClient, ScpConfig, ScpError, Source, WindowSize};
 
 const SDRAM: u32 = 0x6000_0000;
-
-/// Fails the test if `f` takes longer than `secs`.
-async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("test did not finish within {secs} s"))
-}
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2_654_435_761).max(1);

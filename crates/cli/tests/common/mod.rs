@@ -61,16 +61,9 @@ pub async fn run_out(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `len` bytes of test data, the same every time.
 pub fn pattern(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9u32;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
+    volley_testkit::pattern(len, 1)
 }
 
 /// Starts an emulator on a free UDP port and returns it with its address.
@@ -112,13 +105,8 @@ pub async fn run_on_terminal(args: &[&str]) -> (bool, String) {
     )
 }
 
-/// A fresh directory for one test's files.
-pub fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+#[allow(unused_imports)]
+pub use volley_testkit::scratch;
 
 /// Makes a FIFO at `path`.
 pub fn mkfifo(path: &std::path::Path) {

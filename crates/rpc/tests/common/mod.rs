@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use volley_rpc::link::local;
 use volley_rpc::{Codec, Config, Endpoint, HandlerError, Peer, Reply, Router};
+pub use volley_testkit::within;
 
 volley_rpc::service! {
     /// Everything the tests exercise.
@@ -154,13 +155,6 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
 
 pub fn client_router<C: Codec>() -> Router<Test, Test, C> {
     Router::new().route(Double, |call| async move { Ok(Reply::new(call.args * 2)) })
-}
-
-/// Fails the test if `f` takes longer than `secs`.
-pub async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|_| panic!("did not finish within {secs} s"))
 }
 
 /// Which link a test's pair runs over.

@@ -20,15 +20,5 @@ pub fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-/// `len` pseudo-random bytes, the same for the same `seed`.
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
-}
+#[allow(unused_imports)]
+pub use volley_testkit::pattern;
