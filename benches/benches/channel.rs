@@ -22,8 +22,8 @@ fn config() -> Config {
 
 /// A connected pair, handshake done.
 fn pair(now: &mut Instant) -> (Connection, Connection) {
-    let mut client = Connection::client(config(), 1, 2);
-    let mut server = Connection::server(config(), 3);
+    let mut client = Connection::client(config(), 1, 2).expect("a valid config");
+    let mut server = Connection::server(config(), 3).expect("a valid config");
     let mut buf = vec![0u8; 2048];
     for _ in 0..4 {
         while let Some(n) = client.poll_transmit(*now, &mut buf) {

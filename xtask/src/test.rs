@@ -161,21 +161,30 @@ fn features() -> Result<(), String> {
 }
 
 /// Builds volley-proto with no default features for a bare-metal target, proving it needs
-/// neither std nor alloc. Falls back to the host (saying so) if the target is unavailable.
+/// neither std nor alloc, and again with `alloc` alone, proving the window and the channel
+/// need no std. Falls back to the host (saying so) if the target is unavailable.
 fn nostd() -> Result<(), String> {
     let missing = peers::ensure(&[Peer::ThumbTarget])?;
-    let mut cmd = cargo();
-    cmd.args(["build", "-p", "volley-proto", "--no-default-features"]);
-    if missing.is_empty() {
-        cmd.args(["--target", NO_STD_TARGET]);
-    } else {
+    if !missing.is_empty() {
         eprintln!(
             "xtask: WARNING: the {NO_STD_TARGET} target could not be installed; \
              building volley-proto without default features for the host instead, \
              which does not prove it is no_std"
         );
     }
-    exec(&mut cmd)
+    // Bare (the wire formats alone), then with `alloc` (the window and the channel too).
+    for features in [None, Some("alloc")] {
+        let mut cmd = cargo();
+        cmd.args(["build", "-p", "volley-proto", "--no-default-features"]);
+        if let Some(features) = features {
+            cmd.args(["--features", features]);
+        }
+        if missing.is_empty() {
+            cmd.args(["--target", NO_STD_TARGET]);
+        }
+        exec(&mut cmd)?;
+    }
+    Ok(())
 }
 
 /// Checks the library crates and the CLI with the toolchain the workspace declares as its

@@ -36,8 +36,8 @@ use core::time::Duration;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 
-use tokio::time::Instant;
-use volley_transport_udp::checks::check_delay;
+use std::time::Instant;
+use volley_netsim::checks::check_delay;
 
 /// SC&MP's costs (see the module's documentation for the defaults' sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

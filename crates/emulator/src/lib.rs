@@ -41,6 +41,7 @@
 
 mod answer;
 mod board;
+mod config;
 mod costs;
 mod logic;
 mod machine;
@@ -48,7 +49,8 @@ mod memory;
 mod pacer;
 mod serve;
 
-pub use board::{Board, BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
+pub use board::Board;
+pub use config::{BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
 pub use costs::ScampCosts;
 #[cfg(feature = "fuzzing")]
 pub use logic::Handler;

@@ -10,13 +10,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tokio::time::Instant;
+use std::time::Instant;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::{self, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode};
 use volley_proto::wire::sdp::{self, Address};
 
 use crate::answer::execute;
-use crate::board::{BoardConfig, BoardStats};
+use crate::config::{BoardConfig, BoardStats};
 use crate::costs::{Monitor, Streams};
 use crate::memory::Memory;
 

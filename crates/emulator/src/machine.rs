@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::PORT;
 
-use crate::board::{BoardConfig, BoardStats, first_to_stop, shut_down};
+use crate::board::{first_to_stop, shut_down};
+use crate::config::{BoardConfig, BoardStats};
 use crate::logic::{Fabric, Layout};
 use crate::pacer::Pacer;
 use crate::serve::serve_udp;

@@ -10,7 +10,7 @@ use core::time::Duration;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use tokio::time::Instant;
+use std::time::Instant;
 use volley_proto::wire::scp::MAX_DATAGRAM_LEN;
 
 use crate::logic::{Fabric, Schedule};

@@ -6,8 +6,8 @@ use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use std::time::Instant;
 use tokio::net::{TcpListener, UdpSocket};
-use tokio::time::Instant;
 use volley_proto::wire::frame;
 use volley_proto::wire::scp::MAX_DATAGRAM_LEN;
 use volley_transport_tcp::{Accepted, Config, Framed, Listener, ServerConfig};
@@ -19,7 +19,7 @@ use crate::pacer::Pacer;
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at).await,
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
         None => core::future::pending().await,
     }
 }
@@ -51,7 +51,7 @@ pub(crate) async fn serve_udp(
         socket.readable().await?;
         let mut active = false;
         loop {
-            match io.rx.try_recv(&socket, false) {
+            match io.rx().try_recv(&socket, false) {
                 Ok(()) => {
                     active = true;
                     board.answer(&mut io, &mut out).await;
@@ -62,15 +62,15 @@ pub(crate) async fn serve_udp(
             }
         }
         if active && !spin.is_zero() {
-            let mut until = std::time::Instant::now() + spin;
+            let mut until = Instant::now() + spin;
             loop {
-                match io.rx.try_recv(&socket, true) {
+                match io.rx().try_recv(&socket, true) {
                     Ok(()) => {
-                        until = std::time::Instant::now() + spin;
+                        until = Instant::now() + spin;
                         board.answer(&mut io, &mut out).await;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if std::time::Instant::now() >= until {
+                        if Instant::now() >= until {
                             break;
                         }
                         // Not `spin_loop`: see above.
@@ -80,7 +80,7 @@ pub(crate) async fn serve_udp(
                 }
             }
         }
-        count_sent(shared, io.tx.flush(&socket).await);
+        count_sent(shared, io.tx().flush(&socket).await);
     }
 }
 
@@ -97,17 +97,18 @@ impl Board<'_> {
     /// to the pacer).
     async fn answer(&self, io: &mut Datagrams, out: &mut [u8; MAX_DATAGRAM_LEN]) {
         let shared = &self.fabric.boards[self.index];
-        for (datagram, from) in io.rx.datagrams() {
+        let (rx, tx) = io.halves();
+        for (datagram, from) in rx.datagrams() {
             let Some(from) = from else { continue };
             match on_datagram(self.fabric, self.index, Instant::now(), datagram, out) {
                 Outcome::Now(len) => {
-                    count_sent(shared, io.tx.queue(self.socket, &out[..len], from).await);
+                    count_sent(shared, tx.queue(self.socket, &out[..len], from).await);
                 }
                 Outcome::At(at, len) => self.pacer.send_at(at, &out[..len], from, self.index),
                 Outcome::Nothing => {}
             }
         }
-        count_sent(shared, io.tx.flush(self.socket).await);
+        count_sent(shared, tx.flush(self.socket).await);
     }
 }
 

@@ -50,11 +50,11 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread;
 use std::time::Instant;
 
+use crate::checks::check_delay;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use volley_transport_udp::checks::check_delay;
 
-use crate::Worker;
+use crate::worker::Worker;
 
 /// Settings of the TCP relay, applied to each direction separately.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -64,6 +64,7 @@ extern crate std;
 #[cfg(feature = "alloc")]
 pub mod channel;
 pub mod machine;
+pub mod recovery;
 pub mod time;
 #[cfg(feature = "alloc")]
 pub mod window;

@@ -28,10 +28,10 @@ pub struct TransferOptions {
     pub chunk: Option<usize>,
     /// `put` only: have the kernel send each WRITE's data from the local file
     /// (`sendfile(2)`) instead of the connection's writer reading it in and writing it
-    /// out. About a third less CPU (client and server together), but no faster, and
-    /// often a few percent slower, against a local sftp-server, which then reads the
-    /// data cold from the page cache rather than from a socket buffer the client just
-    /// wrote: `cargo xtask bench --suite sftp` shows both. Off by default.
+    /// out. Less CPU (client and server together), but no faster against a local
+    /// sftp-server, which then reads the data cold from the page cache rather than from
+    /// a socket buffer the client just wrote: `cargo xtask bench --suite sftp` shows
+    /// both. Off by default.
     pub send_from_file: bool,
     /// `get` only: keep a copy that came out shorter than the size the server stated
     /// at the start (a file that shrank while it was read). Off by default: such a copy

@@ -33,8 +33,8 @@ use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use volley_proto::channel::{
-    Closed, ConnectionHandle, Endpoint, EndpointConfig, Event, Payload, Pieces, TOKEN_KEY_PERIOD,
-    chunk_in,
+    Closed, ConfigError, ConnectionHandle, Endpoint, EndpointConfig, Event, MESSAGE_COST, Payload,
+    Pieces, TOKEN_KEY_PERIOD, chunk_in,
 };
 use volley_proto::time::Instant;
 
@@ -84,9 +84,14 @@ impl ChannelConfig {
 /// Why a channel call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ChannelError {
-    /// The socket failed.
-    #[error("channel socket: {0}")]
-    Io(String),
+    /// The socket failed: the kind and text of the system's error.
+    #[error("channel socket: {message}")]
+    Io {
+        /// The error's kind, as the system gave it.
+        kind: io::ErrorKind,
+        /// What it said.
+        message: String,
+    },
     /// The kernel reported the peer's port closed (an ICMP port unreachable) while the
     /// connection was still connecting (client endpoints only: see
     /// [`report_refusals`](crate::datagrams::report_refusals)).
@@ -103,9 +108,9 @@ pub enum ChannelError {
         /// How long it waited.
         after: Duration,
     },
-    /// The connection ended.
+    /// The connection ended, and why.
     #[error("the channel connection ended: {0}")]
-    Closed(String),
+    Closed(Ended),
     /// The message is larger than the peer takes.
     #[error("message of {len} bytes; the peer takes at most {max}")]
     TooLarge {
@@ -114,9 +119,56 @@ pub enum ChannelError {
         /// The largest allowed.
         max: u32,
     },
-    /// The settings are out of range.
+    /// The connection settings are out of range.
     #[error("channel settings: {0}")]
-    Config(&'static str),
+    Config(#[from] ConfigError),
+    /// The queue of messages the application has not taken holds none.
+    #[error("channel settings: queue must hold at least one message")]
+    EmptyQueue,
+}
+
+/// Why a connection ended, as [`ChannelError::Closed`] carries it.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Its state machine closed it: this end, the peer (with its code and reason), the
+    /// peer's silence, or a breach of the protocol.
+    Connection(Closed),
+    /// The endpoint's driver task has stopped.
+    DriverStopped,
+    /// The endpoint already holds as many peers as it takes.
+    TooManyPeers,
+    /// The connection had ended when this call came (the reason went to its receiver).
+    Gone,
+}
+
+impl core::fmt::Display for Ended {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Connection(Closed::Local) => f.write_str("closed by this end"),
+            Self::Connection(Closed::Peer { code, reason }) => write!(
+                f,
+                "closed by the peer (code {code}: {})",
+                String::from_utf8_lossy(reason)
+            ),
+            Self::Connection(Closed::TimedOut) => f.write_str("the peer went silent"),
+            Self::Connection(Closed::Protocol(e)) => {
+                write!(f, "the peer broke the protocol: {e}")
+            }
+            Self::DriverStopped => f.write_str("the channel driver stopped"),
+            Self::TooManyPeers => f.write_str("too many peers"),
+            Self::Gone => f.write_str("the connection ended"),
+        }
+    }
+}
+
+impl From<io::Error> for ChannelError {
+    fn from(e: io::Error) -> Self {
+        Self::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
 }
 
 enum Command {
@@ -132,7 +184,7 @@ enum Command {
 #[derive(Clone, Debug)]
 pub struct ChannelEndpoint {
     commands: mpsc::UnboundedSender<Command>,
-    accepted: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ChannelConnection>>>,
+    accepted: Arc<tokio::sync::Mutex<mpsc::Receiver<ChannelConnection>>>,
     local_addr: SocketAddr,
     /// What the kernel granted for the socket's receive buffer.
     granted: usize,
@@ -188,9 +240,9 @@ impl ChannelEndpoint {
             .check()
             .map_err(ChannelError::Config)?;
         if config.queue == 0 {
-            return Err(ChannelError::Config("queue must hold at least one message"));
+            return Err(ChannelError::EmptyQueue);
         }
-        let io_err = |e: io::Error| ChannelError::Io(e.to_string());
+        let io_err = ChannelError::from;
         let socket = std::net::UdpSocket::bind(addr).map_err(io_err)?;
         socket.set_nonblocking(true).map_err(io_err)?;
         let sock = socket2::SockRef::from(&socket);
@@ -204,8 +256,12 @@ impl ChannelEndpoint {
             crate::datagrams::report_refusals(&socket);
         }
         let local_addr = socket.local_addr().map_err(io_err)?;
+        // Commands need no count bound: each send holds its cost of the connection's
+        // send buffer until the driver takes it, each connect has a caller waiting, and
+        // each connection closes once. Accepted connections are peers of the endpoint,
+        // so its peer cap bounds them; the queue says so.
         let (commands, command_rx) = mpsc::unbounded_channel();
-        let (accept_tx, accept_rx) = mpsc::unbounded_channel();
+        let (accept_tx, accept_rx) = mpsc::channel(config.endpoint.max_peers.max(1));
         let mut endpoint_config = config.endpoint;
         // A window the socket cannot hold would only be lost in the kernel.
         endpoint_config.connection.window = endpoint_config
@@ -215,7 +271,7 @@ impl ChannelEndpoint {
             .max(u64::from(endpoint_config.connection.max_message));
         let driver = Driver {
             socket,
-            endpoint: Endpoint::new(endpoint_config, seed()),
+            endpoint: Endpoint::new(endpoint_config, seed())?,
             config,
             epoch: StdInstant::now(),
             commands: command_rx,
@@ -255,9 +311,9 @@ impl ChannelEndpoint {
         let (tx, rx) = oneshot::channel();
         self.commands
             .send(Command::Connect(addr, tx))
-            .map_err(|_| ChannelError::Closed("the channel driver stopped".into()))?;
+            .map_err(|_| ChannelError::Closed(Ended::DriverStopped))?;
         rx.await
-            .unwrap_or_else(|_| Err(ChannelError::Closed("the channel driver stopped".into())))
+            .unwrap_or_else(|_| Err(ChannelError::Closed(Ended::DriverStopped)))
     }
 
     /// The next connection a peer opened (servers only).
@@ -267,7 +323,7 @@ impl ChannelEndpoint {
             .await
             .recv()
             .await
-            .ok_or_else(|| ChannelError::Closed("the channel driver stopped".into()))
+            .ok_or(ChannelError::Closed(Ended::DriverStopped))
     }
 }
 
@@ -316,7 +372,7 @@ impl ChannelSender {
             .clone()
             .acquire_many_owned(cost)
             .await
-            .map_err(|_| ChannelError::Closed("the connection ended".into()))?;
+            .map_err(|_| ChannelError::Closed(Ended::Gone))?;
         self.queue(head, segments, len, permit)
     }
 
@@ -328,7 +384,7 @@ impl ChannelSender {
             Ok(permit) => permit,
             Err(tokio::sync::TryAcquireError::NoPermits) => return Ok(false),
             Err(tokio::sync::TryAcquireError::Closed) => {
-                return Err(ChannelError::Closed("the connection ended".into()));
+                return Err(ChannelError::Closed(Ended::Gone));
             }
         };
         self.queue(head, segments, len, permit).map(|()| true)
@@ -344,7 +400,10 @@ impl ChannelSender {
                 max: self.max_message,
             });
         }
-        Ok((len, u32::try_from(len.max(1)).unwrap_or(u32::MAX)))
+        // Even an empty message costs its bookkeeping, so the commands queued towards
+        // the driver hold at most about the send buffer's worth of memory.
+        let cost = len.max(MESSAGE_COST as usize);
+        Ok((len, u32::try_from(cost).unwrap_or(u32::MAX)))
     }
 
     fn queue(
@@ -370,7 +429,7 @@ impl ChannelSender {
         };
         self.commands
             .send(Command::Send(self.handle, message, permit))
-            .map_err(|_| ChannelError::Closed("the channel driver stopped".into()))
+            .map_err(|_| ChannelError::Closed(Ended::DriverStopped))
     }
 
     /// The largest message the peer takes.
@@ -391,7 +450,7 @@ impl ChannelReceiver {
             .messages
             .recv()
             .await
-            .unwrap_or_else(|| Err(ChannelError::Closed("the channel driver stopped".into())));
+            .unwrap_or(Err(ChannelError::Closed(Ended::DriverStopped)));
         self.taken.notify_one();
         message
     }
@@ -437,7 +496,7 @@ struct Driver {
     config: ChannelConfig,
     epoch: StdInstant,
     commands: mpsc::UnboundedReceiver<Command>,
-    accept: mpsc::UnboundedSender<ChannelConnection>,
+    accept: mpsc::Sender<ChannelConnection>,
     peers: BTreeMap<ConnectionHandle, PeerState>,
     connecting:
         BTreeMap<ConnectionHandle, oneshot::Sender<Result<ChannelConnection, ChannelError>>>,
@@ -509,7 +568,7 @@ impl Driver {
                     ));
                 }
                 Err(_) => {
-                    let _ = reply.send(Err(ChannelError::Closed("too many peers".into())));
+                    let _ = reply.send(Err(ChannelError::Closed(Ended::TooManyPeers)));
                 }
             },
             Command::Send(handle, message, permit) => {
@@ -546,6 +605,8 @@ impl Driver {
         }
     }
 
+    /// The driver's loop, one turn a step at a time: commands, receive, statuses and
+    /// connect deadlines, deliver, admit sends, transmit, then spin or park.
     async fn run(mut self) -> io::Result<()> {
         let mut io = Datagrams::new(&self.socket);
         let mut buf = vec![0u8; 65_536];
@@ -560,117 +621,18 @@ impl Driver {
             let clock = StdInstant::now();
             let now = self.at(clock);
             self.rotate_key(clock);
-            // Commands from the application.
-            while let Ok(command) = self.commands.try_recv() {
-                self.command(command);
-            }
-            // Datagrams in.
-            loop {
-                match io.rx.try_recv(&self.socket, spinning) {
-                    Ok(()) => {
-                        last_traffic = clock;
-                        for (datagram, from) in io.rx.datagrams() {
-                            if let Some(from) = from {
-                                self.endpoint.handle_datagram(now, from, datagram);
-                            }
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if crate::datagrams::refused(&e) => {
-                        self.refused();
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                }
+            self.take_commands();
+            if self.receive(&mut io, now, spinning)? {
+                last_traffic = clock;
             }
             self.endpoint.handle_timeout(now);
-            // Connections made and ended.
-            while let Some((handle, event)) = self.endpoint.poll_status() {
-                match event {
-                    Event::Connected => {
-                        let Some(connection) = self.open(handle) else {
-                            return Ok(());
-                        };
-                        if let Some(reply) = self.connecting.remove(&handle) {
-                            let _ = reply.send(Ok(connection));
-                        } else {
-                            let _ = self.accept.send(connection);
-                        }
-                    }
-                    Event::Closed(why) => {
-                        let error = ChannelError::Closed(describe(&why));
-                        if let Some(reply) = self.connecting.remove(&handle) {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                        if let Some(peer) = self.peers.remove(&handle) {
-                            peer.budget.close();
-                            let _ = peer.messages.try_send(Err(error));
-                        }
-                    }
-                    Event::Message(_) => {}
-                }
+            if !self.statuses() {
+                return Ok(());
             }
-            let mut deadlines = core::mem::take(&mut self.connect_deadlines);
-            deadlines.retain(|(handle, deadline, addr)| {
-                if !self.connecting.contains_key(handle) {
-                    return false;
-                }
-                if clock >= *deadline {
-                    if let Some(reply) = self.connecting.remove(handle) {
-                        let _ = reply.send(Err(ChannelError::ConnectTimeout {
-                            addr: *addr,
-                            after: self.config.connect_timeout,
-                        }));
-                    }
-                    self.endpoint.close(*handle, 0, b"gave up");
-                    return false;
-                }
-                true
-            });
-            self.connect_deadlines = deadlines;
-            // Messages out to the applications, as their queues have room.
-            readable.clear();
-            readable.extend(self.endpoint.readable());
-            for &handle in &readable {
-                let Some(peer) = self.peers.get(&handle) else {
-                    continue;
-                };
-                while let Ok(slot) = peer.messages.try_reserve() {
-                    let Some(message) = self.endpoint.poll_message(handle) else {
-                        break;
-                    };
-                    slot.send(Ok(message));
-                }
-            }
-            // Messages in from the applications, as the send buffers have room.
-            let send_buffer = self.config.endpoint.connection.send_buffer;
-            for (handle, peer) in self.peers.iter_mut() {
-                let queued = self.endpoint.connection(*handle).map_or(0, |c| c.queued());
-                let mut room = send_buffer.saturating_sub(queued);
-                while let Some((message, _)) = peer.pending.front() {
-                    if message.len() as u64 > room {
-                        break;
-                    }
-                    let (message, permit) = peer.pending.pop_front().expect("peeked");
-                    room -= message.len() as u64;
-                    // Refused only for a connection that has ended: its close comes next.
-                    let _ = self.endpoint.send(*handle, message);
-                    drop(permit);
-                }
-            }
-            // Datagrams out.
-            let mut sent_any = false;
-            let mut refused = 0;
-            while let Some((to, n)) = self.endpoint.poll_transmit(now, &mut buf) {
-                refused += io.tx.queue(&self.socket, &buf[..n], to).await?.refused;
-                sent_any = true;
-            }
-            refused += io.tx.flush(&self.socket).await?.refused;
-            if refused > 0 {
-                self.refused();
-            }
-            // Wait for the next thing to do.
-            if sent_any {
+            self.expire_connects(clock);
+            self.deliver(&mut readable);
+            self.admit_sends();
+            if self.transmit(&mut io, now, &mut buf).await? {
                 last_traffic = clock;
             }
             // Spin a while after traffic: poll the socket again instead of sleeping.
@@ -681,41 +643,183 @@ impl Driver {
                 tokio::task::yield_now().await;
                 continue;
             }
-            let wait = self.endpoint.poll_timeout().map(|t| {
-                Duration::from_micros(t.saturating_duration_since(self.now()).as_micros())
-            });
-            let sleep = async move {
-                match wait {
-                    Some(wait) => tokio::time::sleep(wait).await,
-                    None => core::future::pending().await,
-                }
-            };
-            let connecting = !self.connect_deadlines.is_empty();
-            tokio::select! {
-                ready = self.socket.readable() => ready?,
-                command = self.commands.recv() => match command {
-                    Some(command) => self.command(command),
-                    // Every handle is gone.
-                    None => return Ok(()),
-                },
-                () = sleep => {}
-                () = self.taken.notified() => {}
-                () = tokio::time::sleep(Duration::from_millis(50)), if connecting => {}
+            if !self.park().await? {
+                return Ok(());
             }
         }
     }
-}
 
-fn describe(why: &Closed) -> String {
-    match why {
-        Closed::Local => "closed by this end".into(),
-        Closed::Peer { code, reason } => {
-            format!(
-                "closed by the peer (code {code}: {})",
-                String::from_utf8_lossy(reason)
-            )
+    /// Commands from the applications, as many as have come.
+    fn take_commands(&mut self) {
+        while let Ok(command) = self.commands.try_recv() {
+            self.command(command);
         }
-        Closed::TimedOut => "the peer went silent".into(),
-        Closed::Protocol(e) => format!("the peer broke the protocol: {e}"),
+    }
+
+    /// Datagrams in, every one the socket holds; `true` if any came.
+    fn receive(&mut self, io: &mut Datagrams, now: Instant, spinning: bool) -> io::Result<bool> {
+        let mut any = false;
+        loop {
+            match io.rx().try_recv(&self.socket, spinning) {
+                Ok(()) => {
+                    any = true;
+                    for (datagram, from) in io.rx().datagrams() {
+                        if let Some(from) = from {
+                            self.endpoint.handle_datagram(now, from, datagram);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if crate::datagrams::refused(&e) => self.refused(),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Connections made and ended: a connected one goes to whoever waits for it (its
+    /// `connect` or the accept queue), an ended one's waiters learn why. `false` once
+    /// every application handle is gone.
+    fn statuses(&mut self) -> bool {
+        while let Some((handle, event)) = self.endpoint.poll_status() {
+            match event {
+                Event::Connected => {
+                    let Some(connection) = self.open(handle) else {
+                        return false;
+                    };
+                    if let Some(reply) = self.connecting.remove(&handle) {
+                        let _ = reply.send(Ok(connection));
+                    } else {
+                        // Never full: it holds at most the endpoint's peers.
+                        let _ = self.accept.try_send(connection);
+                    }
+                }
+                Event::Closed(why) => {
+                    let error = ChannelError::Closed(Ended::Connection(why));
+                    if let Some(reply) = self.connecting.remove(&handle) {
+                        let _ = reply.send(Err(error.clone()));
+                    }
+                    if let Some(peer) = self.peers.remove(&handle) {
+                        peer.budget.close();
+                        let _ = peer.messages.try_send(Err(error));
+                    }
+                }
+                Event::Message(_) => {}
+            }
+        }
+        true
+    }
+
+    /// Connections whose handshake has run out of time fail with
+    /// [`ChannelError::ConnectTimeout`].
+    fn expire_connects(&mut self, clock: StdInstant) {
+        let mut deadlines = core::mem::take(&mut self.connect_deadlines);
+        deadlines.retain(|(handle, deadline, addr)| {
+            if !self.connecting.contains_key(handle) {
+                return false;
+            }
+            if clock >= *deadline {
+                if let Some(reply) = self.connecting.remove(handle) {
+                    let _ = reply.send(Err(ChannelError::ConnectTimeout {
+                        addr: *addr,
+                        after: self.config.connect_timeout,
+                    }));
+                }
+                self.endpoint.close(*handle, 0, b"gave up");
+                return false;
+            }
+            true
+        });
+        self.connect_deadlines = deadlines;
+    }
+
+    /// Messages out to the applications, as their queues have room.
+    fn deliver(&mut self, readable: &mut Vec<ConnectionHandle>) {
+        readable.clear();
+        readable.extend(self.endpoint.readable());
+        for &handle in readable.iter() {
+            let Some(peer) = self.peers.get(&handle) else {
+                continue;
+            };
+            while let Ok(slot) = peer.messages.try_reserve() {
+                let Some(message) = self.endpoint.poll_message(handle) else {
+                    break;
+                };
+                slot.send(Ok(message));
+            }
+        }
+    }
+
+    /// Messages in from the applications, as the state machines' send buffers have room.
+    fn admit_sends(&mut self) {
+        let send_buffer = self.config.endpoint.connection.send_buffer;
+        for (handle, peer) in self.peers.iter_mut() {
+            let queued = self.endpoint.connection(*handle).map_or(0, |c| c.queued());
+            let mut room = send_buffer.saturating_sub(queued);
+            while let Some((message, _)) = peer.pending.front() {
+                if message.len() as u64 > room {
+                    break;
+                }
+                let (message, permit) = peer.pending.pop_front().expect("peeked");
+                room -= message.len() as u64;
+                // Refused only for a connection that has ended: its close comes next.
+                let _ = self.endpoint.send(*handle, message);
+                drop(permit);
+            }
+        }
+    }
+
+    /// Datagrams out, batched; `true` if any went.
+    async fn transmit(
+        &mut self,
+        io: &mut Datagrams,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> io::Result<bool> {
+        let mut sent_any = false;
+        let mut refused = 0;
+        while let Some((to, n)) = self.endpoint.poll_transmit(now, buf) {
+            refused += io.tx().queue(&self.socket, &buf[..n], to).await?.refused;
+            sent_any = true;
+        }
+        refused += io.tx().flush(&self.socket).await?.refused;
+        if refused > 0 {
+            self.refused();
+        }
+        Ok(sent_any)
+    }
+
+    /// Waits for the next thing to do: a datagram, a command, the state machines' next
+    /// deadline, an application taking a message, or the first connect deadline.
+    /// `false` once every application handle is gone.
+    async fn park(&mut self) -> io::Result<bool> {
+        let wait = self
+            .endpoint
+            .poll_timeout()
+            .map(|t| Duration::from_micros(t.saturating_duration_since(self.now()).as_micros()));
+        let sleep = async move {
+            match wait {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => core::future::pending().await,
+            }
+        };
+        let first_connect = self.connect_deadlines.iter().map(|&(_, at, _)| at).min();
+        let connect_deadline = async move {
+            match first_connect {
+                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                None => core::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ready = self.socket.readable() => ready?,
+            command = self.commands.recv() => match command {
+                Some(command) => self.command(command),
+                // Every handle is gone.
+                None => return Ok(false),
+            },
+            () = sleep => {}
+            () = self.taken.notified() => {}
+            () = connect_deadline => {}
+        }
+        Ok(true)
     }
 }

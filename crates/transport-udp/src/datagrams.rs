@@ -30,10 +30,8 @@ const MAX_SEGMENTS: usize = 64;
 /// replies can be queued while a received batch is being read.
 #[derive(Debug)]
 pub struct Datagrams {
-    /// The receiving half.
-    pub rx: Receiver,
-    /// The sending half.
-    pub tx: Sender,
+    rx: Receiver,
+    tx: Sender,
 }
 
 /// Receives runs of datagrams.
@@ -46,7 +44,7 @@ pub struct Receiver {
     from: Option<SocketAddr>,
     /// Receive system calls that returned datagrams (polls that found nothing are not
     /// counted).
-    pub syscalls: u64,
+    syscalls: u64,
 }
 
 /// Sends runs of datagrams with one call each.
@@ -64,7 +62,7 @@ pub struct Sender {
     /// Segments per send; 1 where the kernel does not segment.
     max_segments: usize,
     /// Send system calls made.
-    pub syscalls: u64,
+    syscalls: u64,
 }
 
 /// What a flush did.
@@ -105,6 +103,27 @@ impl Datagrams {
     /// System calls that moved datagrams, both ways.
     pub fn syscalls(&self) -> u64 {
         self.rx.syscalls + self.tx.syscalls
+    }
+
+    /// The datagrams the last receive call brought (see [`Receiver::datagrams`]).
+    pub fn datagrams(&self) -> impl Iterator<Item = (&[u8], Option<SocketAddr>)> + '_ {
+        self.rx.datagrams()
+    }
+
+    /// The receiving half.
+    pub fn rx(&mut self) -> &mut Receiver {
+        &mut self.rx
+    }
+
+    /// The sending half.
+    pub fn tx(&mut self) -> &mut Sender {
+        &mut self.tx
+    }
+
+    /// Both halves at once, borrowed apart: replies can be queued on one while a
+    /// received batch is read from the other.
+    pub fn halves(&mut self) -> (&mut Receiver, &mut Sender) {
+        (&mut self.rx, &mut self.tx)
     }
 }
 

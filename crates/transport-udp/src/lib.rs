@@ -35,7 +35,6 @@
 //! ```
 
 pub mod channel;
-pub mod checks;
 mod client;
 pub mod datagrams;
 mod machine;

@@ -24,8 +24,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = frame;
         }
     }
-    let mut client = Connection::client(config(), 1, 2);
-    let mut server = Connection::server(config(), 3);
+    let mut client = Connection::client(config(), 1, 2).expect("a valid config");
+    let mut server = Connection::server(config(), 3).expect("a valid config");
     let mut buf = vec![0u8; 2048];
     let mut now = Instant::from_millis(1);
     for _ in 0..4 {
@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
             ..EndpointConfig::default()
         },
         5,
-    );
+    ).expect("a valid config");
     for (i, chunk) in data.split(|&b| b == 0xfe).enumerate() {
         let mut d = chunk.to_vec();
         if i % 2 == 0 && d.len() >= 9 {

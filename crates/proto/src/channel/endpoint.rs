@@ -16,7 +16,7 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use core::hash::Hash;
 
 use super::retry::{TOKEN_LEN, TokenKey, Tokens};
-use super::{Config, Connection, Event, MIN_DATAGRAM, Payload, SendError};
+use super::{Config, ConfigError, Connection, Event, MIN_DATAGRAM, Payload, SendError};
 use crate::time::Instant;
 use crate::wire::channel::{self as wire, PacketType};
 
@@ -131,13 +131,11 @@ pub struct Endpoint<A> {
 
 impl<A: Copy + Eq + Hash> Endpoint<A> {
     /// An endpoint; `seed` feeds the generator of connection ids (give it real
-    /// randomness: ids are what keeps strangers from speaking for a peer). Panics if the
+    /// randomness: ids are what keeps strangers from speaking for a peer). Fails if the
     /// connection settings fail [`Config::check`].
-    pub fn new(config: EndpointConfig, seed: u64) -> Self {
-        if let Err(e) = config.connection.check() {
-            panic!("channel config: {e}");
-        }
-        Self {
+    pub fn new(config: EndpointConfig, seed: u64) -> Result<Self, ConfigError> {
+        config.connection.check()?;
+        Ok(Self {
             config,
             rng: seed,
             peers: BTreeMap::new(),
@@ -151,7 +149,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
             tokens: Tokens::default(),
             retries: VecDeque::new(),
             stats: EndpointStats::default(),
-        }
+        })
     }
 
     /// A fresh id, never 0 and not in use (SplitMix64).
@@ -200,11 +198,13 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
         }
         let local = self.random_cid();
         let initial = self.random_cid();
-        let connection = Connection::client(self.config.connection, local, initial);
+        let connection = Connection::checked_client(self.config.connection, local, initial);
         Ok(self.add(connection, addr, None))
     }
 
-    /// Takes a datagram that came from `addr`.
+    /// Takes a datagram that came from `addr`. Call this for every datagram the socket
+    /// receives, then [`Endpoint::poll_transmit`] and [`Endpoint::poll_event`] until
+    /// each gives nothing, and re-arm the timer from [`Endpoint::poll_timeout`].
     pub fn handle_datagram(&mut self, now: Instant, addr: A, datagram: &[u8]) {
         let Ok((header, _)) = wire::parse(datagram) else {
             self.stats.dropped += 1;
@@ -257,7 +257,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
             }
         }
         let local = self.random_cid();
-        let mut connection = Connection::server(self.config.connection, local);
+        let mut connection = Connection::new(self.config.connection, false, local);
         // A token is the proof a data packet would otherwise give: no amplification limit.
         connection.validated = proven;
         connection.handle_datagram(now, datagram);
@@ -349,7 +349,10 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     }
 
     /// The next datagram to send: its destination and length in `buf`. Connections take
-    /// turns, so one busy peer does not starve the others.
+    /// turns, so one busy peer does not starve the others. Call this until it gives
+    /// `None` after anything that may have made data to send (a datagram in, a timeout, a
+    /// message queued).
+    #[must_use = "a datagram written to `buf` is sent only if the caller sends it"]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(A, usize)> {
         if let Some(sent) = self.transmit_retry(buf) {
             return Some(sent);
@@ -392,7 +395,9 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
         None
     }
 
-    /// The next instant [`Endpoint::handle_timeout`] must be called.
+    /// The next instant [`Endpoint::handle_timeout`] must be called. Ask again after
+    /// every other call: any of them may move it.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.peers
             .values()
@@ -400,7 +405,9 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
             .min()
     }
 
-    /// Acts on time passing for every connection whose time has come.
+    /// Acts on time passing for every connection whose time has come. Call this when
+    /// the instant [`Endpoint::poll_timeout`] gave has come, then poll for datagrams and
+    /// events.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut from = 0;
         while let Some(handle) = self
@@ -419,6 +426,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
 
     /// The next event of any connection: connected and closed events first, then
     /// messages, connections taking turns. Taking a message opens its connection's window.
+    #[must_use = "an event taken here is gone"]
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
         if let Some(event) = self.events.pop_front() {
             return Some(event);
@@ -435,12 +443,14 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
 
     /// The next connected or closed event, leaving messages where they are (for a driver
     /// that takes each connection's messages with [`Endpoint::poll_message`]).
+    #[must_use = "an event taken here is gone"]
     pub fn poll_status(&mut self) -> Option<(ConnectionHandle, Event)> {
         self.events.pop_front()
     }
 
     /// The next message of one connection, if one is ready (for a driver that hands each
     /// connection's messages on only as its application takes them).
+    #[must_use = "a message taken here is gone"]
     pub fn poll_message(&mut self, handle: ConnectionHandle) -> Option<alloc::vec::Vec<u8>> {
         let peer = self.peers.get_mut(&handle)?;
         let Some(Event::Message(_)) = peer.connection.peek_event() else {

@@ -48,8 +48,8 @@ fn empty_messages(first: u64, count: u64) -> Vec<Frame<'static>> {
 /// A server connection that has answered a real client's initial and whose address is
 /// proven by a data packet, plus the client (for its packet numbers to stay apart).
 fn proven_server(config: Config) -> Connection {
-    let mut client = Connection::client(config, CLIENT_CID, 0x2222);
-    let mut server = Connection::server(config, SERVER_CID);
+    let mut client = Connection::client(config, CLIENT_CID, 0x2222).unwrap();
+    let mut server = Connection::server(config, SERVER_CID).unwrap();
     let mut buf = vec![0u8; 1500];
     let now = Instant::from_millis(1);
     client.send(b"hello".to_vec()).unwrap();
@@ -73,7 +73,7 @@ fn data_in_unproven_initials_makes_no_state() {
     // full of empty messages at new positions; each used to cost a map entry and a
     // range list (189 bytes of RSS per 19 wire bytes).
     let config = Config::default();
-    let mut server = Connection::server(config, SERVER_CID);
+    let mut server = Connection::server(config, SERVER_CID).unwrap();
     let now = Instant::from_millis(1);
     let mut sent = 0u64;
     let mut start = 1;
@@ -232,8 +232,9 @@ fn the_endpoint_bounds_all_peers_together() {
             ..EndpointConfig::default()
         },
         7,
-    );
-    let mut client = Connection::client(config, CLIENT_CID, 0x2222);
+    )
+    .unwrap();
+    let mut client = Connection::client(config, CLIENT_CID, 0x2222).unwrap();
     // Each peer within its own 48 MiB, but the application takes nothing: the messages
     // wait, counted, until the sum passes the endpoint's budget.
     for _ in 0..20 {
@@ -278,7 +279,8 @@ fn server_with_key(config: EndpointConfig) -> Endpoint<u32> {
             ..config
         },
         7,
-    );
+    )
+    .unwrap();
     server.rotate_token_key([0x0123_4567, 0x89ab_cdef]);
     server
 }
@@ -326,7 +328,7 @@ fn half_open_setups_cannot_lock_clients_out() {
         assert!(matches!(frames.next(), Some(Ok(Frame::Token(t))) if t.len() == TOKEN_LEN));
     }
     // A real client still gets in, one round trip later, its address proven.
-    let mut client: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 99);
+    let mut client: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 99).unwrap();
     let handle = client.connect(1).unwrap();
     client.send(handle, b"hello".to_vec()).unwrap();
     let mut buf = vec![0u8; 1500];
@@ -406,7 +408,8 @@ fn without_a_key_the_half_open_cap_refuses() {
             ..EndpointConfig::default()
         },
         7,
-    );
+    )
+    .unwrap();
     let now = Instant::from_millis(1);
     for addr in 0..6u32 {
         let initial = forge(PacketType::INITIAL, 0x5000 + u64::from(addr), 0, &[]);
@@ -420,7 +423,7 @@ fn without_a_key_the_half_open_cap_refuses() {
 #[test]
 fn a_client_answers_one_retry_only() {
     let config = Config::default();
-    let mut client = Connection::client(config, CLIENT_CID, 0x2222);
+    let mut client = Connection::client(config, CLIENT_CID, 0x2222).unwrap();
     let mut buf = vec![0u8; 1500];
     let now = Instant::from_millis(1);
     assert!(client.poll_transmit(now, &mut buf).is_some());

@@ -44,9 +44,10 @@
 //! use volley_proto::channel::{Config, Connection, Event};
 //! use volley_proto::time::{Duration, Instant};
 //!
+//! # fn main() -> Result<(), volley_proto::channel::ConfigError> {
 //! let config = Config::default();
-//! let mut client = Connection::client(config, 1, 2);
-//! let mut server = Connection::server(config, 3);
+//! let mut client = Connection::client(config, 1, 2)?;
+//! let mut server = Connection::server(config, 3)?;
 //! client.send(b"hello".to_vec()).unwrap();
 //!
 //! // A perfect link: move every datagram across, both ways, until both are quiet.
@@ -64,13 +65,15 @@
 //! assert!(matches!(client.poll_event(), Some(Event::Connected)));
 //! assert!(matches!(server.poll_event(), Some(Event::Connected)));
 //! assert_eq!(server.poll_event(), Some(Event::Message(b"hello".to_vec())));
+//! # Ok(())
+//! # }
 //! ```
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
+use crate::recovery::{Rto, RtoBounds, RttEstimator};
 use crate::time::{Duration, Instant};
-use crate::window::{Rto, RttEstimator};
 use crate::wire::Error as WireError;
 use crate::wire::channel::{
     self as wire, DATA_OVERHEAD, Frame, Header, PARAMS_LEN, PacketType, Params,
@@ -123,11 +126,7 @@ pub struct Config {
     /// [`Connection::send`] refuses.
     pub send_buffer: u64,
     /// The retransmission timeout before any RTT sample, and its bounds.
-    pub initial_rto: Duration,
-    /// The smallest retransmission timeout.
-    pub min_rto: Duration,
-    /// The largest retransmission timeout.
-    pub max_rto: Duration,
+    pub rto: RtoBounds,
     /// A peer silent this long is gone: [`Closed::TimedOut`].
     pub idle_timeout: Duration,
     /// Send a ping when nothing has gone to the peer for this long.
@@ -148,9 +147,11 @@ impl Default for Config {
             max_datagram: 1452,
             window: 32 << 20,
             send_buffer: 32 << 20,
-            initial_rto: Duration::from_millis(200),
-            min_rto: Duration::from_millis(5),
-            max_rto: Duration::from_secs(10),
+            rto: RtoBounds::new(
+                Duration::from_millis(200),
+                Duration::from_millis(5),
+                Duration::from_secs(10),
+            ),
             idle_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(2),
             initial_window: 10,
@@ -161,31 +162,144 @@ impl Default for Config {
 
 impl Config {
     /// Checks every setting's range.
-    pub fn check(&self) -> Result<(), &'static str> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if usize::from(self.max_datagram) < MIN_DATAGRAM {
-            return Err("max_datagram must be at least 1200");
+            return Err(ConfigError::MaxDatagram(self.max_datagram));
         }
         if self.window < u64::from(self.max_message) {
-            return Err("window must be at least max_message");
+            return Err(ConfigError::Window {
+                window: self.window,
+                max_message: self.max_message,
+            });
         }
         if self.send_buffer < u64::from(self.max_message) {
-            return Err("send_buffer must be at least max_message");
+            return Err(ConfigError::SendBuffer {
+                send_buffer: self.send_buffer,
+                max_message: self.max_message,
+            });
         }
-        if self.min_rto.as_micros() == 0 || self.min_rto > self.max_rto {
-            return Err("min_rto must be above zero and at most max_rto");
+        if self.rto.min.as_micros() == 0 || self.rto.min > self.rto.max {
+            return Err(ConfigError::Rto {
+                min: self.rto.min,
+                max: self.rto.max,
+            });
         }
         if self.keep_alive >= self.idle_timeout {
-            return Err("keep_alive must be shorter than idle_timeout");
+            return Err(ConfigError::KeepAlive {
+                keep_alive: self.keep_alive,
+                idle_timeout: self.idle_timeout,
+            });
         }
         if self.initial_window == 0 {
-            return Err("initial_window must be at least one datagram");
+            return Err(ConfigError::InitialWindow);
         }
         if self.receive_memory < self.window + self.window / 8 {
-            return Err("receive_memory must be at least window plus an eighth");
+            return Err(ConfigError::ReceiveMemory {
+                receive_memory: self.receive_memory,
+                window: self.window,
+            });
         }
         Ok(())
     }
 }
+
+/// A [`Config`] a connection cannot honour, from [`Config::check`]: which setting, its
+/// value, and the range it must be in.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `max_datagram` is under [`MIN_DATAGRAM`].
+    MaxDatagram(u16),
+    /// `window` is under `max_message`.
+    Window {
+        /// The window.
+        window: u64,
+        /// The largest message.
+        max_message: u32,
+    },
+    /// `send_buffer` is under `max_message`.
+    SendBuffer {
+        /// The send buffer.
+        send_buffer: u64,
+        /// The largest message.
+        max_message: u32,
+    },
+    /// `rto.min` is zero or over `rto.max`.
+    Rto {
+        /// The smallest timeout.
+        min: Duration,
+        /// The largest.
+        max: Duration,
+    },
+    /// `keep_alive` is not shorter than `idle_timeout`.
+    KeepAlive {
+        /// The keep-alive interval.
+        keep_alive: Duration,
+        /// The idle timeout.
+        idle_timeout: Duration,
+    },
+    /// `initial_window` is zero.
+    InitialWindow,
+    /// `receive_memory` is under `window` plus an eighth.
+    ReceiveMemory {
+        /// The receive memory.
+        receive_memory: u64,
+        /// The window.
+        window: u64,
+    },
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::MaxDatagram(n) => write!(
+                f,
+                "max_datagram must be at least {MIN_DATAGRAM} (it is {n})"
+            ),
+            Self::Window {
+                window,
+                max_message,
+            } => write!(
+                f,
+                "window must be at least max_message (window {window}, max_message {max_message})"
+            ),
+            Self::SendBuffer {
+                send_buffer,
+                max_message,
+            } => write!(
+                f,
+                "send_buffer must be at least max_message (send_buffer {send_buffer}, \
+                 max_message {max_message})"
+            ),
+            Self::Rto { min, max } => write!(
+                f,
+                "rto.min must be above zero and at most rto.max (min {min:?}, max {max:?})"
+            ),
+            Self::KeepAlive {
+                keep_alive,
+                idle_timeout,
+            } => write!(
+                f,
+                "keep_alive must be shorter than idle_timeout (keep_alive {keep_alive:?}, \
+                 idle_timeout {idle_timeout:?})"
+            ),
+            Self::InitialWindow => {
+                f.write_str("initial_window must be at least one datagram (it is 0)")
+            }
+            Self::ReceiveMemory {
+                receive_memory,
+                window,
+            } => write!(
+                f,
+                "receive_memory must be at least window plus an eighth (receive_memory \
+                 {receive_memory}, at least {})",
+                window + window / 8
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
 
 /// Why a connection ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -371,9 +485,23 @@ const ACK_RANGES_KEPT: usize = 32;
 
 impl Connection {
     /// A client's end: `local_cid` names this end, `initial_dcid` is a random id for the
-    /// server to see in the first packet (both chosen at random by the caller). Panics if
+    /// server to see in the first packet (both chosen at random by the caller). Fails if
     /// `config` fails [`Config::check`].
-    pub fn client(config: Config, local_cid: u64, initial_dcid: u64) -> Self {
+    pub fn client(config: Config, local_cid: u64, initial_dcid: u64) -> Result<Self, ConfigError> {
+        config.check()?;
+        Ok(Self::checked_client(config, local_cid, initial_dcid))
+    }
+
+    /// A server's end, made when a client's initial arrives (feed that initial to
+    /// [`Connection::handle_datagram`] next); `local_cid` chosen at random by the caller.
+    /// Fails if `config` fails [`Config::check`].
+    pub fn server(config: Config, local_cid: u64) -> Result<Self, ConfigError> {
+        config.check()?;
+        Ok(Self::new(config, false, local_cid))
+    }
+
+    /// [`Connection::client`] for settings already checked (the endpoint's).
+    fn checked_client(config: Config, local_cid: u64, initial_dcid: u64) -> Self {
         let mut c = Self::new(config, true, local_cid);
         c.remote_cid = initial_dcid;
         c.handshake_due = true;
@@ -382,16 +510,8 @@ impl Connection {
         c
     }
 
-    /// A server's end, made when a client's initial arrives (feed that initial to
-    /// [`Connection::handle_datagram`] next); `local_cid` chosen at random by the caller.
-    pub fn server(config: Config, local_cid: u64) -> Self {
-        Self::new(config, false, local_cid)
-    }
-
+    /// A connection of checked settings.
     fn new(config: Config, is_client: bool, local_cid: u64) -> Self {
-        if let Err(e) = config.check() {
-            panic!("channel config: {e}");
-        }
         let datagram = u64::from(config.max_datagram);
         Self {
             config,
@@ -417,11 +537,7 @@ impl Connection {
             cursor: 0,
             retransmit: VecDeque::new(),
             peer_window: 0,
-            rtt: RttEstimator::new(Rto::Adaptive {
-                initial: config.initial_rto,
-                min: config.min_rto,
-                max: config.max_rto,
-            }),
+            rtt: RttEstimator::new(Rto::Adaptive(config.rto)),
             backoff: 0,
             cc: NewReno::new(datagram, u64::from(config.initial_window)),
             pacer: Pacer::new(datagram),
@@ -559,7 +675,9 @@ impl Connection {
         self.events.front()
     }
 
-    /// The next event, if any. Taking a message opens the window by its size.
+    /// The next event, if any. Taking a message opens the window by its size. Call this
+    /// until it gives `None` after every datagram and timeout handled.
+    #[must_use = "an event taken here is gone"]
     pub fn poll_event(&mut self) -> Option<Event> {
         let event = self.events.pop_front()?;
         if let Event::Message(m) = &event {
@@ -590,7 +708,9 @@ impl Connection {
     }
 
     /// Takes a datagram from the peer (one whose destination id is ours, or, for a
-    /// server, the client's initial).
+    /// server, the client's initial). Call this for every such datagram, then
+    /// [`Connection::poll_transmit`] and [`Connection::poll_event`] until each gives
+    /// nothing, and re-arm the timer from [`Connection::poll_timeout`].
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
         if self.state == State::Closed {
             return;

@@ -43,12 +43,7 @@ impl Connection {
         }
         if let Some(rtt) = sample {
             let delay = Duration::from_micros(u64::from(ack.delay_us));
-            let adjusted = if rtt > delay + Duration::from_micros(1) {
-                Duration::from_micros(rtt.as_micros() - delay.as_micros())
-            } else {
-                rtt
-            };
-            self.rtt.sample(adjusted);
+            self.rtt.sample(rtt, delay);
             self.backoff = 0;
         }
         self.detect_losses(now);
@@ -89,7 +84,7 @@ impl Connection {
         let Some(largest) = self.largest_acked else {
             return;
         };
-        let threshold = self.loss_threshold();
+        let threshold = self.rtt.loss_delay();
         let mut lost = Vec::new();
         while let Some(p) = self.sent.front() {
             if p.pn >= largest {
@@ -107,20 +102,12 @@ impl Connection {
         }
     }
 
-    /// How long after a later packet was acknowledged an earlier one counts as lost:
-    /// 9/8 of the larger of the smoothed and the latest RTT (RFC 9002 §6.1.2).
-    pub(super) fn loss_threshold(&self) -> Duration {
-        let rtt = self.rtt.srtt().unwrap_or(self.rtt.rto());
-        let latest = self.rtt.latest().unwrap_or(rtt);
-        Duration::from_micros(rtt.max(latest).as_micros() * 9 / 8)
-    }
-
     /// When the oldest packet still unacknowledged, with a later one acknowledged, counts
     /// as lost by time: the loss timer, so it is not left to the next acknowledgement.
     pub(super) fn loss_deadline(&self) -> Option<Instant> {
         let largest = self.largest_acked?;
         let p = self.sent.front().filter(|p| p.pn < largest)?;
-        Some(p.time + self.loss_threshold())
+        Some(p.time + self.rtt.loss_delay())
     }
 
     /// When to send a tail-loss probe: RFC 9002's probe timeout (SRTT + max(4 RTTVAR,
@@ -132,14 +119,7 @@ impl Connection {
         if self.probed || self.backoff > 0 || self.sent.is_empty() {
             return None;
         }
-        let srtt = self.rtt.srtt()?;
-        let pto = srtt
-            + self
-                .rtt
-                .rttvar()
-                .saturating_mul(4)
-                .max(Duration::from_millis(1))
-            + ACK_DELAY;
+        let pto = self.rtt.pto(ACK_DELAY)?;
         let at = self.last_eliciting_sent? + pto;
         self.rto_deadline().filter(|rto| at < *rto).map(|_| at)
     }
@@ -161,36 +141,32 @@ impl Connection {
         self.taken + self.config.window
     }
 
-    /// The next instant [`Connection::handle_timeout`] must be called, if any.
+    /// The next instant [`Connection::handle_timeout`] must be called, if any. Ask again
+    /// after every other call: any of them may move it.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.state == State::Closed {
             return None;
         }
-        let mut next = self.last_heard? + self.config.idle_timeout;
-        let mut earliest = |t: Instant| {
-            if t < next {
-                next = t;
+        // Nothing is due before the first datagram either way.
+        self.last_heard?;
+        Timer::ALL.iter().filter_map(|&t| self.deadline(t)).min()
+    }
+
+    /// When `timer` fires, if it is armed: the one place each deadline is computed, for
+    /// [`Connection::poll_timeout`] and [`Connection::handle_timeout`] alike.
+    fn deadline(&self, timer: Timer) -> Option<Instant> {
+        match timer {
+            Timer::Idle => Some(self.last_heard? + self.config.idle_timeout),
+            Timer::Ack => self.ack_timer,
+            Timer::Pace => self.pace_until,
+            Timer::Loss => self.loss_deadline(),
+            Timer::Probe => self.probe_deadline(),
+            Timer::Rto => self.rto_deadline(),
+            Timer::KeepAlive => {
+                (self.state == State::Established).then(|| self.last_sent + self.config.keep_alive)
             }
-        };
-        if let Some(t) = self.ack_timer {
-            earliest(t);
         }
-        if let Some(t) = self.rto_deadline() {
-            earliest(t);
-        }
-        if let Some(t) = self.loss_deadline() {
-            earliest(t);
-        }
-        if let Some(t) = self.probe_deadline() {
-            earliest(t);
-        }
-        if self.state == State::Established {
-            earliest(self.last_sent + self.config.keep_alive);
-        }
-        if let Some(t) = self.pace_until {
-            earliest(t);
-        }
-        Some(next)
     }
 
     pub(super) fn rto_deadline(&self) -> Option<Instant> {
@@ -198,61 +174,94 @@ impl Connection {
         if self.sent.is_empty() {
             return None;
         }
-        let mut rto = self.rtt.rto();
-        for _ in 0..self.backoff.min(16) {
-            rto = self.rtt.backoff(rto);
-        }
-        Some(last + rto)
+        Some(last + self.rtt.backed_off(self.backoff))
     }
 
-    /// Acts on time passing: idle timeout, delayed acknowledgements, retransmission.
+    /// Acts on time passing: idle timeout, delayed acknowledgements, pacing, loss by
+    /// time, probes, retransmission. Call this when the instant
+    /// [`Connection::poll_timeout`] gave has come, then poll for datagrams and events.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.state == State::Closed {
             return;
         }
-        let heard = *self.last_heard.get_or_insert(now);
-        if now >= heard + self.config.idle_timeout {
-            self.fail(Closed::TimedOut);
-            return;
-        }
-        if self.ack_timer.is_some_and(|t| now >= t) {
-            self.ack_timer = None;
-            self.ack_due = true;
-        }
-        if self.pace_until.is_some_and(|t| now >= t) {
-            self.pace_until = None;
-        }
-        if self.loss_deadline().is_some_and(|t| now >= t) {
-            self.detect_losses(now);
-        }
-        if self.probe_deadline().is_some_and(|t| now >= t) {
-            // The newest packet's fragments go again, ahead of the window (the packet
-            // stays outstanding: whichever copy is acknowledged first counts).
-            self.probed = true;
-            self.stats.probes += 1;
-            if let Some(p) = self.sent.iter().rev().find(|p| !p.fragments.is_empty()) {
-                for f in p.fragments.iter().rev() {
-                    self.retransmit.push_front(*f);
+        self.last_heard.get_or_insert(now);
+        for timer in Timer::ALL {
+            if self.deadline(timer).is_some_and(|t| now >= t) {
+                self.fire(timer, now);
+                if self.state == State::Closed {
+                    return;
                 }
             }
-            self.probe_due = true;
-        }
-        if self.rto_deadline().is_some_and(|t| now >= t) {
-            self.stats.timeouts += 1;
-            self.backoff += 1;
-            self.cc.on_timeout(now);
-            // Everything outstanding is retransmitted (RFC 6298 §5.4).
-            let lost: Vec<SentPacket> = self.sent.drain(..).collect();
-            for p in lost {
-                if p.in_flight {
-                    self.in_flight -= p.size;
-                }
-                self.retransmit.extend(p.fragments);
-                if p.handshake {
-                    self.handshake_due = true;
-                }
-            }
-            self.probe_due = true;
         }
     }
+
+    /// Does what `timer` coming due means.
+    fn fire(&mut self, timer: Timer, now: Instant) {
+        match timer {
+            Timer::Idle => self.fail(Closed::TimedOut),
+            Timer::Ack => {
+                self.ack_timer = None;
+                self.ack_due = true;
+            }
+            Timer::Pace => self.pace_until = None,
+            Timer::Loss => self.detect_losses(now),
+            Timer::Probe => {
+                // The newest packet's fragments go again, ahead of the window (the packet
+                // stays outstanding: whichever copy is acknowledged first counts).
+                self.probed = true;
+                self.stats.probes += 1;
+                if let Some(p) = self.sent.iter().rev().find(|p| !p.fragments.is_empty()) {
+                    for f in p.fragments.iter().rev() {
+                        self.retransmit.push_front(*f);
+                    }
+                }
+                self.probe_due = true;
+            }
+            Timer::Rto => {
+                self.stats.timeouts += 1;
+                self.backoff += 1;
+                self.cc.on_timeout(now);
+                // Everything outstanding is retransmitted (RFC 6298 §5.4).
+                let lost: Vec<SentPacket> = self.sent.drain(..).collect();
+                for p in lost {
+                    if p.in_flight {
+                        self.in_flight -= p.size;
+                    }
+                    self.retransmit.extend(p.fragments);
+                    if p.handshake {
+                        self.handshake_due = true;
+                    }
+                }
+                self.probe_due = true;
+            }
+            // Sending finds it due: `poll_transmit` sends the ping.
+            Timer::KeepAlive => {}
+        }
+    }
+}
+
+/// A connection's timers, in the order [`Connection::handle_timeout`] acts on them: the
+/// idle timeout first (it ends everything), retransmission last (it empties what loss
+/// detection and probes look at).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    Idle,
+    Ack,
+    Pace,
+    Loss,
+    Probe,
+    Rto,
+    KeepAlive,
+}
+
+impl Timer {
+    const ALL: [Self; 7] = [
+        Self::Idle,
+        Self::Ack,
+        Self::Pace,
+        Self::Loss,
+        Self::Probe,
+        Self::Rto,
+        Self::KeepAlive,
+    ];
 }

@@ -68,8 +68,8 @@ impl Sim {
             now: Instant::from_millis(1),
             queue: BinaryHeap::new(),
             seq: 0,
-            client: Connection::client(config, 0x1111, 0x2222),
-            server: Connection::server(config, 0x3333),
+            client: Connection::client(config, 0x1111, 0x2222).unwrap(),
+            server: Connection::server(config, 0x3333).unwrap(),
             got: (Vec::new(), Vec::new()),
             closed: (None, None),
             server_reads: true,
@@ -369,11 +369,11 @@ fn a_lost_last_datagram_is_probed_for_before_the_timeout() {
     assert_eq!(sim.got.1[20], b"last");
     let stats = sim.client.stats();
     assert_eq!((stats.probes, stats.timeouts), (1, 0), "{stats:?}");
-    // The timeout is at least `min_rto` (5 ms): the probe came well before it.
+    // The timeout is at least `rto.min` (5 ms): the probe came well before it.
     assert!(
-        took < config.min_rto,
+        took < config.rto.min,
         "the lost message took {took:?}, not less than the {:?} timeout floor",
-        config.min_rto
+        config.rto.min
     );
     assert!(
         sim.client.congestion_window() >= window / 2,
@@ -572,11 +572,11 @@ fn close_reaches_the_peer() {
 fn an_unproven_peer_gets_at_most_three_times_its_bytes() {
     // A spoofed initial: 1200 bytes from an address that will never answer.
     let config = small_config();
-    let mut client = Connection::client(config, 5, 6);
+    let mut client = Connection::client(config, 5, 6).unwrap();
     let mut buf = vec![0u8; 65536];
     let n = client.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     assert!(n >= MIN_DATAGRAM, "the initial is padded");
-    let mut server = Connection::server(config, 9);
+    let mut server = Connection::server(config, 9).unwrap();
     server.handle_datagram(Instant::ZERO, &buf[..n]);
     // The server may resend its accept on every timeout; count what it sends in a minute.
     let mut sent = 0;
@@ -757,9 +757,10 @@ fn server_config() -> EndpointConfig {
 #[test]
 fn one_server_endpoint_serves_many_clients() {
     let mut net = Net::new();
-    net.endpoints.push((1, Endpoint::new(server_config(), 7)));
+    net.endpoints
+        .push((1, Endpoint::new(server_config(), 7).unwrap()));
     for c in 0..3u32 {
-        let mut ep = Endpoint::new(EndpointConfig::default(), 100 + u64::from(c));
+        let mut ep = Endpoint::new(EndpointConfig::default(), 100 + u64::from(c)).unwrap();
         let h = ep.connect(1).unwrap();
         for i in 0..50u32 {
             ep.send(
@@ -808,7 +809,7 @@ fn one_server_endpoint_serves_many_clients() {
 
 /// A client's padded initial, as from a spoofed source.
 fn initial(seed: u64) -> Vec<u8> {
-    let mut c = Connection::client(small_config(), seed, seed ^ 0x55);
+    let mut c = Connection::client(small_config(), seed, seed ^ 0x55).unwrap();
     let mut buf = vec![0; 2048];
     let n = c.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     buf[..n].to_vec()
@@ -817,7 +818,8 @@ fn initial(seed: u64) -> Vec<u8> {
 #[test]
 fn a_flood_of_setups_is_capped_and_drains_away() {
     let mut net = Net::new();
-    net.endpoints.push((1, Endpoint::new(server_config(), 9)));
+    net.endpoints
+        .push((1, Endpoint::new(server_config(), 9).unwrap()));
     // 5000 initials from 5000 addresses that never answer.
     for a in 0..5000u32 {
         let d = initial(u64::from(a) + 1);
@@ -846,7 +848,7 @@ fn a_flood_of_setups_is_capped_and_drains_away() {
         net.step();
     }
     assert_eq!(net.endpoints[0].1.len(), 0, "half-open connections expire");
-    let mut client = Endpoint::new(EndpointConfig::default(), 3);
+    let mut client = Endpoint::new(EndpointConfig::default(), 3).unwrap();
     let h = client.connect(1).unwrap();
     client.send(h, b"let me in".to_vec()).unwrap();
     net.endpoints.push((2, client));
@@ -868,7 +870,8 @@ fn a_flood_of_setups_is_capped_and_drains_away() {
 #[test]
 fn spoofed_initials_draw_at_most_three_times_their_bytes() {
     let mut net = Net::new();
-    net.endpoints.push((1, Endpoint::new(server_config(), 11)));
+    net.endpoints
+        .push((1, Endpoint::new(server_config(), 11).unwrap()));
     // A victim at address 5 that never answers; someone sends initials in its name.
     let mut sent_in_its_name = 0u64;
     for k in 0..10u64 {
@@ -906,7 +909,8 @@ fn an_endpoint_holds_messages_against_the_window_until_taken() {
                 ..EndpointConfig::default()
             },
             1,
-        ),
+        )
+        .unwrap(),
     ));
     let mut client = Endpoint::new(
         EndpointConfig {
@@ -914,7 +918,8 @@ fn an_endpoint_holds_messages_against_the_window_until_taken() {
             ..EndpointConfig::default()
         },
         2,
-    );
+    )
+    .unwrap();
     let h = client.connect(1).unwrap();
     let want: Vec<Vec<u8>> = (0..60u32)
         .map(|i| {

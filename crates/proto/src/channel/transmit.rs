@@ -10,6 +10,7 @@ impl Connection {
     /// Writes the next datagram to send into `buf` and returns its length, or `None` when
     /// there is nothing to send now (or the congestion window, the pacer or the
     /// anti-amplification limit holds it back: see [`Connection::poll_timeout`]).
+    #[must_use = "a datagram written to `buf` is sent only if the caller sends it"]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.last_heard.get_or_insert(now);
         if buf.len() < MIN_DATAGRAM {
@@ -79,12 +80,10 @@ impl Connection {
             && self.state == State::Established
             && self.in_flight + limit as u64 <= self.cc.window.max(limit as u64);
         if may_send_data && !probing {
-            if let Some(at) = self.pacer.delay(
-                now,
-                limit as u64,
-                self.cc.window,
-                self.rtt.srtt().unwrap_or(self.rtt.rto()),
-            ) {
+            if let Some(at) =
+                self.pacer
+                    .delay(now, limit as u64, self.cc.window, self.rtt.srtt_or_rto())
+            {
                 self.pace_until = Some(at);
                 may_send_data = false;
             }

@@ -61,12 +61,11 @@ use core::cmp::Reverse;
 
 use crate::time::{Duration, Instant};
 
-mod rtt;
 mod scp;
 #[cfg(test)]
 mod tests;
 
-pub use rtt::RttEstimator;
+pub use crate::recovery::{Rto, RtoBounds, RttEstimator};
 pub use scp::ScpProtocol;
 
 /// What the window needs to know of a packet format.
@@ -93,23 +92,6 @@ pub enum Outcome {
     Retry(u16),
     /// The request failed for good with this code.
     Fatal(u16),
-}
-
-/// How the retransmit timeout is chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rto {
-    /// The same timeout for every try (rig: 0.5 s).
-    Fixed(Duration),
-    /// Estimated from RTT samples (RFC 6298), starting at `initial`, kept within
-    /// `min..=max`; each retransmission doubles the request's own timeout up to `max`.
-    Adaptive {
-        /// Before the first sample.
-        initial: Duration,
-        /// Lower bound.
-        min: Duration,
-        /// Upper bound.
-        max: Duration,
-    },
 }
 
 /// Window settings.
@@ -282,7 +264,7 @@ impl Config {
         }
         let timeouts: &[(&'static str, Duration)] = match &self.rto {
             Rto::Fixed(t) => &[("timeout", *t)],
-            Rto::Adaptive { initial, min, max } => {
+            Rto::Adaptive(RtoBounds { initial, min, max }) => {
                 if min > max {
                     return Err(ConfigError::Bounds {
                         min: *min,
@@ -374,11 +356,11 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             window: 8,
-            rto: Rto::Adaptive {
-                initial: Duration::from_millis(100),
-                min: Duration::from_millis(10),
-                max: Duration::from_secs(2),
-            },
+            rto: Rto::Adaptive(RtoBounds::new(
+                Duration::from_millis(100),
+                Duration::from_millis(10),
+                Duration::from_secs(2),
+            )),
             max_tries: 8,
         }
     }
@@ -524,7 +506,7 @@ impl<P: Protocol, T> Window<P, T> {
                 let rtt = now.saturating_duration_since(slot.last_sent);
                 // Karn: a reply to a retransmitted request could answer any of its sends.
                 if slot.tries == 1 {
-                    self.rtt.sample(rtt);
+                    self.rtt.sample(rtt, Duration::ZERO);
                 }
                 self.stats.completed += 1;
                 ReplyOutcome::Completed {

@@ -203,11 +203,11 @@ fn request_with_seq(token: u32, seq: u16) -> Vec<u8> {
 fn adaptive_timeout_backs_off_exponentially_within_bounds() {
     let config = Config {
         window: 1,
-        rto: Rto::Adaptive {
-            initial: Duration::from_millis(100),
-            min: Duration::from_millis(5),
-            max: Duration::from_millis(500),
-        },
+        rto: Rto::Adaptive(RtoBounds::new(
+            Duration::from_millis(100),
+            Duration::from_millis(5),
+            Duration::from_millis(500),
+        )),
         max_tries: 6,
     };
     let mut link = Link::new(1, 1, 1.0, 0.0, 0.0);

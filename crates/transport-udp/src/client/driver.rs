@@ -130,7 +130,7 @@ impl Driver {
     ) -> Result<u64, ScpError> {
         let mut refused_count = 0;
         loop {
-            match io.rx.try_recv(socket, false) {
+            match io.rx().try_recv(socket, false) {
                 Ok(()) => self.on_batch(io, ops)?,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(refused_count),
                 Err(e) if refused(&e) => refused_count += 1,
@@ -142,8 +142,7 @@ impl Driver {
     /// Applies every reply of the last receive call.
     pub(super) fn on_batch(&mut self, io: &Datagrams, ops: &mut [Op<'_>]) -> Result<(), ScpError> {
         let now = self.now();
-        io.rx
-            .datagrams()
+        io.datagrams()
             .try_for_each(|(datagram, _)| self.on_reply(ops, now, datagram))
     }
 

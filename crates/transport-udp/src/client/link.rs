@@ -62,9 +62,9 @@ impl Link {
                 // A "connection refused" (an earlier ICMP error) is counted: before the
                 // board has ever answered it fails the operation, after that it is loss.
                 while let Some(datagram) = window.poll_transmit(now) {
-                    refused += io.tx.queue(socket, datagram, peer).await?.refused as u64;
+                    refused += io.tx().queue(socket, datagram, peer).await?.refused as u64;
                 }
-                refused += io.tx.flush(socket).await?.refused as u64;
+                refused += io.tx().flush(socket).await?.refused as u64;
             }
             Self::Tcp(tcp) => {
                 // Small packets: coalesced into one write (copying 282 bytes is cheaper
@@ -118,7 +118,7 @@ impl Link {
                     // arrives before a sleep and wake-up would even finish.
                     let until = StdInstant::now() + spin_for;
                     loop {
-                        match io.rx.try_recv(socket, true) {
+                        match io.rx().try_recv(socket, true) {
                             Ok(()) => {
                                 core.on_batch(io, ops)?;
                                 // Back to sending at once: the slots just freed are

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use socket2::{Domain, Protocol as SockProtocol, Socket, Type};
 use tokio::net::{TcpStream, UdpSocket};
 use volley_proto::time::Duration;
-use volley_proto::window::{Config, Rto, ScpProtocol, Window};
+use volley_proto::window::{Config, Rto, RtoBounds, ScpProtocol, Window};
 use volley_proto::wire::scp::{self, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo};
 use volley_proto::wire::sdp::Address;
 
@@ -326,11 +326,11 @@ impl ScpClient {
         let floor = tto.saturating_mul(2);
         let rto = match rto {
             Rto::Fixed(t) => Rto::Fixed(t.max(floor)),
-            Rto::Adaptive { initial, min, max } => Rto::Adaptive {
-                initial: initial.max(floor),
-                min: min.max(floor),
-                max: max.max(floor),
-            },
+            Rto::Adaptive(b) => Rto::Adaptive(RtoBounds::new(
+                b.initial.max(floor),
+                b.min.max(floor),
+                b.max.max(floor),
+            )),
         };
         tracing::debug!(
             pool = info.pool_size,

@@ -1,5 +1,5 @@
-//! Checks shared by volley's configurations and servers: the longest delay a testbed
-//! setting takes, fractions, and how a panic is reported.
+//! Checks the testbed's settings share (the link simulator's and the emulator's): the
+//! longest delay a setting takes, fractions, and how a dead thread's panic is reported.
 
 use core::time::Duration;
 use std::io;
