@@ -2,7 +2,8 @@
 //! SCP Mbit/s against window for volley and rig at each link setting, SFTP MB/s per
 //! client and direction with the server's ceiling marked, wake-ups per frame and p99
 //! latency against requests in flight, RPC calls/s per system for each workload, SFTP
-//! over ssh against the round trip per system.
+//! over ssh against the round trip per system, the channel's bulk rate and round trip
+//! beside its peers per link, and the codecs' MB/s per case.
 
 mod sftp_ssh;
 
@@ -31,6 +32,8 @@ pub(crate) fn write(suite: &str, results: &[Value], dir: &Path) -> Result<Vec<Pa
         "wake" => wake(results, &path),
         "rpc" => rpc(results, &path),
         "matrix" => matrix(results, &path),
+        "channel" => channel(results, &path),
+        "codec" => codec(results, &path),
         _ => return Ok(Vec::new()),
     };
     drawn.map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
@@ -286,42 +289,114 @@ fn rpc(results: &[Value], path: &Path) -> Drawn {
             .filter(|r| text(r, "workload") == *workload)
             .filter_map(|r| Some((text(r, "system"), number(r, "calls_per_sec")?)))
             .collect();
-        let x_max = bars.iter().map(|b| b.1).fold(1.0, f64::max);
-        let n = bars.len().max(1) as f64;
-        let mut chart = ChartBuilder::on(&area)
-            .caption(format!("{workload}: calls/s"), ("sans-serif", 15))
-            .margin(8)
-            .x_label_area_size(28)
-            .y_label_area_size(150)
-            .build_cartesian_2d(0.0..x_max * 1.08, -0.5..n - 0.5)?;
-        let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(bars.len() * 2 + 1)
-            .y_label_formatter(&|y: &f64| {
-                let i = y.round();
-                if (y - i).abs() < 0.01 && i >= 0.0 {
-                    names.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .x_label_formatter(&|x: &f64| format!("{:.0}k", x / 1000.0))
-            .draw()?;
-        chart.draw_series(bars.iter().enumerate().map(|(i, (name, x))| {
-            let colour = if name.starts_with("volley") {
-                PALETTE[0]
-            } else if name.starts_with("tarpc") {
-                PALETTE[1]
-            } else {
-                PALETTE[2]
-            };
-            let y = i as f64;
-            Rectangle::new([(0.0, y - 0.35), (*x, y + 0.35)], colour.filled())
-        }))?;
+        bar_panel(&area, &format!("{workload}: calls/s"), &bars, &|x| {
+            format!("{:.0}k", x / 1000.0)
+        })?;
     }
     Ok(())
+}
+
+/// Horizontal bars, one per `(name, value)`, in `area`: volley's in the first colour,
+/// its peers' in others.
+fn bar_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    bars: &[(String, f64)],
+    x_format: &dyn Fn(&f64) -> String,
+) -> Drawn {
+    let x_max = bars.iter().map(|b| b.1).fold(1e-9, f64::max);
+    let n = bars.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 15))
+        .margin(8)
+        .x_label_area_size(28)
+        .y_label_area_size(170)
+        .build_cartesian_2d(0.0..x_max * 1.08, -0.5..n - 0.5)?;
+    let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(bars.len() * 2 + 1)
+        .y_label_formatter(&|y: &f64| {
+            let i = y.round();
+            if (y - i).abs() < 0.01 && i >= 0.0 {
+                names.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_label_formatter(x_format)
+        .draw()?;
+    let peers: Vec<String> = bars
+        .iter()
+        .map(|b| b.0.split_whitespace().next().unwrap_or_default().to_owned())
+        .filter(|first| first != "volley")
+        .fold(Vec::new(), |mut seen, first| {
+            if !seen.contains(&first) {
+                seen.push(first);
+            }
+            seen
+        });
+    chart.draw_series(bars.iter().enumerate().map(|(i, (name, x))| {
+        let first = name.split_whitespace().next().unwrap_or_default();
+        let colour = if first == "volley" {
+            PALETTE[0]
+        } else {
+            let k = peers.iter().position(|p| p == first).unwrap_or(0);
+            PALETTE[1 + k % (PALETTE.len() - 1)]
+        };
+        let y = i as f64;
+        Rectangle::new([(0.0, y - 0.35), (*x, y + 0.35)], colour.filled())
+    }))?;
+    Ok(())
+}
+
+/// The channel suite: per link, MiB/s moving 1 MiB messages and the round trip of a
+/// small call, one bar per system.
+fn channel(results: &[Value], path: &Path) -> Drawn {
+    let rows: Vec<&Value> = results.iter().filter(|r| r["link"].is_string()).collect();
+    let links = distinct(rows.iter().copied(), "link");
+    let root =
+        SVGBackend::new(path, (2 * 440, 260 * links.len().max(1) as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let areas = root.split_evenly((links.len().max(1), 2));
+    for (i, link) in links.iter().enumerate() {
+        let of = |key: &str| -> Vec<(String, f64)> {
+            rows.iter()
+                .filter(|r| text(r, "link") == *link)
+                .filter_map(|r| Some((text(r, "system"), number(r, key)?)))
+                .collect()
+        };
+        bar_panel(
+            &areas[2 * i],
+            &format!("{link}: 1 MiB messages, MiB/s"),
+            &of("mib_per_sec_1mib"),
+            &|x| format!("{x:.0}"),
+        )?;
+        bar_panel(
+            &areas[2 * i + 1],
+            &format!("{link}: round trip, us"),
+            &of("round_trip_us"),
+            &|x| format!("{x:.0}"),
+        )?;
+    }
+    Ok(())
+}
+
+/// The codec suite: MB/s per case.
+fn codec(results: &[Value], path: &Path) -> Drawn {
+    let bars: Vec<(String, f64)> = results
+        .iter()
+        .filter_map(|r| Some((r["case"].as_str()?.to_owned(), number(r, "mb_per_sec")?)))
+        .collect();
+    let root = SVGBackend::new(path, (900, 60 + 34 * bars.len().max(1) as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    bar_panel(
+        &root,
+        "volley-proto codecs: MB/s (bytes handled per second)",
+        &bars,
+        &|x| format!("{x:.0}"),
+    )
 }
 
 /// MB/s per client, get and put, with the server's ceiling (volley's rate over how busy

@@ -48,6 +48,7 @@ mod machine;
 mod memory;
 mod pacer;
 mod serve;
+pub mod testing;
 
 pub use board::Board;
 pub use config::{BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};

@@ -14,9 +14,7 @@ use volley_proto::wire::scp::{ReplyRepr, ReturnCode};
 const WAIT: Duration = Duration::from_secs(5);
 
 async fn board(config: BoardConfig) -> (Board, UdpSocket) {
-    let board = Board::bind("127.0.0.1:0".parse().unwrap(), None, config)
-        .await
-        .unwrap();
+    let board = volley_emulator::testing::board(config).await;
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     socket.connect(board.udp_addr()).await.unwrap();
     (board, socket)

@@ -7,7 +7,7 @@ mod python;
 use core::time::Duration;
 
 use volley_emulator::{Board, BoardConfig, SDRAM_BASE};
-use volley_netsim::{LinkConfig, LinkSim};
+use volley_netsim::LinkConfig;
 
 /// Runs the rig script against `port`; panics with its output if it fails.
 async fn run_rig(port: u16, seed: u32, lossy: bool) {
@@ -23,9 +23,7 @@ async fn run_rig(port: u16, seed: u32, lossy: bool) {
 }
 
 async fn board() -> Board {
-    Board::bind("127.0.0.1:0".parse().unwrap(), None, BoardConfig::default())
-        .await
-        .unwrap()
+    volley_emulator::testing::board(BoardConfig::default()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,16 +46,14 @@ async fn rig_reads_and_writes_the_emulator() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rig_through_a_link_losing_ten_percent() {
     let board = board().await;
-    let link = LinkSim::start(
-        "127.0.0.1:0".parse().unwrap(),
+    let link = volley_netsim::testing::relay(
         board.udp_addr(),
         LinkConfig {
             loss: 0.1,
             seed: 5,
             ..LinkConfig::default()
         },
-    )
-    .unwrap();
+    );
     run_rig(link.local_addr().port(), 12, true).await;
     assert!(link.stats().dropped > 100, "{:?}", link.stats());
 }

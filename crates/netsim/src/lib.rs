@@ -44,6 +44,7 @@
 
 pub mod checks;
 pub mod tcp;
+pub mod testing;
 mod udp;
 mod worker;
 

@@ -10,9 +10,7 @@ use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{ScpClient, ScpConfig};
 
 async fn board() -> Board {
-    Board::bind("127.0.0.1:0".parse().unwrap(), None, BoardConfig::default())
-        .await
-        .unwrap()
+    volley_emulator::testing::board(BoardConfig::default()).await
 }
 
 /// One sver through `link` from a fresh socket (a new flow).
@@ -33,7 +31,7 @@ async fn idle_flows_are_closed_and_a_returning_client_gets_a_new_one() {
         idle_timeout: Duration::from_millis(50),
         ..LinkConfig::default()
     };
-    let link = LinkSim::start("127.0.0.1:0".parse().unwrap(), board.udp_addr(), config).unwrap();
+    let link = volley_netsim::testing::relay(board.udp_addr(), config);
     let mut client = ScpClient::connect(link.local_addr(), ScpConfig::default())
         .await
         .unwrap();
@@ -63,7 +61,7 @@ async fn past_the_flow_cap_the_least_recently_used_flow_makes_room() {
         max_flows: 4,
         ..LinkConfig::default()
     };
-    let link = LinkSim::start("127.0.0.1:0".parse().unwrap(), board.udp_addr(), config).unwrap();
+    let link = volley_netsim::testing::relay(board.udp_addr(), config);
     for _ in 0..12 {
         sver_through(&link).await;
     }

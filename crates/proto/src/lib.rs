@@ -65,6 +65,8 @@ extern crate std;
 pub mod channel;
 pub mod machine;
 pub mod recovery;
+#[cfg(test)]
+mod simlink;
 pub mod time;
 #[cfg(feature = "alloc")]
 pub mod window;

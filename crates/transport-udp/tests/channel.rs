@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use bytes::Bytes;
-use volley_netsim::{LinkConfig, LinkSim};
+use volley_netsim::LinkConfig;
 use volley_proto::time::Duration as ProtoDuration;
 use volley_testkit::within;
 use volley_transport_udp::channel::{
@@ -93,8 +93,7 @@ async fn loss_duplication_and_reordering_through_the_link_simulator() {
         // Real-network datagrams, so a message spans many.
         config.endpoint.connection.max_datagram = 1452;
         let server = echo_server(config).await;
-        let link = LinkSim::start(
-            "127.0.0.1:0".parse().unwrap(),
+        let link = volley_netsim::testing::relay(
             server.local_addr(),
             LinkConfig {
                 loss: 0.05,
@@ -104,8 +103,7 @@ async fn loss_duplication_and_reordering_through_the_link_simulator() {
                 seed: 7,
                 ..LinkConfig::default()
             },
-        )
-        .unwrap();
+        );
         let mut client_config = ChannelConfig::client();
         client_config.endpoint.connection.max_datagram = 1452;
         let client = ChannelEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_config)

@@ -5,7 +5,7 @@ use core::time::Duration;
 use std::time::Instant;
 
 use volley_emulator::{Board, BoardConfig};
-use volley_netsim::{LinkConfig, LinkSim};
+use volley_netsim::LinkConfig;
 use volley_proto::window::Rto;
 use volley_proto::wire::scp::{self, Command, ReturnCode};
 use volley_proto::wire::sdp::Address;
@@ -70,21 +70,14 @@ fn fixed(timeout_ms: u64, tries: u32) -> ScpConfig {
 }
 
 async fn board() -> Board {
-    Board::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        Some("127.0.0.1:0".parse().unwrap()),
-        BoardConfig::default(),
-    )
-    .await
-    .unwrap()
+    volley_emulator::testing::board_with_tcp(BoardConfig::default()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_mib_survive_loss_duplication_and_reordering() {
     within(120, async {
         let board = board().await;
-        let link = LinkSim::start(
-            "127.0.0.1:0".parse().unwrap(),
+        let link = volley_netsim::testing::relay(
             board.udp_addr(),
             LinkConfig {
                 loss: 0.05,
@@ -93,8 +86,7 @@ async fn ten_mib_survive_loss_duplication_and_reordering() {
                 seed: 42,
                 ..LinkConfig::default()
             },
-        )
-        .unwrap();
+        );
         let config = ScpConfig {
             max_tries: 10,
             ..ScpConfig::default().with_window(16)

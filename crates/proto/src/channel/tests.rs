@@ -13,37 +13,27 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::simlink::{LinkSpec, SimLink};
 
-/// How the simulated link treats datagrams.
-#[derive(Clone, Copy, Debug)]
-struct LinkSpec {
-    loss: f64,
-    duplicate: f64,
-    /// One-way delay, and the most extra delay a datagram may get (reordering).
-    delay: Duration,
-    jitter: Duration,
-}
-
-impl LinkSpec {
-    fn perfect() -> Self {
-        Self {
-            loss: 0.0,
-            duplicate: 0.0,
-            delay: Duration::from_micros(500),
-            jitter: Duration::ZERO,
-        }
+/// A link with `delay` each way, `loss` and `duplicate` chances, and every datagram
+/// delayed by up to `jitter` more (which reorders them).
+fn lossy(loss: f64, duplicate: f64, delay: Duration, jitter: Duration) -> LinkSpec {
+    LinkSpec {
+        loss,
+        duplicate,
+        delay,
+        jitter,
+        reorder: 1.0,
     }
 }
 
-/// A datagram in flight: when it lands, a tie-breaker, which way it goes, its bytes.
-type InFlight = Reverse<(Instant, u64, bool, Vec<u8>)>;
+fn perfect() -> LinkSpec {
+    LinkSpec::perfect(Duration::from_micros(500))
+}
 
 struct Sim {
-    rng: StdRng,
-    spec: LinkSpec,
+    link: SimLink<bool>,
     now: Instant,
-    queue: BinaryHeap<InFlight>,
-    seq: u64,
     client: Connection,
     server: Connection,
     /// Messages each side has received, in order: (to client, to server).
@@ -63,11 +53,8 @@ struct Sim {
 impl Sim {
     fn new(seed: u64, spec: LinkSpec, config: Config) -> Self {
         Self {
-            rng: StdRng::seed_from_u64(seed),
-            spec,
+            link: SimLink::new(seed, spec),
             now: Instant::from_millis(1),
-            queue: BinaryHeap::new(),
-            seq: 0,
             client: Connection::client(config, 0x1111, 0x2222).unwrap(),
             server: Connection::server(config, 0x3333).unwrap(),
             got: (Vec::new(), Vec::new()),
@@ -86,25 +73,7 @@ impl Sim {
             self.drop_to_server -= 1;
             return;
         }
-        if self.rng.random::<f64>() < self.spec.loss {
-            return;
-        }
-        let copies = if self.rng.random::<f64>() < self.spec.duplicate {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let jitter = if self.spec.jitter.as_micros() == 0 {
-                0
-            } else {
-                self.rng.random_range(0..self.spec.jitter.as_micros())
-            };
-            let at = self.now + self.spec.delay + Duration::from_micros(jitter);
-            self.seq += 1;
-            self.queue
-                .push(Reverse((at, self.seq, to_server, datagram.clone())));
-        }
+        self.link.send(self.now, to_server, &datagram);
     }
 
     /// Sends what both ends have to send.
@@ -156,8 +125,8 @@ impl Sim {
             }
             // The next thing to happen: a landing or a timer.
             let mut next = end;
-            if let Some(Reverse((at, ..))) = self.queue.peek() {
-                next = next.min(*at);
+            if let Some(at) = self.link.next_at() {
+                next = next.min(at);
             }
             if let Some(t) = self.client.poll_timeout() {
                 next = next.min(t);
@@ -168,11 +137,7 @@ impl Sim {
                 }
             }
             self.now = next.max(self.now);
-            while let Some(Reverse((at, ..))) = self.queue.peek() {
-                if *at > self.now {
-                    break;
-                }
-                let Reverse((_, _, to_server, d)) = self.queue.pop().expect("peeked");
+            while let Some((to_server, d)) = self.link.pop_due(self.now) {
                 if to_server {
                     if self.server_alive {
                         self.server.handle_datagram(self.now, &d);
@@ -186,11 +151,7 @@ impl Sim {
                 self.server.handle_timeout(self.now);
             }
             // Time moves on even when only a timer fired at `now`.
-            if self
-                .queue
-                .peek()
-                .is_none_or(|Reverse((at, ..))| *at > self.now)
-            {
+            if self.link.next_at().is_none_or(|at| at > self.now) {
                 self.now += Duration::from_micros(1);
             }
         }
@@ -324,7 +285,7 @@ fn small_config() -> Config {
 
 #[test]
 fn a_perfect_link_carries_everything_in_order() {
-    let sim = transfer(1, LinkSpec::perfect(), small_config(), 300, 20_000);
+    let sim = transfer(1, perfect(), small_config(), 300, 20_000);
     assert_eq!(sim.client.stats().lost, 0);
     assert_eq!(sim.client.stats().timeouts, 0);
     assert_eq!(sim.client.stats().probes, 0, "a probe on a perfect link");
@@ -333,7 +294,7 @@ fn a_perfect_link_carries_everything_in_order() {
 #[test]
 fn small_messages_share_datagrams() {
     let config = small_config();
-    let mut sim = Sim::new(2, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(2, perfect(), config);
     sim.run(Duration::from_millis(20), |s| s.client.is_established());
     let sent_before = sim.client.stats().sent;
     for i in 0..100u8 {
@@ -351,7 +312,7 @@ fn small_messages_share_datagrams() {
 #[test]
 fn a_lost_last_datagram_is_probed_for_before_the_timeout() {
     let config = small_config();
-    let mut sim = Sim::new(3, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(3, perfect(), config);
     // Warm up: RTT samples on a 1 ms round trip.
     for i in 0..20u8 {
         sim.client.send(vec![i; 100]).unwrap();
@@ -384,12 +345,12 @@ fn a_lost_last_datagram_is_probed_for_before_the_timeout() {
 #[test]
 fn loss_duplication_and_reordering_up_to_30_percent() {
     for (seed, loss) in [(11, 0.05), (12, 0.15), (13, 0.30)] {
-        let spec = LinkSpec {
+        let spec = lossy(
             loss,
-            duplicate: 0.05,
-            delay: Duration::from_millis(2),
-            jitter: Duration::from_millis(3),
-        };
+            0.05,
+            Duration::from_millis(2),
+            Duration::from_millis(3),
+        );
         let sim = transfer(seed, spec, small_config(), 150, 40_000);
         assert!(sim.client.stats().lost > 0, "loss {loss}: nothing lost?");
     }
@@ -397,12 +358,12 @@ fn loss_duplication_and_reordering_up_to_30_percent() {
 
 #[test]
 fn pieces_cross_a_lossy_link_as_they_are() {
-    let spec = LinkSpec {
-        loss: 0.15,
-        duplicate: 0.05,
-        delay: Duration::from_millis(2),
-        jitter: Duration::from_millis(3),
-    };
+    let spec = lossy(
+        0.15,
+        0.05,
+        Duration::from_millis(2),
+        Duration::from_millis(3),
+    );
     let sim = transfer_as(14, spec, small_config(), 60, 150_000, true);
     assert!(sim.client.stats().lost > 0, "nothing lost?");
 }
@@ -419,7 +380,7 @@ fn pieces_with_a_gap_are_refused() {
             &[]
         }
     }
-    let mut sim = Sim::new(15, LinkSpec::perfect(), small_config());
+    let mut sim = Sim::new(15, perfect(), small_config());
     sim.run(Duration::from_millis(20), |s| s.client.is_established());
     assert_eq!(
         sim.client.send(Payload::pieces(Hollow)),
@@ -442,12 +403,12 @@ fn a_largest_message_crosses_a_lossy_link() {
         send_buffer: 8 << 20,
         ..Config::default()
     };
-    let spec = LinkSpec {
-        loss: 0.1,
-        duplicate: 0.02,
-        delay: Duration::from_millis(1),
-        jitter: Duration::from_millis(1),
-    };
+    let spec = lossy(
+        0.1,
+        0.02,
+        Duration::from_millis(1),
+        Duration::from_millis(1),
+    );
     let mut sim = Sim::new(21, spec, config);
     let big: Vec<u8> = (0..4 << 20).map(|i: usize| (i ^ (i >> 9)) as u8).collect();
     sim.client.send(big.clone()).unwrap();
@@ -460,12 +421,12 @@ fn a_largest_message_crosses_a_lossy_link() {
 
 #[test]
 fn a_16_mib_message_with_the_default_settings() {
-    let spec = LinkSpec {
-        loss: 0.01,
-        duplicate: 0.01,
-        delay: Duration::from_micros(200),
-        jitter: Duration::from_micros(200),
-    };
+    let spec = lossy(
+        0.01,
+        0.01,
+        Duration::from_micros(200),
+        Duration::from_micros(200),
+    );
     let mut sim = Sim::new(22, spec, Config::default());
     let big: Vec<u8> = (0..16usize << 20).map(|i| (i ^ (i >> 11)) as u8).collect();
     sim.client.send(big.clone()).unwrap();
@@ -485,7 +446,7 @@ fn a_slow_receiver_holds_the_sender_to_its_window() {
         send_buffer: 4 << 20,
         ..Config::default()
     };
-    let mut sim = Sim::new(31, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(31, perfect(), config);
     sim.server_reads = false;
     let mut rng = StdRng::seed_from_u64(3);
     let want = messages(&mut rng, 60, 64 << 10);
@@ -525,7 +486,7 @@ fn a_slow_receiver_holds_the_sender_to_its_window() {
 #[test]
 fn a_vanished_peer_is_a_timeout_within_the_idle_limit() {
     let config = small_config();
-    let mut sim = Sim::new(41, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(41, perfect(), config);
     sim.run(Duration::from_millis(50), |s| s.client.is_established());
     sim.client.send(vec![7; 500_000]).unwrap();
     sim.run(Duration::from_millis(3), |_| false);
@@ -543,7 +504,7 @@ fn a_vanished_peer_is_a_timeout_within_the_idle_limit() {
 #[test]
 fn an_idle_connection_stays_up_on_keep_alives() {
     let config = small_config();
-    let mut sim = Sim::new(51, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(51, perfect(), config);
     sim.run(Duration::from_millis(50), |s| s.client.is_established());
     sim.run(Duration::from_secs(30), |_| false);
     assert!(sim.closed.0.is_none() && sim.closed.1.is_none());
@@ -553,7 +514,7 @@ fn an_idle_connection_stays_up_on_keep_alives() {
 
 #[test]
 fn close_reaches_the_peer() {
-    let mut sim = Sim::new(61, LinkSpec::perfect(), small_config());
+    let mut sim = Sim::new(61, perfect(), small_config());
     sim.run(Duration::from_millis(50), |s| s.client.is_established());
     sim.client.close(42, b"done");
     assert!(sim.run(Duration::from_secs(1), |s| s.closed.1.is_some()));
@@ -598,7 +559,7 @@ fn an_unproven_peer_gets_at_most_three_times_its_bytes() {
 #[test]
 fn a_message_past_the_window_is_a_protocol_error() {
     let config = small_config();
-    let mut sim = Sim::new(71, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(71, perfect(), config);
     sim.run(Duration::from_millis(50), |s| s.client.is_established());
     let mut d = vec![0u8; 64];
     let header = Header {
@@ -634,7 +595,7 @@ fn a_message_past_the_window_is_a_protocol_error() {
 #[test]
 fn garbage_and_strangers_are_ignored() {
     let config = small_config();
-    let mut sim = Sim::new(81, LinkSpec::perfect(), config);
+    let mut sim = Sim::new(81, perfect(), config);
     sim.run(Duration::from_millis(50), |s| s.client.is_established());
     let mut rng = StdRng::seed_from_u64(8);
     for _ in 0..2000 {

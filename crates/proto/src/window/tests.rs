@@ -4,10 +4,9 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::simlink::{LinkSpec, SimLink};
 use crate::wire::scp::{self, ReplyRepr, RequestRepr, ReturnCode};
 use crate::wire::sdp::Address;
 
@@ -35,58 +34,19 @@ fn reply_to(datagram: &[u8], rc: ReturnCode) -> Vec<u8> {
     buf
 }
 
-/// A link with latency, loss, duplication and reordering, seeded.
-struct Link {
-    rng: StdRng,
-    latency: Duration,
-    loss: f64,
-    dup: f64,
-    reorder: f64,
-    /// (deliver at, arrival order) -> (to the board?, bytes)
-    in_flight: BTreeMap<(Instant, u64), (bool, Vec<u8>)>,
-    order: u64,
-}
-
-impl Link {
-    fn new(seed: u64, latency_ms: u64, loss: f64, dup: f64, reorder: f64) -> Self {
-        Self {
-            rng: StdRng::seed_from_u64(seed),
-            latency: Duration::from_millis(latency_ms),
+/// The shared simulated link, `latency_ms` each way; a datagram held back (chance
+/// `reorder`) lands up to 3 ms late. `true` is towards the board.
+fn sim_link(seed: u64, latency_ms: u64, loss: f64, dup: f64, reorder: f64) -> SimLink<bool> {
+    SimLink::new(
+        seed,
+        LinkSpec {
             loss,
-            dup,
+            duplicate: dup,
+            delay: Duration::from_millis(latency_ms),
+            jitter: Duration::from_micros(3000),
             reorder,
-            in_flight: BTreeMap::new(),
-            order: 0,
-        }
-    }
-
-    fn send(&mut self, now: Instant, to_board: bool, bytes: &[u8]) {
-        let copies = if self.rng.random_bool(self.dup) { 2 } else { 1 };
-        for _ in 0..copies {
-            if self.rng.random_bool(self.loss) {
-                continue;
-            }
-            let mut at = now + self.latency;
-            if self.rng.random_bool(self.reorder) {
-                at += Duration::from_micros(self.rng.random_range(0..3000));
-            }
-            self.order += 1;
-            self.in_flight
-                .insert((at, self.order), (to_board, bytes.to_vec()));
-        }
-    }
-
-    fn next_at(&self) -> Option<Instant> {
-        self.in_flight.keys().next().map(|k| k.0)
-    }
-
-    fn pop_due(&mut self, now: Instant) -> Option<(bool, Vec<u8>)> {
-        let key = *self.in_flight.keys().next()?;
-        if key.0 > now {
-            return None;
-        }
-        self.in_flight.remove(&key)
-    }
+        },
+    )
 }
 
 /// What the simulation saw.
@@ -102,7 +62,7 @@ struct Outcomes {
 /// `board(request, times seen) -> Option<rc>` (None: no answer).
 fn simulate(
     config: Config,
-    link: &mut Link,
+    link: &mut SimLink<bool>,
     n: u32,
     mut board: impl FnMut(&[u8], u32) -> Option<ReturnCode>,
     mut on_transmit: impl FnMut(&Window<ScpProtocol, u32>, &[u8]),
@@ -181,7 +141,7 @@ fn ok(_: &[u8], _: u32) -> Option<ReturnCode> {
 
 #[test]
 fn retransmits_the_exact_bytes_at_exact_times_then_gives_up() {
-    let mut link = Link::new(1, 1, 1.0, 0.0, 0.0); // everything lost
+    let mut link = sim_link(1, 1, 1.0, 0.0, 0.0); // everything lost
     let (window, out) = simulate(Config::rig(), &mut link, 1, ok, |_, _| {});
     let times: Vec<u64> = out.transmits.iter().map(|(t, _)| t.as_micros()).collect();
     assert_eq!(times, [0, 500_000, 1_000_000, 1_500_000, 2_000_000]);
@@ -210,7 +170,7 @@ fn adaptive_timeout_backs_off_exponentially_within_bounds() {
         )),
         max_tries: 6,
     };
-    let mut link = Link::new(1, 1, 1.0, 0.0, 0.0);
+    let mut link = sim_link(1, 1, 1.0, 0.0, 0.0);
     let (_, out) = simulate(config, &mut link, 1, ok, |_, _| {});
     let times: Vec<u64> = out
         .transmits
@@ -229,7 +189,7 @@ fn rtt_samples_drive_the_timeout_and_skip_retransmissions() {
         ..Config::default()
     };
     // 2 ms latency each way: the RTT is 4 ms.
-    let mut link = Link::new(7, 2, 0.0, 0.0, 0.0);
+    let mut link = sim_link(7, 2, 0.0, 0.0, 0.0);
     let (window, out) = simulate(config, &mut link, 100, ok, |_, _| {});
     assert_eq!(out.completed.len(), 100);
     assert_eq!(window.rtt().srtt(), Some(Duration::from_millis(4)));
@@ -237,7 +197,7 @@ fn rtt_samples_drive_the_timeout_and_skip_retransmissions() {
     assert_eq!(window.rtt().rto(), Duration::from_millis(10));
 
     // Karn: a request answered only after a retransmission gives no sample.
-    let mut link = Link::new(7, 2, 0.0, 0.0, 0.0);
+    let mut link = sim_link(7, 2, 0.0, 0.0, 0.0);
     let (window, out) = simulate(
         Config::default(),
         &mut link,
@@ -252,7 +212,7 @@ fn rtt_samples_drive_the_timeout_and_skip_retransmissions() {
 
 #[test]
 fn seventy_thousand_requests_wrap_the_sequence_space() {
-    let mut link = Link::new(3, 1, 0.0, 0.0, 0.0);
+    let mut link = sim_link(3, 1, 0.0, 0.0, 0.0);
     let mut max_seq = 0u16;
     let mut wrapped = false;
     let config = Config {
@@ -278,7 +238,7 @@ fn outstanding_sequence_numbers_are_skipped_on_wrap() {
     // Request 0 is never answered and never times out within the run; 65 600 others
     // go through a window of 2, so the counter passes seq 0 while it is outstanding.
     let config = Config::fixed(Duration::from_secs(1_000_000), 1, 2);
-    let mut link = Link::new(5, 1, 0.0, 0.0, 0.0);
+    let mut link = sim_link(5, 1, 0.0, 0.0, 0.0);
     let mut transmits_of_seq_0 = 0;
     let (_, out) = simulate(
         config,
@@ -305,7 +265,7 @@ fn every_request_finishes_exactly_once_over_a_bad_link() {
             max_tries: 8,
             ..Config::default()
         };
-        let mut link = Link::new(seed, 1, 0.1, 0.05, 0.2);
+        let mut link = sim_link(seed, 1, 0.1, 0.05, 0.2);
         let (window, out) = simulate(config, &mut link, 3000, ok, |_, _| {});
         let done = out.completed.len() + out.timed_out.len();
         assert_eq!(done, 3000, "seed {seed}");
@@ -326,7 +286,7 @@ fn every_request_finishes_exactly_once_over_a_bad_link() {
 
 #[test]
 fn retry_codes_wait_for_the_timer_and_fatal_codes_fail_at_once() {
-    let mut link = Link::new(9, 1, 0.0, 0.0, 0.0);
+    let mut link = sim_link(9, 1, 0.0, 0.0, 0.0);
     let (window, out) = simulate(
         Config::rig(),
         &mut link,
@@ -448,7 +408,7 @@ fn the_largest_window_finishes_every_request_exactly_once_over_a_bad_link() {
         window: MAX_WINDOW,
         ..Config::default()
     };
-    let mut link = Link::new(11, 1, 0.05, 0.02, 0.1);
+    let mut link = sim_link(11, 1, 0.05, 0.02, 0.1);
     let mut most = 0;
     let (window, out) = simulate(config, &mut link, 20_000, ok, |w, _| {
         most = most.max(w.outstanding());
@@ -464,7 +424,7 @@ fn a_dead_peer_gives_up_after_the_documented_budget() {
     let config = Config::default();
     assert_eq!(config.give_up_after(), Duration::from_millis(9100));
     assert_eq!(Config::rig().give_up_after(), Duration::from_millis(2500));
-    let mut link = Link::new(1, 1, 1.0, 0.0, 0.0);
+    let mut link = sim_link(1, 1, 1.0, 0.0, 0.0);
     let (_, out) = simulate(config, &mut link, 1, ok, |_, _| {});
     let first = out.transmits[0].0;
     assert_eq!(out.transmits.len(), 8);
