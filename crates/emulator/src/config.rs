@@ -81,28 +81,24 @@ impl BoardConfig {
     /// [`MAX_DELAY`](volley_netsim::checks::MAX_DELAY), a reply-loss fraction in 0..=1, a spin of at most
     /// a second, a tag pool of at least one, a TTO code of 0..=15, at least one TCP
     /// connection.
-    pub fn check(&self) -> io::Result<()> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         check_delay("processing delay", self.processing_delay)?;
         check_delay("hop latency", self.hop_latency)?;
         check_fraction("reply loss", self.reply_loss)?;
-        let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
         if self.spin > Duration::from_secs(1) {
-            return invalid(format!("a spin of {:?} is over a second", self.spin));
+            return Err(ConfigError::Spin(self.spin));
         }
         if self.max_tcp_connections == 0 {
-            return invalid("a cap of 0 TCP connections accepts nothing".into());
+            return Err(ConfigError::NoTcpConnections);
         }
         if self.pool_size == 0 {
-            return invalid("a transient-tag pool of 0 answers nothing over UDP".into());
+            return Err(ConfigError::NoTags);
         }
         if let Some(costs) = &self.scamp {
             costs.check()?;
         }
         if self.tto > 15 {
-            return invalid(format!(
-                "transient-tag timeout code {} is not in 0..=15",
-                self.tto
-            ));
+            return Err(ConfigError::Tto(self.tto));
         }
         Ok(())
     }
@@ -126,5 +122,55 @@ impl Default for BoardConfig {
             max_tcp_connections: 256,
             scamp: None,
         }
+    }
+}
+
+/// An emulator setting out of its range, from [`BoardConfig::check`] or
+/// [`ScampCosts::check`]: which setting, its value, and the range it must be in.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigError {
+    /// A delay or a fraction out of range, as the link simulator's are checked.
+    Testbed(volley_netsim::checks::ConfigError),
+    /// A spin over a second.
+    Spin(Duration),
+    /// A cap of no TCP connections.
+    NoTcpConnections,
+    /// A transient-tag pool of none.
+    NoTags,
+    /// A transient-tag timeout code outside 0..=15.
+    Tto(u8),
+    /// No P2P streams.
+    NoStreams,
+    /// No message buffers.
+    NoBuffers,
+}
+
+impl From<volley_netsim::checks::ConfigError> for ConfigError {
+    fn from(e: volley_netsim::checks::ConfigError) -> Self {
+        Self::Testbed(e)
+    }
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Testbed(e) => write!(f, "{e}"),
+            Self::Spin(spin) => write!(f, "a spin of {spin:?} is over a second"),
+            Self::NoTcpConnections => f.write_str("a cap of 0 TCP connections accepts nothing"),
+            Self::NoTags => f.write_str("a transient-tag pool of 0 answers nothing over UDP"),
+            Self::Tto(code) => write!(f, "transient-tag timeout code {code} is not in 0..=15"),
+            Self::NoStreams => f.write_str("0 P2P streams can reach no chip without Ethernet"),
+            Self::NoBuffers => f.write_str("0 message buffers can hold no request"),
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+impl From<ConfigError> for io::Error {
+    /// An `InvalidInput` error whose inner error is the typed one.
+    fn from(e: ConfigError) -> Self {
+        Self::new(io::ErrorKind::InvalidInput, e)
     }
 }

@@ -34,10 +34,11 @@
 use core::cmp::Reverse;
 use core::time::Duration;
 use std::collections::{BinaryHeap, HashMap};
-use std::io;
 
 use std::time::Instant;
 use volley_netsim::checks::check_delay;
+
+use crate::ConfigError;
 
 /// SC&MP's costs (see the module's documentation for the defaults' sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,15 +68,14 @@ impl Default for ScampCosts {
 impl ScampCosts {
     /// Checks every number: times of at most an hour, at least one stream and one
     /// buffer.
-    pub fn check(&self) -> io::Result<()> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         check_delay("SC&MP service time", self.service)?;
         check_delay("P2P time per hop", self.p2p_hop)?;
-        let invalid = |what: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
         if self.streams == 0 {
-            return invalid("0 P2P streams can reach no chip without Ethernet");
+            return Err(ConfigError::NoStreams);
         }
         if self.buffers == 0 {
-            return invalid("0 message buffers can hold no request");
+            return Err(ConfigError::NoBuffers);
         }
         Ok(())
     }

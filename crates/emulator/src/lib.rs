@@ -51,7 +51,7 @@ mod serve;
 pub mod testing;
 
 pub use board::Board;
-pub use config::{BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
+pub use config::{BoardConfig, BoardStats, ConfigError, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
 pub use costs::ScampCosts;
 #[cfg(feature = "fuzzing")]
 pub use logic::Handler;

@@ -50,7 +50,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread;
 use std::time::Instant;
 
-use crate::checks::check_delay;
+use crate::checks::{ConfigError, check_delay};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -86,14 +86,11 @@ impl Default for TcpLinkConfig {
 impl TcpLinkConfig {
     /// Checks every number before anything is bound: delay and jitter of at most an hour,
     /// room for at least one connection.
-    pub fn check(&self) -> io::Result<()> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         check_delay("delay", self.delay)?;
         check_delay("jitter", self.jitter)?;
         if self.max_connections == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "max_connections must be at least 1",
-            ));
+            return Err(ConfigError::NoConnections);
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
-use crate::checks::{MAX_DELAY, check_delay, check_fraction, panic_message};
+use crate::checks::{ConfigError, MAX_DELAY, check_delay, check_fraction, panic_message};
 use crate::worker::Worker;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
@@ -50,21 +50,17 @@ impl LinkConfig {
     /// [`MAX_DELAY`], probabilities in 0..=1, and a rate, if any, of at
     /// least one bit per second (the type sees to that), an idle timeout from 1 ms to an
     /// hour, and room for at least one flow.
-    pub fn check(&self) -> io::Result<()> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         check_delay("delay", self.delay)?;
         check_delay("jitter", self.jitter)?;
         check_fraction("loss", self.loss)?;
         check_fraction("duplication", self.dup)?;
         check_fraction("reordering", self.reorder)?;
-        let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
         if self.idle_timeout < Duration::from_millis(1) || self.idle_timeout > MAX_DELAY {
-            return invalid(format!(
-                "a flow idle timeout of {:?} is out of range (1 ms to an hour)",
-                self.idle_timeout
-            ));
+            return Err(ConfigError::IdleTimeout(self.idle_timeout));
         }
         if self.max_flows == 0 {
-            return invalid("at least one flow must be allowed".into());
+            return Err(ConfigError::NoFlows);
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use volley_proto::wire::rpc::MAX_TOKEN;
 
+use crate::config::ConfigError;
 use crate::error::ConnectError;
 use crate::link::ConnectionInfo;
 
@@ -45,10 +46,7 @@ pub(crate) type Check = Arc<dyn Fn(AuthRequest) -> BoxFuture<'static, bool> + Se
 /// A token as a hello may carry it: 1 to [`MAX_TOKEN`] bytes.
 pub(crate) fn checked_token(token: Bytes) -> Result<Bytes, ConnectError> {
     if token.is_empty() || token.len() > MAX_TOKEN {
-        return Err(ConnectError::Config(format!(
-            "an authentication token is 1 to {MAX_TOKEN} bytes, not {}",
-            token.len()
-        )));
+        return Err(ConnectError::Config(ConfigError::Token(token.len())));
     }
     Ok(token)
 }

@@ -48,35 +48,75 @@ impl Default for Config {
 
 impl Config {
     /// Checks every setting's range.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if !(1..=65536).contains(&self.credit) {
-            return Err(format!("credit must be 1..=65536, not {}", self.credit));
+            return Err(ConfigError::Credit(self.credit));
         }
         if !(4096..=1 << 30).contains(&self.max_message) {
-            return Err(format!(
-                "max_message must be 4096..=1073741824 bytes, not {}",
-                self.max_message
-            ));
+            return Err(ConfigError::MaxMessage(self.max_message));
         }
+        let zero = |what: &'static str| Err(ConfigError::Zero(what));
         if self.default_deadline.is_some_and(|d| d.is_zero()) {
-            return Err("default_deadline must be more than zero".into());
+            return zero("default_deadline");
         }
         if self.hello_timeout.is_zero() {
-            return Err("hello_timeout must be more than zero".into());
+            return zero("hello_timeout");
         }
         if self.keepalive.is_some_and(|k| k.is_zero()) {
-            return Err("keepalive must be more than zero (None turns pings off)".into());
+            return zero("keepalive");
         }
         if self.idle_timeout.is_some_and(|i| i.is_zero()) {
-            return Err("idle_timeout must be more than zero (None turns it off)".into());
+            return zero("idle_timeout");
         }
-        if let (Some(k), Some(i)) = (self.keepalive, self.idle_timeout) {
-            if k >= i {
-                return Err(format!(
-                    "keepalive ({k:?}) must be shorter than idle_timeout ({i:?})"
-                ));
+        if let (Some(keepalive), Some(idle_timeout)) = (self.keepalive, self.idle_timeout) {
+            if keepalive >= idle_timeout {
+                return Err(ConfigError::Keepalive {
+                    keepalive,
+                    idle_timeout,
+                });
             }
         }
         self.pool.check()
     }
+}
+
+/// A setting out of its range, from [`Config::check`] or
+/// [`PoolConfig::check`](crate::PoolConfig::check): which one, its value, and the range it
+/// must be in.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `credit` is outside 1..=65536.
+    #[error("credit must be 1..=65536, not {0}")]
+    Credit(u32),
+    /// `max_message` is outside 4096..=1073741824 bytes.
+    #[error("max_message must be 4096..=1073741824 bytes, not {0}")]
+    MaxMessage(usize),
+    /// A duration that must be more than zero is zero (for the optional ones, `None`
+    /// turns the feature off instead).
+    #[error("{0} must be more than zero")]
+    Zero(&'static str),
+    /// `keepalive` is not shorter than `idle_timeout`.
+    #[error("keepalive ({keepalive:?}) must be shorter than idle_timeout ({idle_timeout:?})")]
+    Keepalive {
+        /// The keepalive interval.
+        keepalive: Duration,
+        /// The idle timeout.
+        idle_timeout: Duration,
+    },
+    /// The pool's `buffers` is outside 1..=65536.
+    #[error("pool buffers must be 1..=65536, not {0}")]
+    PoolBuffers(usize),
+    /// The pool's `initial` buffer size is over its `max_keep`.
+    #[error("pool initial size {initial} is over max_keep {max_keep}")]
+    PoolInitial {
+        /// The initial size.
+        initial: usize,
+        /// The largest size a returned buffer keeps.
+        max_keep: usize,
+    },
+    /// An authentication token is empty or longer than
+    /// [`MAX_TOKEN`](volley_proto::wire::rpc::MAX_TOKEN) bytes.
+    #[error("an authentication token is 1 to {max} bytes, not {0}", max = volley_proto::wire::rpc::MAX_TOKEN)]
+    Token(usize),
 }

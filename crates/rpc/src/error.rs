@@ -180,7 +180,7 @@ pub enum ConnectError {
     Unauthenticated,
     /// A setting is out of range.
     #[error("rpc settings: {0}")]
-    Config(String),
+    Config(#[from] crate::config::ConfigError),
     /// The server answered the connection with an error instead of a hello (it has no
     /// free connection slot, for example) and closed it.
     #[error("the server refused: {0}")]

@@ -119,7 +119,7 @@ pub use auth::AuthRequest;
 #[cfg(feature = "postcard")]
 pub use codec::Postcard;
 pub use codec::{Bincode, Codec, CodecError};
-pub use config::Config;
+pub use config::{Config, ConfigError};
 pub use context::Context;
 pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 
+use crate::config::ConfigError;
+
 /// How a pool is sized and how hard it tries before waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -173,18 +175,15 @@ impl BufferPool {
 
 impl PoolConfig {
     /// Checks the settings' ranges.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if !(1..=65536).contains(&self.buffers) {
-            return Err(format!(
-                "pool buffers must be 1..=65536, not {}",
-                self.buffers
-            ));
+            return Err(ConfigError::PoolBuffers(self.buffers));
         }
         if self.initial > self.max_keep {
-            return Err(format!(
-                "pool initial size {} is over max_keep {}",
-                self.initial, self.max_keep
-            ));
+            return Err(ConfigError::PoolInitial {
+                initial: self.initial,
+                max_keep: self.max_keep,
+            });
         }
         Ok(())
     }

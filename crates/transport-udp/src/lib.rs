@@ -40,8 +40,8 @@ pub mod datagrams;
 mod machine;
 
 pub use client::{
-    ClientStats, NoReply, Op, ScpClient, ScpConfig, ScpError, SoftwareVersion, Source, WindowSize,
-    check_range,
+    ClientStats, ConfigError as ScpConfigError, NoReply, Op, ScpClient, ScpConfig, ScpError,
+    SoftwareVersion, Source, WindowSize, check_range,
 };
 pub use machine::{BoardInfo, Machine, MachineError, STRIPE};
 

@@ -4,7 +4,6 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-
 use super::*;
 use crate::simlink::{LinkSpec, SimLink};
 use crate::wire::scp::{self, ReplyRepr, RequestRepr, ReturnCode};

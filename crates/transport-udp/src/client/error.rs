@@ -120,6 +120,9 @@ pub enum ScpError {
     /// An argument the protocol cannot carry.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A setting out of its range, from [`ScpConfig::check`](crate::ScpConfig::check).
+    #[error("invalid argument: {0}")]
+    Config(#[from] ConfigError),
     /// A reply or request that could not be encoded or decoded.
     #[error("SCP packet error: {0}")]
     Wire(#[from] volley_proto::wire::Error),
@@ -129,4 +132,17 @@ pub enum ScpError {
     /// A socket error.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+}
+
+/// An [`ScpConfig`](crate::ScpConfig) the client cannot honour: which setting, its value,
+/// and the range it must be in.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The window's settings (its size, tries, timeouts).
+    #[error("{0}")]
+    Window(#[from] volley_proto::window::ConfigError),
+    /// A spin over a second.
+    #[error("a spin of {0:?} is over a second")]
+    Spin(core::time::Duration),
 }

@@ -28,7 +28,7 @@ mod link;
 mod ops;
 
 use driver::Driver;
-pub use error::{NoReply, ScpError};
+pub use error::{ConfigError, NoReply, ScpError};
 use link::Link;
 pub use ops::{Op, Source, check_range};
 
@@ -156,14 +156,9 @@ impl ScpConfig {
     /// [`MAX_WINDOW`](volley_proto::window::MAX_WINDOW), at least one try, timeouts
     /// from 1 µs to an hour, a spin of at most a second.
     pub fn check(&self) -> Result<(), ScpError> {
-        self.window_config()
-            .check()
-            .map_err(|e| ScpError::InvalidArgument(e.to_string()))?;
+        self.window_config().check().map_err(ConfigError::from)?;
         if self.spin > core::time::Duration::from_secs(1) {
-            return Err(ScpError::InvalidArgument(format!(
-                "a spin of {:?} is over a second",
-                self.spin
-            )));
+            return Err(ConfigError::Spin(self.spin).into());
         }
         Ok(())
     }
