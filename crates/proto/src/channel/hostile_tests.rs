@@ -85,7 +85,7 @@ fn data_in_unproven_initials_makes_no_state() {
         server.handle_datagram(now, &datagram);
     }
     assert_eq!(server.receive_memory(), 0, "{sent} wire bytes of initials");
-    assert!(server.incoming.is_empty());
+    assert!(server.receive.incoming.is_empty());
     assert!(!server.is_validated());
     assert!(
         server.poll_event().is_none(),
@@ -177,7 +177,7 @@ fn scattered_fragments_pay_for_their_ranges() {
         pn += 1;
         assert!(server.receive_memory() <= config.receive_memory);
         if !server.is_closed() {
-            let m = &server.incoming[&start];
+            let m = &server.receive.incoming[&start];
             assert_eq!(
                 server.receive_memory(),
                 u64::from(total) + MESSAGE_COST + RANGE_COST * m.received.len() as u64

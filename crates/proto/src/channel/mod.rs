@@ -233,13 +233,18 @@ pub struct Connection {
     remote_cid: u64,
     peer: Params,
     validated: bool,
-    bytes_received: u64,
-    bytes_sent: u64,
-    // Sending.
+    send: SendState,
+    recovery: RecoveryState,
+    receive: ReceiveState,
+    events: VecDeque<Event>,
+    stats: Stats,
+}
+
+/// What a connection keeps to send: messages queued and where each stands, fragments to
+/// resend, what the handshake and close still owe, and the peer's window.
+#[derive(Debug)]
+struct SendState {
     next_pn: u32,
-    sent: VecDeque<SentPacket>,
-    in_flight: u64,
-    largest_acked: Option<u32>,
     out: VecDeque<OutMessage>,
     out_bytes: u64,
     next_start: u64,
@@ -247,21 +252,38 @@ pub struct Connection {
     cursor: usize,
     retransmit: VecDeque<Fragment>,
     peer_window: u64,
-    rtt: RttEstimator,
-    backoff: u32,
-    cc: NewReno,
-    pacer: Pacer,
     pace_until: Option<Instant>,
-    last_eliciting_sent: Option<Instant>,
     last_sent: Instant,
     handshake_due: bool,
     /// The token a server's retry gave (a client answers at most one retry).
     retry_token: Option<Vec<u8>>,
+    close_frame: Option<(u32, Vec<u8>)>,
+    bytes_sent: u64,
+}
+
+/// What a connection keeps to find and repair losses: packets in flight, the RTT and its
+/// timeouts, congestion control and pacing, probes.
+#[derive(Debug)]
+struct RecoveryState {
+    sent: VecDeque<SentPacket>,
+    in_flight: u64,
+    largest_acked: Option<u32>,
+    rtt: RttEstimator,
+    backoff: u32,
+    cc: NewReno,
+    pacer: Pacer,
+    last_eliciting_sent: Option<Instant>,
     probe_due: bool,
     /// A tail-loss probe went out since the last new acknowledgement.
     probed: bool,
-    close_frame: Option<(u32, Vec<u8>)>,
-    // Receiving.
+    /// Reused for the packets one ack range covers.
+    scratch: Vec<SentPacket>,
+}
+
+/// What a connection keeps of what it receives: packet numbers to acknowledge, messages
+/// being reassembled, and the window it gives the peer.
+#[derive(Debug)]
+struct ReceiveState {
     received_pns: RangeSet,
     ack_due: bool,
     eliciting_unacked: u32,
@@ -273,12 +295,9 @@ pub struct Connection {
     taken: u64,
     /// When the peer was last heard from (the connection's start until then).
     last_heard: Option<Instant>,
-    events: VecDeque<Event>,
-    stats: Stats,
-    /// Reused for the packets one ack range covers.
-    scratch: Vec<SentPacket>,
     /// The window last sent to the peer.
     advertised: u64,
+    bytes_received: u64,
 }
 
 /// The stream positions a message of `len` bytes takes: an empty message takes one, so
@@ -315,7 +334,7 @@ impl Connection {
     fn checked_client(config: Config, local_cid: u64, initial_dcid: u64) -> Self {
         let mut c = Self::new(config, true, local_cid);
         c.remote_cid = initial_dcid;
-        c.handshake_due = true;
+        c.send.handshake_due = true;
         // The client's own address needs no proof.
         c.validated = true;
         c
@@ -336,43 +355,49 @@ impl Connection {
                 max_datagram: MIN_DATAGRAM as u16,
             },
             validated: false,
-            bytes_received: 0,
-            bytes_sent: 0,
-            next_pn: 0,
-            sent: VecDeque::new(),
-            in_flight: 0,
-            largest_acked: None,
-            out: VecDeque::new(),
-            out_bytes: 0,
-            next_start: 0,
-            cursor: 0,
-            retransmit: VecDeque::new(),
-            peer_window: 0,
-            rtt: RttEstimator::new(Rto::Adaptive(config.rto)),
-            backoff: 0,
-            cc: NewReno::new(datagram, u64::from(config.initial_window)),
-            pacer: Pacer::new(datagram),
-            pace_until: None,
-            last_eliciting_sent: None,
-            last_sent: Instant::ZERO,
-            handshake_due: false,
-            retry_token: None,
-            probe_due: false,
-            probed: false,
-            close_frame: None,
-            received_pns: RangeSet::default(),
-            ack_due: false,
-            eliciting_unacked: 0,
-            ack_timer: None,
-            incoming: BTreeMap::new(),
-            held: 0,
-            deliver_next: 0,
-            taken: 0,
-            last_heard: None,
+            send: SendState {
+                next_pn: 0,
+                out: VecDeque::new(),
+                out_bytes: 0,
+                next_start: 0,
+                cursor: 0,
+                retransmit: VecDeque::new(),
+                peer_window: 0,
+                pace_until: None,
+                last_sent: Instant::ZERO,
+                handshake_due: false,
+                retry_token: None,
+                close_frame: None,
+                bytes_sent: 0,
+            },
+            recovery: RecoveryState {
+                sent: VecDeque::new(),
+                in_flight: 0,
+                largest_acked: None,
+                rtt: RttEstimator::new(Rto::Adaptive(config.rto)),
+                backoff: 0,
+                cc: NewReno::new(datagram, u64::from(config.initial_window)),
+                pacer: Pacer::new(datagram),
+                last_eliciting_sent: None,
+                probe_due: false,
+                probed: false,
+                scratch: Vec::new(),
+            },
+            receive: ReceiveState {
+                received_pns: RangeSet::default(),
+                ack_due: false,
+                eliciting_unacked: 0,
+                ack_timer: None,
+                incoming: BTreeMap::new(),
+                held: 0,
+                deliver_next: 0,
+                taken: 0,
+                last_heard: None,
+                advertised: config.window,
+                bytes_received: 0,
+            },
             events: VecDeque::new(),
             stats: Stats::default(),
-            scratch: Vec::new(),
-            advertised: config.window,
         }
     }
 
@@ -403,13 +428,14 @@ impl Connection {
 
     /// Message bytes queued and not yet acknowledged.
     pub fn queued(&self) -> u64 {
-        self.out_bytes
+        self.send.out_bytes
     }
 
     /// Bytes held for messages being reassembled or waiting to be taken (bounded by
     /// [`Config::window`]).
     pub fn receive_buffered(&self) -> u64 {
-        self.incoming
+        self.receive
+            .incoming
             .values()
             .map(|m| m.buf.len() as u64)
             .sum::<u64>()
@@ -425,12 +451,12 @@ impl Connection {
 
     /// The smoothed RTT, once measured.
     pub fn rtt(&self) -> Option<Duration> {
-        self.rtt.srtt()
+        self.recovery.rtt.srtt()
     }
 
     /// The congestion window, in bytes.
     pub fn congestion_window(&self) -> u64 {
-        self.cc.window
+        self.recovery.cc.window
     }
 
     /// Queues a message. Refuses one larger than either end's limit, or past
@@ -439,7 +465,7 @@ impl Connection {
     /// one buffer; [`Payload::Pieces`] are sent as they are, never joined.
     pub fn send(&mut self, message: impl Into<Payload>) -> Result<(), SendError> {
         let message = message.into();
-        if self.state == State::Closed || self.close_frame.is_some() {
+        if self.state == State::Closed || self.send.close_frame.is_some() {
             return Err(SendError::Closed);
         }
         let max = match self.state {
@@ -452,31 +478,31 @@ impl Connection {
                 max,
             });
         }
-        if self.out_bytes + message.len() as u64 > self.config.send_buffer {
+        if self.send.out_bytes + message.len() as u64 > self.config.send_buffer {
             return Err(SendError::Full);
         }
         if let Some(offset) = message.gap() {
             return Err(SendError::Gap { offset });
         }
         let len = message.len() as u64;
-        self.out.push_back(OutMessage {
-            start: self.next_start,
+        self.send.out.push_back(OutMessage {
+            start: self.send.next_start,
             data: message,
             sent: 0,
             acked: RangeSet::default(),
             whole: false,
         });
-        self.next_start += span(len);
-        self.out_bytes += len;
+        self.send.next_start += span(len);
+        self.send.out_bytes += len;
         Ok(())
     }
 
     /// Closes the connection: a close frame goes to the peer with the next datagram, then
     /// the connection ends with [`Closed::Local`].
     pub fn close(&mut self, code: u32, reason: &[u8]) {
-        if self.state != State::Closed && self.close_frame.is_none() {
+        if self.state != State::Closed && self.send.close_frame.is_none() {
             let reason = reason[..reason.len().min(wire::MAX_REASON)].to_vec();
-            self.close_frame = Some((code, reason));
+            self.send.close_frame = Some((code, reason));
         }
     }
 
@@ -497,9 +523,9 @@ impl Connection {
             // once it has moved by a quarter since last said (as QUIC's MAX_DATA): every
             // ack carries it anyway, and a datagram per message taken would double the
             // traffic of small calls.
-            self.taken += span(m.len() as u64);
-            if self.window() - self.advertised >= self.config.window / 4 {
-                self.ack_due = true;
+            self.receive.taken += span(m.len() as u64);
+            if self.window() - self.receive.advertised >= self.config.window / 4 {
+                self.receive.ack_due = true;
             }
         }
         Some(event)
@@ -508,11 +534,11 @@ impl Connection {
     fn fail(&mut self, why: Closed) {
         if self.state != State::Closed {
             self.state = State::Closed;
-            self.out.clear();
-            self.out_bytes = 0;
-            self.retransmit.clear();
-            self.sent.clear();
-            self.in_flight = 0;
+            self.send.out.clear();
+            self.send.out_bytes = 0;
+            self.send.retransmit.clear();
+            self.recovery.sent.clear();
+            self.recovery.in_flight = 0;
             self.drop_incoming();
             self.events.push_back(Event::Closed(why));
         }
@@ -549,32 +575,32 @@ impl Connection {
                 Err(_) => return,
             }
         }
-        self.bytes_received += datagram.len() as u64;
-        self.last_heard = Some(now);
+        self.receive.bytes_received += datagram.len() as u64;
+        self.receive.last_heard = Some(now);
         if !self.is_client && header.ty == PacketType::DATA && self.state == State::Handshake {
             // Only a client that read our accept knows our id: its address is proven.
             self.validated = true;
             self.established();
         }
         let pn = u64::from(header.pn);
-        if self.received_pns.contains(pn) {
+        if self.receive.received_pns.contains(pn) {
             self.stats.duplicates += 1;
             // Acknowledge again: our earlier ack may have been lost.
             if eliciting {
-                self.ack_due = true;
+                self.receive.ack_due = true;
             }
             return;
         }
-        let in_order = self.received_pns.max().is_none_or(|m| pn == m + 1);
-        self.received_pns.insert(pn, pn + 1);
-        self.received_pns.keep_highest(ACK_RANGES_KEPT);
+        let in_order = self.receive.received_pns.max().is_none_or(|m| pn == m + 1);
+        self.receive.received_pns.insert(pn, pn + 1);
+        self.receive.received_pns.keep_highest(ACK_RANGES_KEPT);
         self.stats.received += 1;
         if eliciting {
-            self.eliciting_unacked += 1;
-            if !in_order || self.eliciting_unacked >= 2 || header.ty != PacketType::DATA {
-                self.ack_due = true;
-            } else if self.ack_timer.is_none() {
-                self.ack_timer = Some(now + ACK_DELAY);
+            self.receive.eliciting_unacked += 1;
+            if !in_order || self.receive.eliciting_unacked >= 2 || header.ty != PacketType::DATA {
+                self.receive.ack_due = true;
+            } else if self.receive.ack_timer.is_none() {
+                self.receive.ack_timer = Some(now + ACK_DELAY);
             }
         }
         match header.ty {
@@ -590,7 +616,7 @@ impl Connection {
                 if let Some(scid) = header.scid {
                     self.remote_cid = scid;
                 }
-                self.handshake_due = true;
+                self.send.handshake_due = true;
             }
             _ => {}
         }
@@ -603,7 +629,7 @@ impl Connection {
                 Frame::Padding | Frame::Ping | Frame::Token(_) => {}
                 Frame::Params(p) => {
                     self.peer = p;
-                    self.peer_window = self.peer_window.max(p.window);
+                    self.send.peer_window = self.send.peer_window.max(p.window);
                 }
                 Frame::Ack(ack) => self.on_ack(now, &ack),
                 Frame::Data {
@@ -616,7 +642,7 @@ impl Connection {
                         // The peer is told why, as far as a close frame's reason holds.
                         let mut reason = alloc::format!("protocol violation: {e}").into_bytes();
                         reason.truncate(wire::MAX_REASON);
-                        self.close_frame = Some((CLOSE_PROTOCOL, reason));
+                        self.send.close_frame = Some((CLOSE_PROTOCOL, reason));
                         self.fail(Closed::Protocol(e));
                     }
                 }
@@ -640,7 +666,7 @@ impl Connection {
             PacketType::RETRY => {
                 self.is_client
                     && self.state == State::Handshake
-                    && self.retry_token.is_none()
+                    && self.send.retry_token.is_none()
                     && header.dcid == self.local_cid
                     && header.scid == Some(self.remote_cid)
             }
@@ -662,15 +688,15 @@ impl Connection {
         let Some(token) = token else {
             return;
         };
-        self.retry_token = Some(token.to_vec());
-        self.last_heard = Some(now);
+        self.send.retry_token = Some(token.to_vec());
+        self.receive.last_heard = Some(now);
         self.stats.retries += 1;
-        for p in self.sent.drain(..) {
+        for p in self.recovery.sent.drain(..) {
             if p.in_flight {
-                self.in_flight -= p.size;
+                self.recovery.in_flight -= p.size;
             }
         }
-        self.handshake_due = true;
+        self.send.handshake_due = true;
     }
 
     fn established(&mut self) {
@@ -678,7 +704,7 @@ impl Connection {
             self.state = State::Established;
             self.events.push_back(Event::Connected);
             // The handshake packets are answered: stop resending them.
-            for p in self.sent.iter_mut() {
+            for p in self.recovery.sent.iter_mut() {
                 p.handshake = false;
             }
         }

@@ -40,17 +40,17 @@ impl Connection {
     /// yet taken, each at its length plus [`MESSAGE_COST`], and their received ranges.
     /// Never more than [`Config::receive_memory`](super::Config::receive_memory).
     pub fn receive_memory(&self) -> u64 {
-        self.held
+        self.receive.held
     }
 
     /// The application took a message of `len` bytes.
     pub(super) fn message_taken(&mut self, len: usize) {
-        self.held = self.held.saturating_sub(len as u64 + MESSAGE_COST);
+        self.receive.held = self.receive.held.saturating_sub(len as u64 + MESSAGE_COST);
     }
 
     /// Counts `more` bytes of memory against the budget; an error past it.
     fn charge(&mut self, more: u64) -> Result<(), WireError> {
-        let after = self.held.saturating_add(more);
+        let after = self.receive.held.saturating_add(more);
         if after > self.config.receive_memory {
             return Err(WireError::TooLarge {
                 what: "memory held for the peer's messages",
@@ -58,15 +58,15 @@ impl Connection {
                 max: self.config.receive_memory,
             });
         }
-        self.held = after;
+        self.receive.held = after;
         Ok(())
     }
 
     /// Forgets every message being reassembled (the connection ended).
     pub(super) fn drop_incoming(&mut self) {
-        let freed: u64 = self.incoming.values().map(InMessage::cost).sum();
-        self.held = self.held.saturating_sub(freed);
-        self.incoming.clear();
+        let freed: u64 = self.receive.incoming.values().map(InMessage::cost).sum();
+        self.receive.held = self.receive.held.saturating_sub(freed);
+        self.receive.incoming.clear();
     }
 
     pub(super) fn on_data(
@@ -96,33 +96,33 @@ impl Connection {
                 max: self.window(),
             });
         }
-        if start < self.deliver_next {
+        if start < self.receive.deliver_next {
             // A message already delivered: a duplicate.
             self.stats.duplicate_bytes += data.len() as u64;
             return Ok(());
         }
-        if start == self.deliver_next
+        if start == self.receive.deliver_next
             && offset == 0
             && data.len() == total as usize
-            && !self.incoming.contains_key(&start)
+            && !self.receive.incoming.contains_key(&start)
         {
             // The next message, whole in one fragment: straight to the application (the
             // common case for small messages, with no reassembly to do).
             self.charge(u64::from(total) + MESSAGE_COST)?;
-            self.deliver_next += span(u64::from(total));
+            self.receive.deliver_next += span(u64::from(total));
             self.events.push_back(Event::Message(data.to_vec()));
             return Ok(());
         }
-        if !self.incoming.contains_key(&start) {
+        if !self.receive.incoming.contains_key(&start) {
             // A new message must not overlap its neighbours.
-            let before = self.incoming.range(..start).next_back();
+            let before = self.receive.incoming.range(..start).next_back();
             if before.is_some_and(|(s, m)| s + span(m.buf.len() as u64) > start) {
                 return Err(WireError::InvalidValue {
                     what: "channel messages overlapping",
                     value: start,
                 });
             }
-            let after = self.incoming.range(start + 1..).next();
+            let after = self.receive.incoming.range(start + 1..).next();
             if after.is_some_and(|(s, _)| *s < end) {
                 return Err(WireError::InvalidValue {
                     what: "channel messages overlapping",
@@ -131,7 +131,7 @@ impl Connection {
             }
             // Counted before anything is allocated for it.
             self.charge(u64::from(total) + MESSAGE_COST)?;
-            self.incoming.insert(
+            self.receive.incoming.insert(
                 start,
                 InMessage {
                     buf: vec![0; total as usize],
@@ -139,7 +139,7 @@ impl Connection {
                 },
             );
         }
-        let Some(m) = self.incoming.get(&start) else {
+        let Some(m) = self.receive.incoming.get(&start) else {
             unreachable!("inserted above");
         };
         if m.buf.len() != total as usize {
@@ -155,7 +155,7 @@ impl Connection {
         // A fragment may add a range (a gap left on each side); count it before it is
         // kept, as the one message's received list can grow with every fragment.
         self.charge(RANGE_COST)?;
-        let Some(m) = self.incoming.get_mut(&start) else {
+        let Some(m) = self.receive.incoming.get_mut(&start) else {
             unreachable!("inserted above");
         };
         let ranges_before = m.received.len();
@@ -164,7 +164,7 @@ impl Connection {
         let ranges_after = m.received.len();
         // Give back what the fragment did not add (merges may even remove ranges).
         let refund = RANGE_COST * (1 + ranges_before as u64).saturating_sub(ranges_after as u64);
-        self.held = self.held.saturating_sub(refund);
+        self.receive.held = self.receive.held.saturating_sub(refund);
         if new == 0 && !data.is_empty() {
             self.stats.duplicate_bytes += data.len() as u64;
             return Ok(());
@@ -176,18 +176,18 @@ impl Connection {
 
     /// Hands over whole messages in order.
     pub(super) fn deliver(&mut self) {
-        while let Some(m) = self.incoming.get(&self.deliver_next) {
+        while let Some(m) = self.receive.incoming.get(&self.receive.deliver_next) {
             let len = m.buf.len() as u64;
             let whole = m.received.contains_all(0, len.max(1));
             if !whole {
                 break;
             }
-            let Some(m) = self.incoming.remove(&self.deliver_next) else {
+            let Some(m) = self.receive.incoming.remove(&self.receive.deliver_next) else {
                 unreachable!("present");
             };
             // Whole, it is held as a queued message: its bytes and one message's cost.
-            self.held = self.held.saturating_sub(m.cost()) + len + MESSAGE_COST;
-            self.deliver_next += span(len);
+            self.receive.held = self.receive.held.saturating_sub(m.cost()) + len + MESSAGE_COST;
+            self.receive.deliver_next += span(len);
             self.events.push_back(Event::Message(m.buf));
         }
     }

@@ -460,8 +460,8 @@ fn a_slow_receiver_holds_the_sender_to_its_window() {
         sim.client.queued() > 0,
         "the sender is held back: {:?} window {} next {} server buffered {} closed {:?} est {} {}",
         sim.client.stats(),
-        sim.client.peer_window,
-        sim.client.next_start,
+        sim.client.send.peer_window,
+        sim.client.send.next_start,
         sim.server.receive_buffered(),
         sim.closed,
         sim.client.is_established(),
@@ -478,7 +478,7 @@ fn a_slow_receiver_holds_the_sender_to_its_window() {
         sim.closed,
         sim.client.stats(),
         sim.client.queued(),
-        sim.client.peer_window
+        sim.client.send.peer_window
     );
     assert_eq!(sim.got.1, want);
 }

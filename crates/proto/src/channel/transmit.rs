@@ -12,89 +12,24 @@ impl Connection {
     /// anti-amplification limit holds it back: see [`Connection::poll_timeout`]).
     #[must_use = "a datagram written to `buf` is sent only if the caller sends it"]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        self.last_heard.get_or_insert(now);
+        self.receive.last_heard.get_or_insert(now);
         if buf.len() < MIN_DATAGRAM {
             return None;
         }
-        if let Some((code, reason)) = self.close_frame.take() {
-            // A close goes out even from a connection that has just ended over an error.
-            let ty = if self.state == State::Handshake && self.is_client {
-                PacketType::INITIAL
-            } else if self.state == State::Handshake {
-                PacketType::ACCEPT
-            } else {
-                PacketType::DATA
-            };
-            let header = Header {
-                ty,
-                dcid: self.remote_cid,
-                scid: (ty != PacketType::DATA).then_some(self.local_cid),
-                pn: self.next_pn,
-            };
-            let mut n = wire::write_header(&header, buf).ok()?;
-            n += wire::write_frame(
-                &Frame::Close {
-                    code,
-                    reason: &reason,
-                },
-                &mut buf[n..],
-            )
-            .ok()?;
-            self.next_pn += 1;
-            self.bytes_sent += n as u64;
-            self.stats.sent += 1;
-            self.fail(Closed::Local);
-            return Some(n);
+        if let Some((code, reason)) = self.send.close_frame.take() {
+            return self.write_close(buf, code, &reason);
         }
         if self.state == State::Closed {
             return None;
         }
-        // Anti-amplification: an unproven peer gets at most 3x what it sent.
-        let budget = if self.validated {
-            usize::MAX
-        } else {
-            (3 * self.bytes_received).saturating_sub(self.bytes_sent) as usize
-        };
-        let limit = buf
-            .len()
-            .min(usize::from(self.config.max_datagram))
-            .min(usize::from(self.peer.max_datagram.max(MIN_DATAGRAM as u16)))
-            .min(budget);
+        let limit = self.datagram_limit(buf.len());
         if limit < wire::LONG_HEADER + PARAMS_LEN + wire::ack_len(1) {
             return None;
         }
         let buf = &mut buf[..limit];
-        let ty = match self.state {
-            State::Handshake if self.is_client => PacketType::INITIAL,
-            State::Handshake => PacketType::ACCEPT,
-            _ => PacketType::DATA,
-        };
-        let handshake = self.handshake_due && self.state == State::Handshake;
-        let has_data = self.has_data_to_send();
-        let keep_alive =
-            self.state == State::Established && now >= self.last_sent + self.config.keep_alive;
-        let wants_ack = self.ack_due && self.received_pns.len() > 0;
-        // Data waits for the congestion window and the pacer; acks and closes do not.
-        let probing = self.probe_due && has_data && self.state == State::Established;
-        let mut may_send_data = has_data
-            && self.state == State::Established
-            && self.in_flight + limit as u64 <= self.cc.window.max(limit as u64);
-        if may_send_data && !probing {
-            if let Some(at) =
-                self.pacer
-                    .delay(now, limit as u64, self.cc.window, self.rtt.srtt_or_rto())
-            {
-                self.pace_until = Some(at);
-                may_send_data = false;
-            }
-        }
-        // A probe goes past the congestion window and the pacer (RFC 9002 §7.5).
-        may_send_data |= probing;
-        let probe = self.probe_due && self.state == State::Established && !may_send_data;
-        if !(handshake || may_send_data || keep_alive || wants_ack || probe) {
-            return None;
-        }
-        let pn = self.next_pn;
+        let ty = self.packet_type();
+        let plan = self.plan(now, limit)?;
+        let pn = self.send.next_pn;
         if pn == u32::MAX {
             // Packet numbers are never reused: a connection that has used them all ends.
             self.fail(Closed::Protocol(WireError::TooLarge {
@@ -113,49 +48,20 @@ impl Connection {
         let mut n = wire::write_header(&header, buf).ok()?;
         let mut eliciting = false;
         if ty != PacketType::DATA {
-            let params = Params {
-                max_message: self.config.max_message,
-                window: self.window(),
-                max_datagram: self.config.max_datagram,
-            };
-            n += wire::write_frame(&Frame::Params(params), &mut buf[n..]).ok()?;
-            if let Some(token) = self
-                .retry_token
-                .as_deref()
-                .filter(|_| ty == PacketType::INITIAL)
-            {
-                n += wire::write_frame(&Frame::Token(token), &mut buf[n..]).ok()?;
-            }
+            n += self.write_handshake_frames(ty, &mut buf[n..])?;
             eliciting = true;
-            self.handshake_due = false;
         }
-        if self.received_pns.len() > 0 {
-            // At most ACK_RANGES_KEPT ranges: on the stack, no allocation per datagram.
-            let mut ranges = [(0u32, 0u32); ACK_RANGES_KEPT];
-            let mut count = 0;
-            for (slot, (lo, hi)) in ranges.iter_mut().zip(self.received_pns.iter().rev()) {
-                *slot = (lo as u32, (hi - 1) as u32);
-                count += 1;
-            }
-            let ranges = &ranges[..count];
-            if let Ok(k) = wire::write_ack(ranges, 0, self.window(), &mut buf[n..]) {
-                self.advertised = self.window();
-                n += k;
-                self.ack_due = false;
-                self.eliciting_unacked = 0;
-                self.ack_timer = None;
-            }
-        }
+        n += self.write_ack_frame(&mut buf[n..]);
         let mut fragments = Vec::new();
-        if may_send_data {
+        if plan.data {
             n += self.write_fragments(&mut buf[n..], &mut fragments);
             eliciting |= !fragments.is_empty();
         }
-        if (probe || keep_alive) && !eliciting {
+        if (plan.probe || plan.keep_alive) && !eliciting {
             n += wire::write_frame(&Frame::Ping, &mut buf[n..]).ok()?;
             eliciting = true;
         }
-        self.probe_due = false;
+        self.recovery.probe_due = false;
         if ty == PacketType::INITIAL {
             // Padded, so the server may answer before our address is proven.
             while n < MIN_DATAGRAM.min(buf.len()) {
@@ -163,37 +69,169 @@ impl Connection {
                 n += 1;
             }
         }
-        self.next_pn += 1;
-        self.bytes_sent += n as u64;
-        self.last_sent = now;
-        self.stats.sent += 1;
-        if eliciting {
-            self.last_eliciting_sent = Some(now);
-            self.in_flight += n as u64;
-            if !fragments.is_empty() {
-                self.pacer.take(n as u64);
-            }
-        }
-        // Packets with only acks are not acknowledged in turn, so they are not tracked.
-        if eliciting {
-            self.sent.push_back(SentPacket {
-                pn,
-                time: now,
-                size: n as u64,
-                in_flight: true,
-                fragments,
-                handshake: ty != PacketType::DATA,
-            });
-        }
+        self.on_sent(now, pn, n, ty, eliciting, fragments);
         Some(n)
     }
 
+    /// The close frame, in a packet of the type the state calls for; the connection ends.
+    /// A close goes out even from a connection that has just ended over an error.
+    fn write_close(&mut self, buf: &mut [u8], code: u32, reason: &[u8]) -> Option<usize> {
+        let ty = self.packet_type();
+        let header = Header {
+            ty,
+            dcid: self.remote_cid,
+            scid: (ty != PacketType::DATA).then_some(self.local_cid),
+            pn: self.send.next_pn,
+        };
+        let mut n = wire::write_header(&header, buf).ok()?;
+        n += wire::write_frame(&Frame::Close { code, reason }, &mut buf[n..]).ok()?;
+        self.send.next_pn += 1;
+        self.send.bytes_sent += n as u64;
+        self.stats.sent += 1;
+        self.fail(Closed::Local);
+        Some(n)
+    }
+
+    /// The packet type the connection's state calls for.
+    fn packet_type(&self) -> PacketType {
+        match self.state {
+            State::Handshake if self.is_client => PacketType::INITIAL,
+            State::Handshake => PacketType::ACCEPT,
+            _ => PacketType::DATA,
+        }
+    }
+
+    /// The largest datagram that may go now: the buffer, both ends' limits, and for an
+    /// unproven peer the anti-amplification budget (at most 3x what it sent).
+    fn datagram_limit(&self, buf_len: usize) -> usize {
+        let budget = if self.validated {
+            usize::MAX
+        } else {
+            (3 * self.receive.bytes_received).saturating_sub(self.send.bytes_sent) as usize
+        };
+        buf_len
+            .min(usize::from(self.config.max_datagram))
+            .min(usize::from(self.peer.max_datagram.max(MIN_DATAGRAM as u16)))
+            .min(budget)
+    }
+
+    /// What the next datagram carries, or `None` if nothing needs to go. Data waits for
+    /// the congestion window and the pacer (which this arms); acks, closes, the handshake
+    /// and pings do not, and a probe goes past both (RFC 9002 §7.5).
+    fn plan(&mut self, now: Instant, limit: usize) -> Option<Plan> {
+        let handshake = self.send.handshake_due && self.state == State::Handshake;
+        let has_data = self.has_data_to_send();
+        let keep_alive =
+            self.state == State::Established && now >= self.send.last_sent + self.config.keep_alive;
+        let wants_ack = self.receive.ack_due && self.receive.received_pns.len() > 0;
+        let probing = self.recovery.probe_due && has_data && self.state == State::Established;
+        let mut data = has_data
+            && self.state == State::Established
+            && self.recovery.in_flight + limit as u64 <= self.recovery.cc.window.max(limit as u64);
+        if data && !probing {
+            if let Some(at) = self.recovery.pacer.delay(
+                now,
+                limit as u64,
+                self.recovery.cc.window,
+                self.recovery.rtt.srtt_or_rto(),
+            ) {
+                self.send.pace_until = Some(at);
+                data = false;
+            }
+        }
+        data |= probing;
+        let probe = self.recovery.probe_due && self.state == State::Established && !data;
+        (handshake || data || keep_alive || wants_ack || probe).then_some(Plan {
+            data,
+            keep_alive,
+            probe,
+        })
+    }
+
+    /// The handshake's frames: this end's parameters, and a client's retry token.
+    fn write_handshake_frames(&mut self, ty: PacketType, buf: &mut [u8]) -> Option<usize> {
+        let params = Params {
+            max_message: self.config.max_message,
+            window: self.window(),
+            max_datagram: self.config.max_datagram,
+        };
+        let mut n = wire::write_frame(&Frame::Params(params), buf).ok()?;
+        let token = self.send.retry_token.as_deref();
+        if let Some(token) = token.filter(|_| ty == PacketType::INITIAL) {
+            n += wire::write_frame(&Frame::Token(token), &mut buf[n..]).ok()?;
+        }
+        self.send.handshake_due = false;
+        Some(n)
+    }
+
+    /// An ack of what has been received, with the window, if anything has; 0 bytes if
+    /// not (or if it does not fit).
+    fn write_ack_frame(&mut self, buf: &mut [u8]) -> usize {
+        if self.receive.received_pns.len() == 0 {
+            return 0;
+        }
+        // At most ACK_RANGES_KEPT ranges: on the stack, no allocation per datagram.
+        let mut ranges = [(0u32, 0u32); ACK_RANGES_KEPT];
+        let mut count = 0;
+        for (slot, (lo, hi)) in ranges
+            .iter_mut()
+            .zip(self.receive.received_pns.iter().rev())
+        {
+            *slot = (lo as u32, (hi - 1) as u32);
+            count += 1;
+        }
+        let Ok(n) = wire::write_ack(&ranges[..count], 0, self.window(), buf) else {
+            return 0;
+        };
+        self.receive.advertised = self.window();
+        self.receive.ack_due = false;
+        self.receive.eliciting_unacked = 0;
+        self.receive.ack_timer = None;
+        n
+    }
+
+    /// Counts a datagram of `n` bytes sent; one that asks for an ack is tracked for
+    /// recovery (packets with only acks are not acknowledged in turn, so they are not).
+    fn on_sent(
+        &mut self,
+        now: Instant,
+        pn: u32,
+        n: usize,
+        ty: PacketType,
+        eliciting: bool,
+        fragments: Vec<Fragment>,
+    ) {
+        self.send.next_pn += 1;
+        self.send.bytes_sent += n as u64;
+        self.send.last_sent = now;
+        self.stats.sent += 1;
+        if !eliciting {
+            return;
+        }
+        self.recovery.last_eliciting_sent = Some(now);
+        self.recovery.in_flight += n as u64;
+        if !fragments.is_empty() {
+            self.recovery.pacer.take(n as u64);
+        }
+        self.recovery.sent.push_back(SentPacket {
+            pn,
+            time: now,
+            size: n as u64,
+            in_flight: true,
+            fragments,
+            handshake: ty != PacketType::DATA,
+        });
+    }
+
+    /// Whether anything of a message is ready to go: a fragment to resend, or new bytes
+    /// the peer's window takes.
     pub(super) fn has_data_to_send(&self) -> bool {
-        !self.retransmit.is_empty()
+        !self.send.retransmit.is_empty()
             || self
+                .send
                 .out
-                .get(self.cursor)
-                .is_some_and(|m| m.start + span(m.data.len() as u64) <= self.peer_window)
+                .get(self.send.cursor)
+                .is_some_and(|m| m.start + span(m.data.len() as u64) <= self.send.peer_window)
     }
 
     /// Packs fragments (retransmissions first, then new bytes) into `buf`; returns bytes
@@ -205,8 +243,8 @@ impl Connection {
             let Some(f) = self.next_fragment(room) else {
                 break;
             };
-            let i = self.out.partition_point(|m| m.start < f.start);
-            let Some(m) = self.out.get(i).filter(|m| m.start == f.start) else {
+            let i = self.send.out.partition_point(|m| m.start < f.start);
+            let Some(m) = self.send.out.get(i).filter(|m| m.start == f.start) else {
                 continue;
             };
             // `next_fragment` keeps every fragment inside one piece.
@@ -231,9 +269,9 @@ impl Connection {
     /// The next fragment to send, at most `room` bytes: a lost one still unacknowledged,
     /// else new bytes below the peer's window.
     pub(super) fn next_fragment(&mut self, room: u32) -> Option<Fragment> {
-        while let Some(f) = self.retransmit.pop_front() {
-            let i = self.out.partition_point(|m| m.start < f.start);
-            let Some(m) = self.out.get(i).filter(|m| m.start == f.start) else {
+        while let Some(f) = self.send.retransmit.pop_front() {
+            let i = self.send.out.partition_point(|m| m.start < f.start);
+            let Some(m) = self.send.out.get(i).filter(|m| m.start == f.start) else {
                 continue;
             };
             let (lo, hi) = (u64::from(f.offset), u64::from(f.offset + f.len));
@@ -245,7 +283,7 @@ impl Connection {
             let piece = u32::try_from(m.data.chunk(f.offset as usize).len()).unwrap_or(u32::MAX);
             let fits = room.min(piece.max(1));
             if f.len > fits {
-                self.retransmit.push_front(Fragment {
+                self.send.retransmit.push_front(Fragment {
                     start: f.start,
                     offset: f.offset + fits,
                     len: f.len - fits,
@@ -254,15 +292,15 @@ impl Connection {
             }
             return Some(f);
         }
-        let m = self.out.get_mut(self.cursor)?;
+        let m = self.send.out.get_mut(self.send.cursor)?;
         let len = m.data.len() as u32;
         // The receiver places a message whole (it allocates its buffer at the first
         // fragment), so no byte of it goes before all of it fits the peer's window.
-        if m.start + span(u64::from(len)) > self.peer_window {
+        if m.start + span(u64::from(len)) > self.send.peer_window {
             return None;
         }
         if len == 0 {
-            self.cursor += 1;
+            self.send.cursor += 1;
             return Some(Fragment {
                 start: m.start,
                 offset: 0,
@@ -282,8 +320,18 @@ impl Connection {
         };
         m.sent += take;
         if m.sent == len {
-            self.cursor += 1;
+            self.send.cursor += 1;
         }
         Some(f)
     }
+}
+
+/// What [`Connection::plan`] decided the next datagram carries beyond its header and ack.
+struct Plan {
+    /// Fragments of messages.
+    data: bool,
+    /// A ping, because nothing has gone to the peer for the keep-alive interval.
+    keep_alive: bool,
+    /// A ping to provoke an ack (a probe with no data to resend).
+    probe: bool,
 }
