@@ -31,14 +31,18 @@ pub(super) struct Driver {
     pub(super) endpoint: Endpoint<SocketAddr>,
     pub(super) config: ChannelConfig,
     pub(super) epoch: StdInstant,
-    pub(super) commands: mpsc::UnboundedReceiver<Command>,
+    pub(super) commands: mpsc::Receiver<Command>,
+    /// Connections to close (after every command sent before the close).
+    pub(super) closes: mpsc::UnboundedReceiver<ConnectionHandle>,
+    /// What each connection handed out closes through.
+    pub(super) closes_tx: mpsc::UnboundedSender<ConnectionHandle>,
     pub(super) accept: mpsc::Sender<ChannelConnection>,
     pub(super) peers: BTreeMap<ConnectionHandle, PeerState>,
     pub(super) connecting:
         BTreeMap<ConnectionHandle, oneshot::Sender<Result<ChannelConnection, ChannelError>>>,
     /// For the connections the driver hands out; weak, so the driver ends once every
     /// handle is gone.
-    pub(super) self_commands: mpsc::WeakUnboundedSender<Command>,
+    pub(super) self_commands: mpsc::WeakSender<Command>,
     pub(super) taken: Arc<Notify>,
     pub(super) connect_deadlines: Vec<(ConnectionHandle, StdInstant, SocketAddr)>,
     /// When the retry tokens' key is next replaced (servers only).
@@ -79,10 +83,14 @@ impl Driver {
         Some(ChannelConnection {
             sender: ChannelSender {
                 handle,
-                commands: commands.clone(),
+                commands,
+                closes: self.closes_tx.clone(),
                 budget,
                 max_message: self.config.endpoint.connection.max_message,
-                _close: Arc::new(CloseOnDrop { handle, commands }),
+                _close: Arc::new(CloseOnDrop {
+                    handle,
+                    closes: self.closes_tx.clone(),
+                }),
             },
             receiver: ChannelReceiver {
                 messages: rx,
@@ -112,7 +120,6 @@ impl Driver {
                     peer.pending.push_back((message, permit));
                 }
             }
-            Command::Close(handle) => self.endpoint.close(handle, 0, b"closed"),
         }
     }
 
@@ -187,8 +194,18 @@ impl Driver {
 
     /// Commands from the applications, as many as have come.
     fn take_commands(&mut self) {
-        while let Ok(command) = self.commands.try_recv() {
-            self.command(command);
+        loop {
+            while let Ok(command) = self.commands.try_recv() {
+                self.command(command);
+            }
+            let Ok(handle) = self.closes.try_recv() else {
+                return;
+            };
+            // What was queued before the close was sent is visible now: take it first.
+            while let Ok(command) = self.commands.try_recv() {
+                self.command(command);
+            }
+            self.endpoint.close(handle, 0, b"closed");
         }
     }
 
@@ -352,6 +369,10 @@ impl Driver {
                 // Every handle is gone.
                 None => return Ok(false),
             },
+            Some(handle) = self.closes.recv() => {
+                self.take_commands();
+                self.endpoint.close(handle, 0, b"closed");
+            }
             () = sleep => {}
             () = self.taken.notified() => {}
             () = connect_deadline => {}

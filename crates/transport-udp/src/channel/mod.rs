@@ -88,13 +88,17 @@ enum Command {
         oneshot::Sender<Result<ChannelConnection, ChannelError>>,
     ),
     Send(ConnectionHandle, Payload, OwnedSemaphorePermit),
-    Close(ConnectionHandle),
 }
+
+/// Commands waiting for the driver at most; a sender waits (or `try_send` says no) past
+/// it. Closes go on a queue of their own, one per connection at most, so a drop can
+/// always close.
+const COMMAND_QUEUE: usize = 1024;
 
 /// A socket carrying channel connections; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ChannelEndpoint {
-    commands: mpsc::UnboundedSender<Command>,
+    commands: mpsc::Sender<Command>,
     accepted: Arc<tokio::sync::Mutex<mpsc::Receiver<ChannelConnection>>>,
     local_addr: SocketAddr,
     /// What the kernel granted for the socket's receive buffer.
@@ -115,7 +119,8 @@ pub struct ChannelConnection {
 #[derive(Clone, Debug)]
 pub struct ChannelSender {
     handle: ConnectionHandle,
-    commands: mpsc::UnboundedSender<Command>,
+    commands: mpsc::Sender<Command>,
+    closes: mpsc::UnboundedSender<ConnectionHandle>,
     /// Bytes queued towards the driver and not yet taken by the state machine.
     budget: Arc<Semaphore>,
     max_message: u32,
@@ -133,12 +138,12 @@ pub struct ChannelReceiver {
 #[derive(Debug)]
 struct CloseOnDrop {
     handle: ConnectionHandle,
-    commands: mpsc::UnboundedSender<Command>,
+    closes: mpsc::UnboundedSender<ConnectionHandle>,
 }
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        let _ = self.commands.send(Command::Close(self.handle));
+        let _ = self.closes.send(self.handle);
     }
 }
 
@@ -167,11 +172,10 @@ impl ChannelEndpoint {
             crate::datagrams::report_refusals(&socket);
         }
         let local_addr = socket.local_addr().map_err(io_err)?;
-        // Commands need no count bound: each send holds its cost of the connection's
-        // send buffer until the driver takes it, each connect has a caller waiting, and
-        // each connection closes once. Accepted connections are peers of the endpoint,
-        // so its peer cap bounds them; the queue says so.
-        let (commands, command_rx) = mpsc::unbounded_channel();
+        // Closes are one per connection at most; accepted connections are peers of the
+        // endpoint, so its peer cap bounds them, and the queue says so.
+        let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
+        let (closes, close_rx) = mpsc::unbounded_channel();
         let (accept_tx, accept_rx) = mpsc::channel(config.endpoint.max_peers.max(1));
         let mut endpoint_config = config.endpoint;
         // A window the socket cannot hold would only be lost in the kernel.
@@ -186,6 +190,8 @@ impl ChannelEndpoint {
             config,
             epoch: StdInstant::now(),
             commands: command_rx,
+            closes: close_rx,
+            closes_tx: closes,
             accept: accept_tx,
             peers: BTreeMap::new(),
             connecting: BTreeMap::new(),
@@ -222,6 +228,7 @@ impl ChannelEndpoint {
         let (tx, rx) = oneshot::channel();
         self.commands
             .send(Command::Connect(addr, tx))
+            .await
             .map_err(|_| ChannelError::Closed(Ended::DriverStopped))?;
         rx.await
             .unwrap_or_else(|_| Err(ChannelError::Closed(Ended::DriverStopped)))
@@ -284,7 +291,11 @@ impl ChannelSender {
             .acquire_many_owned(cost)
             .await
             .map_err(|_| ChannelError::Closed(Ended::Gone))?;
-        self.queue(head, segments, len, permit)
+        let command = self.command(head, segments, len, permit);
+        self.commands
+            .send(command)
+            .await
+            .map_err(|_| ChannelError::Closed(Ended::DriverStopped))
     }
 
     /// [`ChannelSender::send`] if the send buffer has room now; `Ok(false)`, nothing
@@ -298,7 +309,17 @@ impl ChannelSender {
                 return Err(ChannelError::Closed(Ended::Gone));
             }
         };
-        self.queue(head, segments, len, permit).map(|()| true)
+        match self
+            .commands
+            .try_send(self.command(head, segments, len, permit))
+        {
+            Ok(()) => Ok(true),
+            // The permit goes back with the command.
+            Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err(ChannelError::Closed(Ended::DriverStopped))
+            }
+        }
     }
 
     /// A message's length, checked against the peer's limit, and its cost of the send
@@ -317,13 +338,14 @@ impl ChannelSender {
         Ok((len, u32::try_from(cost).unwrap_or(u32::MAX)))
     }
 
-    fn queue(
+    /// The command that sends `head` then `segments`, holding `permit` of the budget.
+    fn command(
         &self,
         head: &[u8],
         segments: &[Bytes],
         len: usize,
         permit: OwnedSemaphorePermit,
-    ) -> Result<(), ChannelError> {
+    ) -> Command {
         let message = if len < JOIN_BELOW || segments.is_empty() {
             let mut joined = Vec::with_capacity(len);
             joined.extend_from_slice(head);
@@ -338,9 +360,7 @@ impl ChannelSender {
                 len,
             })
         };
-        self.commands
-            .send(Command::Send(self.handle, message, permit))
-            .map_err(|_| ChannelError::Closed(Ended::DriverStopped))
+        Command::Send(self.handle, message, permit)
     }
 
     /// The largest message the peer takes.
@@ -350,7 +370,7 @@ impl ChannelSender {
 
     /// Closes the connection: queued messages go first, then a close.
     pub fn close(&self) {
-        let _ = self.commands.send(Command::Close(self.handle));
+        let _ = self.closes.send(self.handle);
     }
 }
 
