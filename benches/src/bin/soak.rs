@@ -24,6 +24,7 @@ use tokio::time::timeout;
 use volley_emulator::{SDRAM_BASE, SDRAM_SIZE};
 use volley_proto::wire::sdp::Address;
 use volley_sftp::{SftpClient, TransferOptions};
+use volley_testkit::pattern;
 use volley_transport_udp::{Op, ScpClient, ScpConfig};
 
 /// Growth in resident memory, beyond a quarter of where it started, that fails the soak.
@@ -249,19 +250,6 @@ fn rss_kib(pid: u32) -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
-}
-
-/// Bytes that differ from run to run (xorshift from `seed`).
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
 }
 
 /// SCP writes and read-backs through the link simulator at windows 1 to 16 in turn, each

@@ -563,8 +563,22 @@ mod tests {
             json!({"link": "loopback", "transport": "udp", "n": 500, "batch": "inf", "ok": true, "calls_per_sec": 12000.0}),
             json!({"link": "loopback", "transport": "udp", "n": 50, "batch": "1", "ok": false, "calls_per_sec": 900.0}),
         ];
+        let channel = vec![
+            json!({"link": "loopback", "system": "volley channel", "mib_per_sec_1mib": 3900.0, "round_trip_us": 17.0}),
+            json!({"link": "loopback", "system": "quinn", "mib_per_sec_1mib": 600.0, "round_trip_us": 80.0}),
+        ];
+        let codec = vec![
+            json!({"case": "SCP read request emit", "mb_per_sec": 900.0}),
+            json!({"case": "sftp_write_head_vs_copy_ratio", "ratio": 80.0}),
+        ];
         for (suite, data, labels) in [
             ("scp", scp, &["volley write", "rig read", "RTT 1 ms"][..]),
+            (
+                "channel",
+                channel,
+                &["volley channel", "quinn", "round trip"][..],
+            ),
+            ("codec", codec, &["SCP read request emit", "MB/s"][..]),
             (
                 "sftp",
                 sftp,
@@ -581,7 +595,7 @@ mod tests {
                 assert!(svg.contains(label), "{suite}: no `{label}`");
             }
         }
-        assert!(write("codec", &[], &dir).unwrap().is_empty());
+        assert!(write("no such suite", &[], &dir).unwrap().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,7 @@
 //! What volley's tests share, so each helper is written once: a timeout on every await
-//! ([`within`]), fresh scratch directories ([`scratch`]), reproducible test data
-//! ([`pattern`]) and OpenSSH's `sftp-server` ([`sftp_server`]). It depends on no volley
+//! ([`within`]), fresh scratch directories ([`scratch`]) and their [`listing`], FIFOs to
+//! feed a reader on cue ([`mkfifo`]), reproducible test data ([`pattern`]) and OpenSSH's
+//! `sftp-server` ([`sftp_server`]). It depends on no volley
 //! crate, so any of them may take it as a dev-dependency without a cycle; helpers that need
 //! a board or a relay live beside those (`volley_emulator::testing`,
 //! `volley_netsim::testing`).
@@ -58,6 +59,28 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Makes a FIFO at `path` (with `mkfifo(1)`), for tests that feed a reader through a pipe
+/// they write on cue.
+pub fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+}
+
+/// The names in `dir`, sorted: what a test compares a directory against.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// OpenSSH's `sftp-server`: `VOLLEY_SFTP_SERVER` if set, else [`SFTP_SERVER`]. The test
 /// fails, saying how to install it, if it is not there.
 pub fn sftp_server() -> PathBuf {
@@ -84,12 +107,15 @@ mod tests {
     }
 
     #[test]
-    fn scratch_is_fresh() {
+    fn scratch_is_fresh_and_listed_in_order() {
         let dir = scratch("testkit-fresh");
         std::fs::write(dir.join("old"), b"x").unwrap();
         let again = scratch("testkit-fresh");
         assert_eq!(dir, again);
-        assert!(!again.join("old").exists());
+        assert!(listing(&again).is_empty());
+        std::fs::write(again.join("b"), b"").unwrap();
+        mkfifo(&again.join("a"));
+        assert_eq!(listing(&again), ["a", "b"]);
     }
 
     #[tokio::test]

@@ -108,21 +108,8 @@ pub async fn run_on_terminal(args: &[&str]) -> (bool, String) {
 #[allow(unused_imports)]
 pub use volley_testkit::scratch;
 
-/// Makes a FIFO at `path`.
-pub fn mkfifo(path: &std::path::Path) {
-    let made = std::process::Command::new("mkfifo").arg(path).status();
-    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
-}
-
-/// The names in `dir`, sorted.
-pub fn listing(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+#[allow(unused_imports)]
+pub use volley_testkit::{listing, mkfifo};
 
 /// CPU ticks (user + system) the process has used so far.
 pub fn cpu_ticks(pid: u32) -> u64 {
