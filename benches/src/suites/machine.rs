@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
+use volley_emulator::ScampCosts;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::{self, MAX_DATA_LEN};
 use volley_proto::wire::sdp::Address;
@@ -26,7 +26,6 @@ use volley_transport_udp::{Machine, ScpConfig, WindowSize};
 
 use super::script::{python_round, secs};
 use crate::harness::{Mode, Report, median};
-use crate::kit::serve_on_thread;
 
 const BOARDS: usize = 24;
 const BASE: u32 = 0x6000_0000;
@@ -56,21 +55,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
     };
     let costs = ScampCosts::default();
     let geometry = Geometry::for_boards(BOARDS).expect("24 boards is a machine");
-    let addrs: Vec<SocketAddr> = serve_on_thread(move || async move {
-        let machine = Emulated::bind(MachineConfig {
-            boards: BOARDS,
-            base: FIRST,
-            board: BoardConfig {
-                spin: Duration::ZERO,
-                scamp: Some(costs),
-                ..BoardConfig::default()
-            },
-            ..MachineConfig::default()
-        })
-        .await
-        .expect("the emulated machine binds 127.0.20.0-23 port 17893");
-        (machine.board_addrs().to_vec(), machine)
-    });
+    let addrs: Vec<SocketAddr> = super::python::emulate(BOARDS, FIRST, Some(costs));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

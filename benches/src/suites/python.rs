@@ -57,8 +57,9 @@ const BOARD_SYSTEMS: [(&str, &str, usize, bool); 5] = [
     ("volley.Board", "volley", 0, true),
 ];
 
-/// An emulated machine (or single board) serving on a thread of its own.
-fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) -> Vec<SocketAddr> {
+/// An emulated machine (or single board) serving on a thread of its own; its boards'
+/// addresses.
+pub(crate) fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) -> Vec<SocketAddr> {
     serve_on_thread(move || async move {
         let spin = if boards == 1 {
             BoardConfig::default().spin
