@@ -58,7 +58,7 @@
 //! # }
 //! ```
 
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -325,7 +325,35 @@ pub(crate) fn identity_of(leaf: Option<&CertificateDer<'_>>, version: String) ->
         identity.dns_names = cert.valid_dns_names().map(str::to_owned).collect();
         identity.uri_names = cert.valid_uri_names().map(str::to_owned).collect();
     }
+    if let Some(der) = leaf {
+        identity.ip_addresses = ip_addresses(der);
+    }
     identity
+}
+
+/// The IP addresses among a certificate's subject alternative names (webpki checks them
+/// but does not list them), read with x509-parser; none if the certificate does not parse.
+fn ip_addresses(der: &[u8]) -> Vec<IpAddr> {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return Vec::new();
+    };
+    let Ok(Some(names)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    names
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => <[u8; 4]>::try_from(*bytes).ok().map(IpAddr::from),
+                16 => <[u8; 16]>::try_from(*bytes).ok().map(IpAddr::from),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 /// A TCP or Unix [`Listener`] whose connections run TLS: each accepted stream's

@@ -3,7 +3,7 @@
 //! peer and a TLS peer told apart, and a stalled handshake dropped. Certificates are made
 //! here with rcgen.
 
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
 use std::path::Path;
 use std::sync::Arc;
@@ -72,6 +72,7 @@ async fn calls_and_bulk_segments_cross_tls_intact() {
                 .unwrap();
             let seen = link.connection().tls.expect("a TLS link");
             assert_eq!(seen.dns_names, ["localhost"]);
+            assert_eq!(seen.ip_addresses, [IpAddr::from([127, 0, 0, 1])]);
             assert_eq!(seen.version, "TLSv1_3");
             let client = SecureClient::new(endpoint().connect(link).await.unwrap());
             let blob: Bytes = (0..(1 << 20) + 7).map(|i| (i * 31 % 251) as u8).collect();

@@ -200,9 +200,10 @@ pub struct TlsIdentity {
     pub certificate: Option<Bytes>,
     /// The DNS names among the certificate's subject alternative names.
     pub dns_names: Vec<String>,
-    /// The URI names among them (a SPIFFE id, for example). IP addresses among them are
-    /// not listed: read them from [`certificate`](Self::certificate).
+    /// The URI names among them (a SPIFFE id, for example).
     pub uri_names: Vec<String>,
+    /// The IP addresses among them.
+    pub ip_addresses: Vec<core::net::IpAddr>,
     /// The TLS version negotiated ("TLSv1_3").
     pub version: String,
 }
