@@ -44,57 +44,40 @@ pub(crate) trait Remote: Send + 'static {
     fn raise(py: Python<'_>, error: &Self::Error) -> PyErr;
 }
 
-impl Remote for ScpClient {
-    type Error = ScpError;
+/// [`Remote`] for a client whose own `read`/`write` have the trait's shape: they
+/// forward, and `$raise` turns `$error` into the package's exception.
+macro_rules! remote {
+    ($client:ty, $error:ty, $raise:path) => {
+        impl Remote for $client {
+            type Error = $error;
 
-    fn read(
-        &mut self,
-        chip: Address,
-        address: u32,
-        buf: &mut [u8],
-    ) -> impl Future<Output = Result<(), ScpError>> + Send {
-        Self::read(self, chip, address, buf)
-    }
+            fn read(
+                &mut self,
+                chip: Address,
+                address: u32,
+                buf: &mut [u8],
+            ) -> impl Future<Output = Result<(), $error>> + Send {
+                Self::read(self, chip, address, buf)
+            }
 
-    fn write(
-        &mut self,
-        chip: Address,
-        address: u32,
-        data: &[u8],
-    ) -> impl Future<Output = Result<(), ScpError>> + Send {
-        Self::write(self, chip, address, data)
-    }
+            fn write(
+                &mut self,
+                chip: Address,
+                address: u32,
+                data: &[u8],
+            ) -> impl Future<Output = Result<(), $error>> + Send {
+                Self::write(self, chip, address, data)
+            }
 
-    fn raise(py: Python<'_>, error: &ScpError) -> PyErr {
-        errors::scp(py, error)
-    }
+            fn raise(py: Python<'_>, error: &$error) -> PyErr {
+                $raise(py, error)
+            }
+        }
+    };
 }
 
-impl Remote for Machine {
-    type Error = MachineError;
-
-    fn read(
-        &mut self,
-        chip: Address,
-        address: u32,
-        buf: &mut [u8],
-    ) -> impl Future<Output = Result<(), MachineError>> + Send {
-        Self::read(self, chip, address, buf)
-    }
-
-    fn write(
-        &mut self,
-        chip: Address,
-        address: u32,
-        data: &[u8],
-    ) -> impl Future<Output = Result<(), MachineError>> + Send {
-        Self::write(self, chip, address, data)
-    }
-
-    fn raise(py: Python<'_>, error: &MachineError) -> PyErr {
-        errors::machine(py, error)
-    }
-}
+remote!(ScpClient, ScpError, errors::scp);
+remote!(Machine, MachineError, errors::machine);
 
 /// A client, the runtime its transfers run on, and the lock that serialises them.
 pub(crate) struct Shared<R> {
