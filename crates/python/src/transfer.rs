@@ -198,8 +198,8 @@ impl<R: Remote> Shared<R> {
         run(py, &self.runtime, lock_then_op)?.map_err(|e| R::raise(py, &e))
     }
 
-    /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`); the range is
-    /// checked before anything is allocated.
+    /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`) into a new
+    /// `bytes`; the range is checked before anything is allocated.
     pub(crate) fn read<'py>(
         &self,
         py: Python<'py>,
@@ -208,11 +208,12 @@ impl<R: Remote> Shared<R> {
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
         check_range(address, length).map_err(|e| errors::scp(py, &e))?;
-        let buf = self.call(py, move |mut client| async move {
-            let mut buf = vec![0u8; length];
-            client.read(chip, address, &mut buf).await.map(|()| buf)
-        })?;
-        Ok(PyBytes::new(py, &buf))
+        // Read straight into the `bytes` object handed back: no second copy.
+        PyBytes::new_with(py, length, |buf| {
+            self.call(py, move |mut client| async move {
+                client.read(chip, address, buf).await
+            })
+        })
     }
 
     /// Writes `data` to `address` on `chip`.
