@@ -157,7 +157,34 @@ fn features() -> Result<(), String> {
     if tree.contains("volley-transport-udp") {
         return Err("volley-rpc with only `tcp` still depends on volley-transport-udp".into());
     }
-    Ok(())
+    tls_peers_locked()
+}
+
+/// The rpc suite's TLS peers (`benches/tls`, outside the workspace, built only by `cargo
+/// xtask bench` with `--locked`) still resolve from their lock file: a dependency added to
+/// a workspace crate they use must be added to that lock too, or the bench stops at its
+/// build. Resolving is enough; nothing is built.
+fn tls_peers_locked() -> Result<(), String> {
+    let manifest = crate::root().join("benches").join("tls").join("Cargo.toml");
+    exec(
+        cargo()
+            .args([
+                "metadata",
+                "--locked",
+                "--format-version",
+                "1",
+                "--manifest-path",
+            ])
+            .arg(&manifest)
+            .stdout(std::process::Stdio::null()),
+    )
+    .map_err(|e| {
+        format!(
+            "{e}\nbenches/tls/Cargo.lock is out of date: run `cargo metadata --manifest-path \
+             {}` (or build it) and commit the lock",
+            manifest.display()
+        )
+    })
 }
 
 /// Builds volley-proto with no default features for a bare-metal target, proving it needs
