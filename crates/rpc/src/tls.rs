@@ -260,7 +260,7 @@ pub async fn connect(
 ) -> io::Result<FramedLink> {
     let handshake = async {
         let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
+        volley_transport_tcp::tune(&stream)?;
         TlsConnector::from(config).connect(name, stream).await
     };
     let stream = within(

@@ -67,11 +67,11 @@ impl Framed {
         Self::start(reader, Plain(writer), config, None, None)
     }
 
-    /// A connection over a TCP stream, with Nagle's algorithm off (the writer batches by
-    /// itself) and TCP keep-alive on. On Linux, file regions ([`Framed::send_file`]) go by `sendfile(2)`.
+    /// A connection over a TCP stream, set up by [`tune`](crate::tune): Nagle's algorithm
+    /// off (the writer batches by itself), TCP keep-alive on, reno on loopback. On Linux,
+    /// file regions ([`Framed::send_file`]) go by `sendfile(2)`.
     pub fn from_tcp(stream: TcpStream, config: Config) -> io::Result<(Self, Incoming)> {
-        stream.set_nodelay(true)?;
-        socket2::SockRef::from(&stream).set_tcp_keepalive(&crate::server::keepalive())?;
+        crate::socket::tune(&stream)?;
         let (read, write) = stream.into_split();
         Ok(Self::start(read, write, config, None, None))
     }
@@ -83,7 +83,7 @@ impl Framed {
         Self::start(read, write, config, None, None)
     }
 
-    /// Connects over TCP with Nagle's algorithm off (the writer batches by itself).
+    /// Connects over TCP, the stream set up by [`tune`](crate::tune).
     pub async fn connect_tcp(addr: SocketAddr, config: Config) -> io::Result<(Self, Incoming)> {
         Self::from_tcp(TcpStream::connect(addr).await?, config)
     }

@@ -103,6 +103,7 @@ mod reader;
 mod sendfile;
 mod server;
 mod shared;
+mod socket;
 mod stats;
 pub mod testing;
 mod writer;
@@ -118,4 +119,5 @@ pub use server::{
     Unframed,
 };
 pub use shared::FRAME_COST;
+pub use socket::{LOOPBACK_CONGESTION, tune};
 pub use stats::Stats;

@@ -349,8 +349,7 @@ impl Listener {
             let accepted = match &self.inner {
                 Inner::Tcp(listener) => listener.accept().await.map(|(stream, addr)| {
                     // Each only fails on a socket already dead; its reader says so.
-                    let _ = stream.set_nodelay(true);
-                    let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive());
+                    let _ = crate::socket::tune(&stream);
                     (AcceptedStream::Tcp(stream), Peer::Tcp(addr))
                 }),
                 Inner::Unix(listener) => listener
@@ -420,16 +419,6 @@ impl fmt::Debug for Listener {
             .field("stats", &self.stats())
             .finish()
     }
-}
-
-/// TCP keep-alive for accepted and connected sockets: a peer whose host vanished is found
-/// out by the kernel after about a minute and a half of silence, even with nothing to
-/// send (the protocols' own pings, where they have them, find it sooner).
-pub(crate) fn keepalive() -> socket2::TcpKeepalive {
-    socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(60))
-        .with_interval(Duration::from_secs(10))
-        .with_retries(3)
 }
 
 /// Out of file descriptors (per process or system-wide) or of socket memory: waiting
