@@ -193,7 +193,7 @@ async fn raw_local_call(
     match answer.await.map_err(|_| "raw in-process: no reply")? {
         RawReply::Echo(v) => check(v == index, "echo"),
         RawReply::Put(len, hash) => check(
-            len == w.payload as u64 && hash == xxhash_rust::xxh3::xxh3_64(&body),
+            len == w.payload as u64 && hash == peers::put_hash(&pattern, start, w.payload),
             "put",
         ),
         RawReply::Get(bytes) => check(bytes == pattern[start..start + w.payload], "get"),
@@ -263,6 +263,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &servers, PoolConfig::default())))
         .collect();
     for w in workloads {
+        peers::expect_puts(w, &pattern);
         let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
             let w = if warm { w.warm_up() } else { w };
             runtime_of(i)
@@ -290,7 +291,9 @@ pub(crate) fn run(mode: Mode) -> Report {
     report.tables.push(table);
     report.notes.push(
         "every reply checked (echo value, put length and xxh3, get bytes against the pattern); \
-         servers on one current-thread runtime; clients on a current-thread runtime, or (mt client) a \
+         the client's expected put hashes are computed before the rounds (the servers hash \
+         every payload they get, in the timed path); every TCP socket, the peers' too, set up \
+         by volley_transport_tcp::tune (Nagle off, reno on loopback); servers on one current-thread runtime; clients on a current-thread runtime, or (mt client) a \
          2-worker one; one connection per system; / tarpc and / raw divide by the better of each anchor's two setups"
             .into(),
     );

@@ -108,7 +108,15 @@ async fn tonic_channel(addr: SocketAddr, tls: Option<&Tls>) -> Channel {
             )
             .expect("tonic TLS settings");
     }
-    endpoint.connect().await.expect("a tonic connection")
+    // On a socket made and tuned here, as every peer's is (tonic adds TLS on top).
+    let connector = tower::service_fn(move |_: http::Uri| async move {
+        let stream = tcp(addr).await;
+        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+    });
+    endpoint
+        .connect_with_connector(connector)
+        .await
+        .expect("a tonic connection")
 }
 
 async fn volley(link: FramedLink) -> Peer<Bench> {
@@ -191,7 +199,7 @@ async fn tonic_call(
         Work::Echo => check(c.echo(index).await? == index, "echo"),
         Work::Put => {
             let body = pattern.slice(start..start + w.payload);
-            let want = (w.payload as u64, xxhash_rust::xxh3::xxh3_64(&body));
+            let want = (w.payload as u64, peers::put_hash(&pattern, start, w.payload));
             check(c.put(body).await? == want, "put")
         }
         Work::Get => {
@@ -283,6 +291,7 @@ fn main() {
     let mut data = Vec::new();
     let mut notes = Vec::new();
     for w in workloads {
+        peers::expect_puts(w, &pattern);
         let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
             let w = if warm { w.warm_up() } else { w };
             runtime_of(i)

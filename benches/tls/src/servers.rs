@@ -60,7 +60,7 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
     let (accept, p) = (acceptor.clone(), pattern.clone());
     tokio::spawn(async move {
         while let Ok((stream, _)) = raw.accept().await {
-            let _ = stream.set_nodelay(true);
+            let _ = volley_transport_tcp::tune(&stream);
             let (accept, p) = (accept.clone(), p.clone());
             tokio::spawn(async move {
                 if let Ok(stream) = accept.accept(stream).await {
@@ -76,7 +76,7 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
     let (accept, p) = (acceptor, pattern.clone());
     tokio::spawn(async move {
         while let Ok((stream, _)) = tarpc.accept().await {
-            let _ = stream.set_nodelay(true);
+            let _ = volley_transport_tcp::tune(&stream);
             let (accept, p) = (accept.clone(), p.clone());
             tokio::spawn(async move {
                 if let Ok(stream) = accept.accept(stream).await {
@@ -176,7 +176,7 @@ async fn tonic(tls: Option<ServerTlsConfig>, pattern: Bytes) -> SocketAddr {
     }
     let incoming = TcpListenerStream::new(listener).map(|stream| {
         stream.inspect(|s| {
-            let _ = s.set_nodelay(true);
+            let _ = volley_transport_tcp::tune(s);
         })
     });
     // One service, routing its own methods: no router needed.

@@ -82,7 +82,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let tarpc_pattern = pattern.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = tarpc_listener.accept().await {
-                let _ = stream.set_nodelay(true);
+                let _ = volley_transport_tcp::tune(&stream);
                 tarpc_serve(length_delimited(stream), tarpc_pattern.clone());
             }
         });
@@ -91,7 +91,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let raw_addr = raw_listener.local_addr().expect("address");
         tokio::spawn(async move {
             while let Ok((stream, _)) = raw_listener.accept().await {
-                let _ = stream.set_nodelay(true);
+                let _ = volley_transport_tcp::tune(&stream);
                 tokio::spawn(raw_server(stream, pattern.clone()));
             }
         });
