@@ -118,6 +118,7 @@ impl LinkReceiver for LocalReceiver {
         // likely about to answer, and a sleeping thread costs a wake-up to reach.
         if self.spin {
             let start = Instant::now();
+            let mut polls = 0u32;
             loop {
                 match self.rx.try_recv() {
                     Ok(message) => return Ok(message),
@@ -127,7 +128,10 @@ impl LinkReceiver for LocalReceiver {
                 if start.elapsed() >= super::SPIN {
                     break;
                 }
-                std::thread::yield_now();
+                polls += 1;
+                if polls % super::YIELD_THREAD_EVERY == 0 {
+                    std::thread::yield_now();
+                }
                 tokio::task::yield_now().await;
             }
         }
