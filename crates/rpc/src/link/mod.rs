@@ -29,6 +29,7 @@ pub const SPIN: core::time::Duration = core::time::Duration::from_micros(250);
 /// Polls of the in-process link's spin per offer of the CPU to other threads, as
 /// transport-tcp's reader has it: each offer is a system call, and never offering would
 /// starve a peer that shares this CPU.
+#[cfg(feature = "local")]
 pub(crate) const YIELD_THREAD_EVERY: u32 = 4;
 
 /// One RPC message as links move it.
