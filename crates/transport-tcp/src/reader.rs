@@ -179,13 +179,16 @@ const BULK_READ: usize = 16 * 1024;
 /// Whether the reader spins before its next read. Spinning pays when what comes brings
 /// work (a reply to what was just written, a batch of calls): it saves a wake-up per
 /// read. A trickle of bytes brings next to none, and each spin burns most of the gap
-/// between them. So the time spun (the whole spin when nothing came) is a debt that each
-/// whole frame read pays a quarter of a spin of, and so does each [`BULK_READ`] of bytes
-/// (a large frame arrives over many reads, none with a whole frame, and spinning between
-/// them is what keeps its transfer fast); past two spins' worth of debt, the next
-/// [`RESTING_READS`] reads sleep at once, then spinning is tried again. Credit is kept up
-/// to four spins' worth, so a busy stretch pays for its end. A peer sending a little at
-/// a time thus costs a wake-up per read, not a spinning thread.
+/// between them. So the time spun is a debt: the whole spin when nothing came, the wait
+/// when something did, except for the first read after this end wrote (that is the
+/// answer spinning waits for, however long the peer took to make it, and a peer can buy
+/// at most one such read per write of ours). Each whole frame read pays a quarter of a
+/// spin of the debt, and so does each [`BULK_READ`] of bytes (a large frame arrives over
+/// many reads, none with a whole frame, and spinning between them is what keeps its
+/// transfer fast); past two spins' worth of debt, the next [`RESTING_READS`] reads sleep
+/// at once, then spinning is tried again. Credit is kept up to four spins' worth, so a
+/// busy stretch pays for its end. A peer sending a little at a time thus costs a wake-up
+/// per read, not a spinning thread.
 #[derive(Debug, Default)]
 struct SpinGate {
     /// Microseconds spun beyond what the frames read paid for (negative: credit).
@@ -229,8 +232,9 @@ impl SpinGate {
 /// writer's last write, yielding between polls: to the runtime (its other tasks, and its
 /// poll of the sockets), and every [`YIELD_THREAD_EVERY`] polls to other threads.
 /// Returns what a read got (`None` if nothing came) and, if it got something, the
-/// microseconds it waited. A read future dropped while pending has taken nothing, so
-/// trying again is safe.
+/// microseconds of waiting to charge to the spin (none if this end wrote during the
+/// spin). A read future dropped while pending has taken nothing, so trying again is
+/// safe.
 async fn spin_read<R: AsyncRead + Unpin>(
     reader: &mut R,
     buf: &mut impl BufMut,
@@ -249,7 +253,13 @@ async fn spin_read<R: AsyncRead + Unpin>(
     loop {
         if let Some(n) = reader.read_buf(buf).now_or_never() {
             let waited = spun(shared.now_us());
-            return (Some(n), Some(waited));
+            // What came after this end wrote, within a spin of the write, is most
+            // likely the answer to it: the case spinning is for, paid for by the
+            // wake-up it saved however long the peer took (a large request's answer
+            // comes only after the peer has taken it all). Only a wait for what nobody
+            // asked for is charged.
+            let asked = shared.last_write.load(Ordering::Relaxed) > start;
+            return (Some(n), Some(if asked { 0 } else { waited }));
         }
         let now = shared.now_us();
         let since = start.max(shared.last_write.load(Ordering::Relaxed));

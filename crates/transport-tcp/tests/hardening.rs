@@ -7,7 +7,7 @@ use core::time::Duration;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use volley_proto::wire::frame::Header;
+use volley_proto::wire::frame::{HEADER_LEN, Header};
 use volley_testkit::within;
 use volley_transport_tcp::{Admission, Config, Error, Listener, ServerConfig};
 
@@ -242,6 +242,65 @@ async fn a_trickle_does_not_keep_the_reader_spinning() {
     assert!(
         stats.spins * 8 < stats.reads,
         "{} spins in {} reads: a trickle kept the reader spinning",
+        stats.spins,
+        stats.reads
+    );
+}
+
+/// A peer that answers what this end writes, but trickles each answer: its header
+/// whole, then its body a byte at a time, a little under the spin apart. Only the wait
+/// for the start of an answer is free (it is what spinning after a write is for); the
+/// trickle after it is charged as any other, so the reader spins before few reads.
+#[tokio::test]
+async fn a_trickled_answer_does_not_keep_the_reader_spinning() {
+    const ASKS: usize = 12;
+    const BODY: usize = 100;
+    let config = Config {
+        spin: Some(Duration::from_micros(250)),
+        ..Config::default()
+    };
+    let listener = listener(4, config).await;
+    let mut peer = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    let mut incoming = accepted.incoming;
+    let answerer = std::thread::spawn(move || {
+        // Paced by sleeping: this is the attack's rate, not synchronisation.
+        let gap = Duration::from_micros(150);
+        let mut ask = [0u8; HEADER_LEN + 1];
+        for i in 0..ASKS {
+            peer.read_exact(&mut ask).unwrap();
+            let id = u32::try_from(i).unwrap() + 1;
+            let header = Header::new(7, id, BODY).unwrap().encode();
+            peer.write_all(&header).unwrap();
+            for _ in 0..BODY {
+                peer.write_all(b"z").unwrap();
+                std::thread::sleep(gap);
+            }
+        }
+        peer
+    });
+    within(30, async {
+        for i in 0..ASKS {
+            let id = u32::try_from(i).unwrap() + 1;
+            accepted
+                .framed
+                .send(7, id, &[], bytes::Bytes::from_static(b"?"))
+                .await
+                .unwrap();
+            let answer = incoming.recv().await.unwrap();
+            assert_eq!(answer.body.len(), BODY);
+        }
+    })
+    .await;
+    let _peer = answerer.join().unwrap();
+    let stats = accepted.framed.stats();
+    println!(
+        "trickled answers: {} spins in {} reads, spun {} us",
+        stats.spins, stats.reads, stats.spun_us
+    );
+    assert!(
+        stats.spins * 8 < stats.reads,
+        "{} spins in {} reads: trickled answers kept the reader spinning",
         stats.spins,
         stats.reads
     );
