@@ -9,7 +9,7 @@ use std::net::TcpStream;
 
 use volley_proto::wire::frame::{HEADER_LEN, Header};
 use volley_testkit::within;
-use volley_transport_tcp::{Admission, Config, Error, Listener, ServerConfig};
+use volley_transport_tcp::{Accepted, Admission, Config, Error, Listener, ServerConfig};
 
 async fn listener(max_connections: usize, connection: Config) -> Listener {
     Listener::bind_tcp(
@@ -190,19 +190,26 @@ async fn past_the_cap_connections_are_accepted_to_be_refused_at_a_bounded_rate()
     }
 }
 
+/// A connection whose accepting end spins 250 us before sleeping (as volley-rpc's links
+/// do), and the blocking socket of its peer; the listener is kept with them.
+async fn spinning_connection() -> (Listener, TcpStream, Accepted) {
+    let config = Config {
+        spin: Some(Duration::from_micros(250)),
+        ..Config::default()
+    };
+    let listener = listener(4, config).await;
+    let peer = connect(&listener);
+    let accepted = within(10, listener.accept()).await.unwrap();
+    (listener, peer, accepted)
+}
+
 /// A peer that trickles: first a large frame one byte at a time, then tiny whole frames,
 /// each a little under the spin apart, so that a reader spinning after every read would
 /// never sleep. The reader spins before few of its reads (the time it spun is printed:
 /// time is what it costs, but under a loaded test run it is not a steady measure).
 #[tokio::test]
 async fn a_trickle_does_not_keep_the_reader_spinning() {
-    let config = Config {
-        spin: Some(Duration::from_micros(250)),
-        ..Config::default()
-    };
-    let listener = listener(4, config).await;
-    let mut peer = connect(&listener);
-    let accepted = within(10, listener.accept()).await.unwrap();
+    let (_listener, mut peer, accepted) = spinning_connection().await;
     let mut incoming = accepted.incoming;
     let trickle = std::thread::spawn(move || {
         // Paced by sleeping: this is the attack's rate, not synchronisation.
@@ -255,13 +262,7 @@ async fn a_trickle_does_not_keep_the_reader_spinning() {
 async fn a_trickled_answer_does_not_keep_the_reader_spinning() {
     const ASKS: usize = 12;
     const BODY: usize = 100;
-    let config = Config {
-        spin: Some(Duration::from_micros(250)),
-        ..Config::default()
-    };
-    let listener = listener(4, config).await;
-    let mut peer = connect(&listener);
-    let accepted = within(10, listener.accept()).await.unwrap();
+    let (_listener, mut peer, accepted) = spinning_connection().await;
     let mut incoming = accepted.incoming;
     let answerer = std::thread::spawn(move || {
         // Paced by sleeping: this is the attack's rate, not synchronisation.
