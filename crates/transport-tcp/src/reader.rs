@@ -253,11 +253,7 @@ async fn spin_read<R: AsyncRead + Unpin>(
     loop {
         if let Some(n) = reader.read_buf(buf).now_or_never() {
             let waited = spun(shared.now_us());
-            // What came after this end wrote, within a spin of the write, is most
-            // likely the answer to it: the case spinning is for, paid for by the
-            // wake-up it saved however long the peer took (a large request's answer
-            // comes only after the peer has taken it all). Only a wait for what nobody
-            // asked for is charged.
+            // The answer to a write of ours is not charged (see `SpinGate`).
             let asked = shared.last_write.load(Ordering::Relaxed) > start;
             return (Some(n), Some(if asked { 0 } else { waited }));
         }
