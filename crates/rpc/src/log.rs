@@ -21,7 +21,16 @@ static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 /// Logs `reason` for `peer` at warning level, unless it was logged for that peer less
 /// than a second ago; then it is only counted, and the count goes with the next line.
 pub fn warn_limited(reason: &'static str, peer: &dyn Display) {
-    if let Some(left_out) = admit(reason, peer.to_string(), Instant::now()) {
+    let admitted = {
+        let mut guard = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+        admit(
+            guard.get_or_insert_with(HashMap::new),
+            reason,
+            peer.to_string(),
+            Instant::now(),
+        )
+    };
+    if let Some(left_out) = admitted {
         if left_out > 0 {
             tracing::warn!(peer = %peer, "{reason} ({left_out} more like it left out)");
         } else {
@@ -30,10 +39,9 @@ pub fn warn_limited(reason: &'static str, peer: &dyn Display) {
     }
 }
 
-/// `Some(left out since the last line)` if a line may be written now.
-fn admit(reason: &'static str, peer: String, now: Instant) -> Option<u64> {
-    let mut guard = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
-    let seen = guard.get_or_insert_with(HashMap::new);
+/// `Some(left out since the last line)` if a line may be written now, by what `seen`
+/// remembers.
+fn admit(seen: &mut Seen, reason: &'static str, peer: String, now: Instant) -> Option<u64> {
     if seen.len() >= REMEMBERED {
         let mut times: Vec<Instant> = seen.values().map(|(t, _)| *t).collect();
         times.sort_unstable();
@@ -62,40 +70,61 @@ mod tests {
 
     #[test]
     fn one_line_per_reason_per_peer_per_second_then_a_count() {
+        // A table of its own: tests run in parallel, and another's entries would count.
+        let mut seen = Seen::new();
         let t0 = Instant::now();
         let peer = || "test-peer-a".to_string();
-        assert_eq!(admit("test reason", peer(), t0), Some(0));
+        assert_eq!(admit(&mut seen, "test reason", peer(), t0), Some(0));
         for i in 1..=5 {
             assert_eq!(
-                admit("test reason", peer(), t0 + Duration::from_millis(i)),
+                admit(
+                    &mut seen,
+                    "test reason",
+                    peer(),
+                    t0 + Duration::from_millis(i)
+                ),
                 None
             );
         }
         // Another reason, another peer: their own lines.
-        assert_eq!(admit("other reason", peer(), t0), Some(0));
-        assert_eq!(admit("test reason", "test-peer-b".into(), t0), Some(0));
+        assert_eq!(admit(&mut seen, "other reason", peer(), t0), Some(0));
+        assert_eq!(
+            admit(&mut seen, "test reason", "test-peer-b".into(), t0),
+            Some(0)
+        );
         // A second later, a line with what was left out.
         assert_eq!(
-            admit("test reason", peer(), t0 + Duration::from_secs(1)),
+            admit(
+                &mut seen,
+                "test reason",
+                peer(),
+                t0 + Duration::from_secs(1)
+            ),
             Some(5)
         );
         assert_eq!(
-            admit("test reason", peer(), t0 + Duration::from_secs(1)),
+            admit(
+                &mut seen,
+                "test reason",
+                peer(),
+                t0 + Duration::from_secs(1)
+            ),
             None
         );
     }
 
     #[test]
     fn what_it_remembers_is_bounded() {
+        let mut seen = Seen::new();
         let t0 = Instant::now();
         for i in 0..(3 * REMEMBERED as u64) {
             admit(
+                &mut seen,
                 "bounded reason",
                 i.to_string(),
                 t0 + Duration::from_micros(i),
             );
         }
-        let guard = SEEN.lock().unwrap();
-        assert!(guard.as_ref().unwrap().len() <= REMEMBERED);
+        assert!(seen.len() <= REMEMBERED);
     }
 }

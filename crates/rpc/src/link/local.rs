@@ -1,38 +1,80 @@
-//! The in-process link: two tasks in one process exchange messages by value over a
-//! bounded channel. Nothing is encoded into frames and nothing is copied: the arguments
-//! and segments are the same `Bytes` (shared by `Arc`) on both sides, as ARTIQ's two
-//! cores share one buffer.
+//! The in-process link: two tasks in one process exchange messages by value. Nothing is
+//! encoded into frames and nothing is copied: the arguments and segments are the same
+//! `Bytes` (shared by `Arc`) on both sides, as ARTIQ's two cores share one buffer.
+//!
+//! Each direction is one queue under a lock. The receiver takes everything queued at
+//! once, so a burst of calls from many tasks crosses between threads in one step: the
+//! queue's memory moves between the two cores once per burst, not once per message (a
+//! channel that hands over one message at a time pays that for every message).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use core::future::poll_fn;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::task::{Poll, Waker};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use super::{LinkError, LinkReceiver, LinkSender, Message, MessageLink, TrySendError};
 
 /// One end of an in-process link; see [`pair`].
 #[derive(Debug)]
 pub struct LocalLink {
-    tx: mpsc::Sender<Message>,
-    rx: mpsc::Receiver<Message>,
+    tx: Arc<Closer>,
+    rx: LocalReceiver,
     max_message: usize,
 }
 
 /// The sending half of a [`LocalLink`].
 #[derive(Clone, Debug)]
 pub struct LocalSender {
-    /// `None` once closed: the last real sender goes, so the peer sees the end.
-    tx: Arc<Mutex<Option<mpsc::Sender<Message>>>>,
+    /// Shared by all clones: the last one dropped (or [`close`](LinkSender::close)) ends
+    /// the direction, so the peer sees the end.
+    tx: Arc<Closer>,
     max_message: usize,
 }
 
 /// The receiving half of a [`LocalLink`].
 #[derive(Debug)]
 pub struct LocalReceiver {
-    rx: mpsc::Receiver<Message>,
+    queue: Arc<Queue>,
+    /// Messages taken from the queue in one go, handed out one by one.
+    batch: VecDeque<Message>,
     /// Whether to spin before sleeping: on a current-thread runtime only.
     spin: bool,
 }
+
+/// One direction of a link.
+#[derive(Debug)]
+struct Queue {
+    state: Mutex<State>,
+    /// Whether anything is queued: read without the lock by a spinning receiver. On a
+    /// cache line of its own, and written only when the queue turns non-empty or empty,
+    /// so a sender's burst does not pull the line from the spinning receiver each time.
+    queued: Padded<AtomicBool>,
+    /// Wakes senders waiting for room.
+    room: Notify,
+    capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    items: VecDeque<Message>,
+    /// The receiver, asleep until a message comes or the senders go.
+    waker: Option<Waker>,
+    senders_gone: bool,
+    receiver_gone: bool,
+}
+
+/// A value alone on its cache line (128 bytes covers the adjacent-line prefetch).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// The sending side of one queue: ends it when dropped.
+#[derive(Debug)]
+struct Closer(Arc<Queue>);
 
 /// Two connected ends; each holds at most `capacity` messages sent and not yet taken
 /// (1..=1_048_576; senders wait beyond it), and carries messages up to `max_message`.
@@ -41,20 +83,126 @@ pub fn pair(capacity: usize, max_message: usize) -> (LocalLink, LocalLink) {
         (1..=1 << 20).contains(&capacity),
         "local link capacity must be 1..=1048576, not {capacity}"
     );
-    let (a_tx, a_rx) = mpsc::channel(capacity);
-    let (b_tx, b_rx) = mpsc::channel(capacity);
+    let queue = || {
+        Arc::new(Queue {
+            state: Mutex::new(State::default()),
+            queued: Padded(AtomicBool::new(false)),
+            room: Notify::new(),
+            capacity,
+        })
+    };
+    let (a_to_b, b_to_a) = (queue(), queue());
     (
         LocalLink {
-            tx: a_tx,
-            rx: b_rx,
+            tx: Arc::new(Closer(a_to_b.clone())),
+            rx: LocalReceiver::new(b_to_a.clone()),
             max_message,
         },
         LocalLink {
-            tx: b_tx,
-            rx: a_rx,
+            tx: Arc::new(Closer(b_to_a)),
+            rx: LocalReceiver::new(a_to_b),
             max_message,
         },
     )
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `message` unless the queue is full or the receiver has gone.
+    fn try_push(&self, message: Message) -> Result<(), TrySendError> {
+        let mut state = self.lock();
+        if state.receiver_gone || state.senders_gone {
+            return Err(TrySendError::Failed(LinkError::Closed));
+        }
+        if state.items.len() >= self.capacity {
+            return Err(TrySendError::Full(message));
+        }
+        state.items.push_back(message);
+        if state.items.len() == 1 {
+            self.queued.0.store(true, Ordering::Release);
+        }
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// Ends the direction from the sending side: the receiver gets what is queued, then
+    /// the end.
+    fn close_sending(&self) {
+        let waker = {
+            let mut state = self.lock();
+            state.senders_gone = true;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        self.room.notify_waiters();
+    }
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.0.close_sending();
+    }
+}
+
+impl LocalReceiver {
+    fn new(queue: Arc<Queue>) -> Self {
+        Self {
+            queue,
+            batch: VecDeque::new(),
+            spin: false,
+        }
+    }
+
+    /// Takes everything queued into `batch`; `Some(Err)` once the senders have gone and
+    /// nothing is left, `None` if nothing is queued (then `waker`, if given, is woken when
+    /// something is).
+    fn take(&mut self, waker: Option<&Waker>) -> Option<Result<Message, LinkError>> {
+        let queue = &self.queue;
+        let mut state = queue.lock();
+        if state.items.is_empty() {
+            if state.senders_gone {
+                return Some(Err(LinkError::Closed));
+            }
+            if let Some(waker) = waker {
+                match &mut state.waker {
+                    Some(w) if w.will_wake(waker) => {}
+                    slot => *slot = Some(waker.clone()),
+                }
+            }
+            return None;
+        }
+        // Both deques keep their memory: no allocation once they have grown.
+        core::mem::swap(&mut state.items, &mut self.batch);
+        queue.queued.0.store(false, Ordering::Release);
+        drop(state);
+        // Only a sender that found the queue full waits for room, and then the queue
+        // stays full until this take.
+        if self.batch.len() >= queue.capacity {
+            queue.room.notify_waiters();
+        }
+        self.batch.pop_front().map(Ok)
+    }
+}
+
+impl Drop for LocalReceiver {
+    fn drop(&mut self) {
+        let items = {
+            let mut state = self.queue.lock();
+            state.receiver_gone = true;
+            core::mem::take(&mut state.items)
+        };
+        drop(items);
+        self.queue.room.notify_waiters();
+    }
 }
 
 impl MessageLink for LocalLink {
@@ -62,41 +210,38 @@ impl MessageLink for LocalLink {
     type Receiver = LocalReceiver;
 
     fn split(self) -> (LocalSender, LocalReceiver) {
+        let mut rx = self.rx;
+        rx.spin = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
         (
             LocalSender {
-                tx: Arc::new(Mutex::new(Some(self.tx))),
+                tx: self.tx,
                 max_message: self.max_message,
             },
-            LocalReceiver {
-                rx: self.rx,
-                spin: tokio::runtime::Handle::try_current().is_ok_and(|h| {
-                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-                }),
-            },
+            rx,
         )
     }
 }
 
 impl LinkSender for LocalSender {
-    async fn send(&self, message: Message) -> Result<(), LinkError> {
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or(LinkError::Closed)?;
-        tx.send(message).await.map_err(|_| LinkError::Closed)
+    async fn send(&self, mut message: Message) -> Result<(), LinkError> {
+        let queue = &self.tx.0;
+        loop {
+            let room = queue.room.notified();
+            tokio::pin!(room);
+            // Registered before the look, so a take between the look and the wait wakes it.
+            room.as_mut().enable();
+            match queue.try_push(message) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Failed(e)) => return Err(e),
+                Err(TrySendError::Full(back)) => message = back,
+            }
+            room.await;
+        }
     }
 
     fn try_send(&self, message: Message) -> Result<(), TrySendError> {
-        let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(tx) = tx.as_ref() else {
-            return Err(TrySendError::Failed(LinkError::Closed));
-        };
-        tx.try_send(message).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(message) => TrySendError::Full(message),
-            mpsc::error::TrySendError::Closed(_) => TrySendError::Failed(LinkError::Closed),
-        })
+        self.tx.0.try_push(message)
     }
 
     fn max_message(&self) -> usize {
@@ -104,15 +249,15 @@ impl LinkSender for LocalSender {
     }
 
     fn close(&self) {
-        self.tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        self.tx.0.close_sending();
     }
 }
 
 impl LinkReceiver for LocalReceiver {
     async fn recv(&mut self) -> Result<Message, LinkError> {
+        if let Some(message) = self.batch.pop_front() {
+            return Ok(message);
+        }
         // As the framed link's reader does: on a current-thread runtime, keep looking for
         // a while before sleeping, since the other end (often on another thread) is
         // likely about to answer, and a sleeping thread costs a wake-up to reach.
@@ -120,10 +265,10 @@ impl LinkReceiver for LocalReceiver {
             let start = Instant::now();
             let mut polls = 0u32;
             loop {
-                match self.rx.try_recv() {
-                    Ok(message) => return Ok(message),
-                    Err(mpsc::error::TryRecvError::Disconnected) => return Err(LinkError::Closed),
-                    Err(mpsc::error::TryRecvError::Empty) => {}
+                if self.queue.queued.0.load(Ordering::Acquire) {
+                    if let Some(taken) = self.take(None) {
+                        return taken;
+                    }
                 }
                 if start.elapsed() >= super::SPIN {
                     break;
@@ -135,6 +280,123 @@ impl LinkReceiver for LocalReceiver {
                 tokio::task::yield_now().await;
             }
         }
-        self.rx.recv().await.ok_or(LinkError::Closed)
+        poll_fn(|cx| match self.take(Some(cx.waker())) {
+            Some(taken) => Poll::Ready(taken),
+            None => Poll::Pending,
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::time::Duration;
+    use volley_proto::wire::rpc::Kind;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    fn message(id: u32) -> Message {
+        Message::new(Kind::CALL, id, 1, bytes::Bytes::new())
+    }
+
+    async fn recv(rx: &mut LocalReceiver) -> Result<Message, LinkError> {
+        tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .expect("the receiver answers in time")
+    }
+
+    #[tokio::test]
+    async fn a_burst_arrives_in_order_and_a_full_queue_holds_its_sender() {
+        let (a, b) = pair(3, 1 << 20);
+        let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
+        for id in 0..3 {
+            tx.try_send(message(id)).expect("room");
+        }
+        let Err(TrySendError::Full(back)) = tx.try_send(message(3)) else {
+            panic!("a fourth message fits in a queue of three");
+        };
+        assert_eq!(back.head.call_id, 3, "the message comes back whole");
+        // A sender waits for room; the take that empties the queue lets it on.
+        let sender = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(message(3)).await }
+        });
+        for id in 0..4 {
+            assert_eq!(recv(&mut rx).await.unwrap().head.call_id, id);
+        }
+        tokio::time::timeout(WAIT, sender)
+            .await
+            .expect("the waiting sender got room")
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_senders_going_ends_the_queue_after_what_is_in_it() {
+        let (a, b) = pair(8, 1 << 20);
+        let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
+        let clone = tx.clone();
+        tx.try_send(message(7)).unwrap();
+        drop(tx);
+        clone
+            .try_send(message(8))
+            .expect("a clone keeps the direction open");
+        drop(clone);
+        assert_eq!(recv(&mut rx).await.unwrap().head.call_id, 7);
+        assert_eq!(recv(&mut rx).await.unwrap().head.call_id, 8);
+        assert!(matches!(recv(&mut rx).await, Err(LinkError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_sleeping_receiver_wakes_for_a_message_and_for_a_close() {
+        let (a, b) = pair(8, 1 << 20);
+        let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
+        // Straight to sleep, without the spin a current-thread runtime gets.
+        rx.spin = false;
+        let receiver = tokio::spawn(async move {
+            let first = recv(&mut rx).await.map(|m| m.head.call_id);
+            let end = recv(&mut rx).await.map(|m| m.head.call_id);
+            (first, end)
+        });
+        // The receiver's task runs (and sleeps) first on this one-thread runtime.
+        tokio::task::yield_now().await;
+        tx.try_send(message(1)).unwrap();
+        tokio::task::yield_now().await;
+        tx.close();
+        let (first, end) = tokio::time::timeout(WAIT, receiver).await.unwrap().unwrap();
+        assert_eq!(first.unwrap(), 1);
+        assert!(matches!(end, Err(LinkError::Closed)));
+        assert!(matches!(
+            tx.try_send(message(2)),
+            Err(TrySendError::Failed(LinkError::Closed))
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_receiver_going_fails_sends_and_frees_a_waiting_sender() {
+        let (a, b) = pair(1, 1 << 20);
+        let ((tx, _a_rx), (_b_tx, rx)) = (a.split(), b.split());
+        tx.try_send(message(1)).unwrap();
+        let waiting = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(message(2)).await }
+        });
+        tokio::task::yield_now().await;
+        drop(rx);
+        let sent = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
+        assert!(matches!(sent, Err(LinkError::Closed)));
+        assert!(matches!(
+            tx.try_send(message(3)),
+            Err(TrySendError::Failed(LinkError::Closed))
+        ));
+        // An end dropped before it is split counts as gone too.
+        let (a, b) = pair(1, 1 << 20);
+        drop(b);
+        let (tx, _rx) = a.split();
+        assert!(matches!(
+            tx.try_send(message(1)),
+            Err(TrySendError::Failed(LinkError::Closed))
+        ));
     }
 }

@@ -66,8 +66,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             },
             None => rx.await,
         };
-        guard.disarm();
-        inner.finish::<M>(reply, deadline)
+        guard.finish::<M>(reply, deadline)
     }
 
     /// Registers call `id`'s waiter, holding `permit` until the reply comes.
@@ -301,7 +300,9 @@ impl<S: Service, C: Codec> Pending<S, C> {
         reply: Result<Message, oneshot::error::RecvError>,
         deadline: Option<Duration>,
     ) -> Result<Reply<M::Output>, CallError> {
-        self.disarm();
+        // The waiter is gone from the table already: whoever completed the one-shot
+        // (the reader with the reply, or the connection's end) took it out.
+        self.permit = None;
         self.inner.finish::<M>(reply, deadline)
     }
 

@@ -51,31 +51,27 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 format!("no method {} here", head.method),
             );
         };
-        {
-            let mut running = lock(&self.running);
-            if running.contains_key(&head.call_id) {
-                drop(running);
-                self.finish_one();
-                crate::log::warn_limited(
-                    "the peer reused the id of a call still running",
-                    &self.who,
-                );
-                return self.answer_error(
-                    head.call_id,
-                    ErrorCode::PROTOCOL,
-                    format!("call id {} is already running here", head.call_id),
-                );
-            }
-            running.insert(head.call_id, None);
+        if lock(&self.running).contains_key(&head.call_id) {
+            self.finish_one();
+            crate::log::warn_limited("the peer reused the id of a call still running", &self.who);
+            return self.answer_error(
+                head.call_id,
+                ErrorCode::PROTOCOL,
+                format!("call id {} is already running here", head.call_id),
+            );
         }
         self.counters.calls_served.fetch_add(1, Ordering::Relaxed);
         let mut future = handler(message, Peer::handle(self));
         // Most handlers finish at their first poll: run that here, and spawn a task only
-        // for one that has to wait (a task per call costs more than the call).
+        // for one that has to wait (a task per call costs more than the call). A call
+        // finished here never enters `running`: nothing can cancel it meanwhile.
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().now_or_never()));
         let outcome = match first {
             Ok(Some(outcome)) => outcome,
             Ok(None) => {
+                // In the table before the task exists, so a task that ends at once finds
+                // its entry.
+                lock(&self.running).insert(head.call_id, None);
                 let inner = self.clone();
                 let task = tokio::spawn(async move {
                     let outcome = run_handler(future, head.deadline_us).await;
@@ -91,9 +87,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 panic_text(&*panic),
             )),
         };
-        let Some(reply) = self.reply_message(head.call_id, outcome) else {
-            return;
-        };
+        let reply = self.reply_message(head.call_id, outcome);
         match self.sender.try_send(reply) {
             Err(TrySendError::Full(reply)) => {
                 // The link is at capacity: finish sending from a task.
@@ -110,20 +104,15 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// Sends a finished call's reply (or error), unless a cancel came first, and frees its
     /// credit.
     async fn reply(self: Arc<Self>, call_id: u32, outcome: Result<Encoded, HandlerError>) {
-        if let Some(reply) = self.reply_message(call_id, outcome) {
+        if lock(&self.running).remove(&call_id).is_some() {
+            let reply = self.reply_message(call_id, outcome);
             let _ = self.sender.send(reply).await;
             self.finish_one();
         }
     }
 
-    /// A finished call's reply (or error), sized for the peer; `None` if a cancel came
-    /// first (it took the entry, and the credit, already).
-    fn reply_message(
-        &self,
-        call_id: u32,
-        outcome: Result<Encoded, HandlerError>,
-    ) -> Option<Message> {
-        lock(&self.running).remove(&call_id)?;
+    /// A finished call's reply (or error), sized for the peer.
+    fn reply_message(&self, call_id: u32, outcome: Result<Encoded, HandlerError>) -> Message {
         let mut reply = match outcome {
             Ok(encoded) => Message {
                 head: Head {
@@ -153,7 +142,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 Bytes::from(text),
             );
         }
-        Some(reply)
+        reply
     }
 }
 
