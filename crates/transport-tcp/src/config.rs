@@ -28,6 +28,13 @@ pub struct Config {
     /// room (requests, replies and one-way frames alike); a frame larger than the whole
     /// budget waits for the queue to empty.
     pub write_budget: usize,
+    /// Most frames the writer puts in one write (at least 1). The writer takes what is
+    /// queued when it wakes, up to this many, so with many calls in flight a smaller
+    /// figure turns one large write into a few back to back: the peer starts on the first
+    /// while this end still writes the rest, and its answers come back in parts too, so
+    /// both ends work at once instead of taking turns. The default, 1024, writes
+    /// everything queued at once.
+    pub write_batch: usize,
     /// Frames nobody asked for (the peer's requests, one-way frames) held for the
     /// application's [`Incoming`](crate::Incoming) before the reader stops reading: a
     /// server that takes no more work stops the peer by not taking frames.
@@ -102,7 +109,7 @@ pub const SOCKET_BUFFER: usize = 1024 * 1024;
 
 impl Default for Config {
     /// 256 in flight, OpenSSH's 256 KiB frame limit, copies under 512 bytes, batched
-    /// signalling, 256 KiB reads, a 4 MiB write queue, 1024 incoming frames, the
+    /// signalling, 256 KiB reads, a 4 MiB write queue, up to 1024 frames a write, 1024 incoming frames, the
     /// initiator's ids, no idle timeout, 1 MiB socketpair buffers. A Unix stream wakes a
     /// blocked writer only once its bytes in flight fall to a quarter of the send buffer,
     /// so a small buffer lets a fast reader (sftp-server) run dry before the writer is
@@ -115,6 +122,7 @@ impl Default for Config {
             signal: Signal::Batched,
             read_chunk: 256 * 1024,
             write_budget: 4 << 20,
+            write_batch: 1024,
             incoming_queue: 1024,
             role: Role::Initiator,
             idle_timeout: None,
@@ -136,6 +144,7 @@ impl Config {
             max_frame_len: self.max_frame_len.max(frame::HEADER_LEN),
             read_chunk: self.read_chunk.max(4096),
             write_budget: self.write_budget.clamp(1, u32::MAX as usize),
+            write_batch: self.write_batch.max(1),
             incoming_queue: self.incoming_queue.max(1),
             // Longer would be a busy loop by another name.
             spin: self.spin.map(|s| s.min(Duration::from_millis(10))),

@@ -18,8 +18,6 @@ use crate::frames::{Outgoing, Payload};
 use crate::sendfile::{FileRegion, SendFile};
 use crate::shared::Shared;
 
-/// Most frames gathered into one batch.
-const MAX_BATCH: usize = 1024;
 /// Most slices handed to one `writev` (Linux's IOV_MAX is 1024). They live in an array
 /// on the task's stack, not a vector allocated per call.
 const MAX_IOV: usize = 64;
@@ -93,6 +91,7 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
     let vectored = writer.is_write_vectored();
     let gather = !current_thread();
     let threshold = shared.config.copy_threshold;
+    let max_batch = shared.config.write_batch;
     let mut batch = Vec::with_capacity(64);
     let mut small = BytesMut::with_capacity(64 * 1024);
     // What is still to write, in order: coalesced heads and small bodies, and large
@@ -115,7 +114,7 @@ pub(crate) async fn run<W: AsyncWrite + SendFile + Unpin>(
             // runtime they already have.
             tokio::task::yield_now().await;
         }
-        while batch.len() < MAX_BATCH {
+        while batch.len() < max_batch {
             match rx.try_recv() {
                 Ok(next) => batch.push(next),
                 Err(_) => break,

@@ -404,3 +404,52 @@ async fn segments_go_out_back_to_back_and_only_small_ones_are_copied() {
     })
     .await;
 }
+
+/// Queues `frames` small frames before the writer runs (a current-thread runtime runs it
+/// only when this task waits), checks they all arrive in order, and gives the writes
+/// the sender made.
+async fn writes_for(frames: u32, config: Config) -> u64 {
+    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+    let (a, _a_in) = Framed::from_unix(ours, config);
+    let (_b, mut b_in) = Framed::from_unix(theirs, Config::default());
+    for id in 0..frames {
+        a.try_send_parts(9, id, b"h", payload(16, id as u8), Vec::new())
+            .expect("room in the write budget");
+    }
+    for id in 0..frames {
+        let frame = b_in.recv().await.unwrap();
+        assert_eq!(frame.id, id, "frames arrive in the order sent");
+        assert_eq!(&frame.body[1..], &payload(16, id as u8)[..]);
+    }
+    let stats = a.stats();
+    assert_eq!(stats.frames_sent, u64::from(frames));
+    stats.writes
+}
+
+#[tokio::test]
+async fn the_writer_writes_at_most_write_batch_frames_at_once() {
+    within(30, async {
+        let parts = writes_for(
+            100,
+            Config {
+                write_batch: 10,
+                ..Config::default()
+            },
+        )
+        .await;
+        assert_eq!(parts, 10, "100 queued frames, 10 a write");
+        let whole = writes_for(100, Config::default()).await;
+        assert_eq!(whole, 1, "by default all that is queued goes in one write");
+        // Zero is raised to one frame a write, not a writer that never writes.
+        let ones = writes_for(
+            3,
+            Config {
+                write_batch: 0,
+                ..Config::default()
+            },
+        )
+        .await;
+        assert_eq!(ones, 3);
+    })
+    .await;
+}
