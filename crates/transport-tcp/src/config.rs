@@ -109,11 +109,12 @@ pub const SOCKET_BUFFER: usize = 1024 * 1024;
 
 impl Default for Config {
     /// 256 in flight, OpenSSH's 256 KiB frame limit, copies under 512 bytes, batched
-    /// signalling, 256 KiB reads, a 4 MiB write queue, up to 1024 frames a write, 1024 incoming frames, the
-    /// initiator's ids, no idle timeout, 1 MiB socketpair buffers. A Unix stream wakes a
-    /// blocked writer only once its bytes in flight fall to a quarter of the send buffer,
-    /// so a small buffer lets a fast reader (sftp-server) run dry before the writer is
-    /// back (`unix_writable` in Linux's `net/unix/af_unix.c`); 1 MiB keeps it fed.
+    /// signalling, 256 KiB reads, a 4 MiB write queue, up to 1024 frames a write, 1024
+    /// incoming frames, the initiator's ids, no idle timeout, 1 MiB socketpair buffers.
+    /// A Unix stream wakes a blocked writer only once its bytes in flight fall to a
+    /// quarter of the send buffer, so a small buffer lets a fast reader (sftp-server) run
+    /// dry before the writer is back (`unix_writable` in Linux's `net/unix/af_unix.c`);
+    /// 1 MiB keeps it fed.
     fn default() -> Self {
         Self {
             max_in_flight: 256,

@@ -226,17 +226,24 @@ impl MessageLink for LocalLink {
 impl LinkSender for LocalSender {
     async fn send(&self, mut message: Message) -> Result<(), LinkError> {
         let queue = &self.tx.0;
+        // The first look takes no waiter slot; once the queue was full, each look is made
+        // registered for room, so a take between the look and the wait wakes it.
+        let mut full = false;
         loop {
             let room = queue.room.notified();
             tokio::pin!(room);
-            // Registered before the look, so a take between the look and the wait wakes it.
-            room.as_mut().enable();
+            if full {
+                room.as_mut().enable();
+            }
             match queue.try_push(message) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Failed(e)) => return Err(e),
                 Err(TrySendError::Full(back)) => message = back,
             }
-            room.await;
+            if full {
+                room.await;
+            }
+            full = true;
         }
     }
 
