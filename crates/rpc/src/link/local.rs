@@ -424,18 +424,28 @@ mod tests {
         {
             let first = rx.recv();
             tokio::pin!(first);
-            assert!(futures::poll!(first.as_mut()).is_pending(), "the take waits a pass");
+            assert!(
+                futures::poll!(first.as_mut()).is_pending(),
+                "the take waits a pass"
+            );
             tx.try_send(message(1)).expect("room");
             let got = tokio::time::timeout(WAIT, first).await.expect("in time");
             assert_eq!(got.expect("a message").head.call_id, 0);
         }
-        assert_eq!(rx.batch.len(), 1, "the second message came in the same take");
+        assert_eq!(
+            rx.batch.len(),
+            1,
+            "the second message came in the same take"
+        );
         assert_eq!(recv(&mut rx).await.expect("a message").head.call_id, 1);
         // Nothing waiting at the first look: a message sent while the receiver spins is
         // taken at its next look, not a pass later.
         let next = rx.recv();
         tokio::pin!(next);
-        assert!(futures::poll!(next.as_mut()).is_pending(), "nothing queued yet");
+        assert!(
+            futures::poll!(next.as_mut()).is_pending(),
+            "nothing queued yet"
+        );
         tx.try_send(message(2)).expect("room");
         match futures::poll!(next.as_mut()) {
             Poll::Ready(got) => assert_eq!(got.expect("a message").head.call_id, 2),
