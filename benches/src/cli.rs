@@ -27,6 +27,7 @@ pub(crate) fn main() -> ExitCode {
                 _ => Err("usage: volley-bench chart SUITE.json DIR".into()),
             }
         }
+        Some(suites::rpc::ALLOCATIONS_CHILD) => suites::rpc::allocations_child(),
         Some(suites::matrix::LOSSY_CHILD) => {
             let rest: Vec<String> = args.skip(1).collect();
             suites::matrix::lossy_link_child(&rest)

@@ -4,8 +4,10 @@
 //!
 //! Every allocation is counted here, so suites can report allocations per operation.
 //! The counters are shared atomics, which cost most where threads allocate most: the
-//! suites that compare transports by speed alone run under `volley-bench-plain`, the same
-//! code with the system allocator as it is.
+//! suites that compare transports by speed alone (`matrix`, `channel`) and the rpc
+//! suite's speed tables run under `volley-bench-plain`, the same code with the system
+//! allocator as it is; the rpc suite asks this binary for its allocations table
+//! (`volley-bench rpc-allocations`).
 
 use std::process::ExitCode;
 

@@ -103,9 +103,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     for suite in &suites {
         let json = out_dir.join(format!("{suite}.json"));
         let md = out_dir.join(format!("{suite}.md"));
-        // Suites that compare by speed alone run without the counting allocator, whose
-        // shared counters would tax the transport that allocates more.
-        let runner = if ["matrix", "channel"].contains(&suite.as_str()) {
+        // Speed is measured without the counting allocator, whose shared counters tax
+        // the system that allocates more (and every allocation two threads make); the rpc
+        // suite gets its allocations table from the counting binary beside it.
+        let runner = if ["matrix", "channel", "rpc"].contains(&suite.as_str()) {
             &plain
         } else {
             &binary

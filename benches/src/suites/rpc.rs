@@ -41,7 +41,8 @@ mod peers;
 mod servers;
 
 use artiq::{Arrivals, Artiq, artiq_router, artiq_table};
-use costs::{allocations, spinning};
+pub(crate) use costs::{ALLOCATIONS_CHILD, allocations_child};
+use costs::{allocations_table, spinning};
 use peers::{
     MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run, raw_server,
     tarpc_call, tarpc_serve, tcp, volley_call,
@@ -285,8 +286,9 @@ pub(crate) fn run(mode: Mode) -> Report {
     drop(clients);
     let table = runtime.block_on(artiq_table(mode, &servers, &mut report));
     report.tables.push(table);
-    let table = runtime.block_on(allocations(&servers, &pattern, &mut report));
-    report.tables.push(table);
+    if let Some(table) = allocations_table(runtime, &servers, &pattern, &mut report) {
+        report.tables.push(table);
+    }
     let table = runtime.block_on(spinning(mode, &servers, &pattern, &mut report));
     report.tables.push(table);
     report.notes.push(
@@ -345,50 +347,73 @@ fn tls_rows(mode: Mode, report: &mut Report) {
         "rpc: the TLS and QUIC rows ({})",
         PathBuf::from(&binary).display()
     );
-    let output = std::process::Command::new(&binary)
-        .arg(flag)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", PathBuf::from(&binary).display()));
-    if !output.status.success() {
-        report
-            .notes
-            .push(format!("the TLS and QUIC rows failed: {}", output.status));
-        report.failures += 1;
-        return;
+    let (table, notes, data) =
+        match child_table(PathBuf::from(&binary).as_path(), &[flag], &TLS_COLUMNS) {
+            Ok(got) => got,
+            Err(e) => {
+                report
+                    .notes
+                    .push(format!("the TLS and QUIC rows failed: {e}"));
+                report.failures += 1;
+                return;
+            }
+        };
+    report.tables.push(table);
+    for note in notes {
+        report.notes.push(format!("TLS/QUIC: {note}"));
     }
-    let out: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("volley-bench-tls prints one JSON object");
-    let columns: Vec<&str> = out["columns"]
-        .as_array()
-        .map(|c| c.iter().filter_map(serde_json::Value::as_str).collect())
-        .unwrap_or_default();
-    assert_eq!(columns, TLS_COLUMNS, "volley-bench-tls's columns");
-    let rows = out["rows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|row| {
-            row.as_array()
-                .into_iter()
-                .flatten()
-                .map(|cell| cell.as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .collect();
-    report.tables.push(Table {
-        title: out["title"].as_str().unwrap_or("TLS and QUIC").to_owned(),
-        columns: TLS_COLUMNS.to_vec(),
-        rows,
-    });
-    for note in out["notes"].as_array().into_iter().flatten() {
-        report
-            .notes
-            .push(format!("TLS/QUIC: {}", note.as_str().unwrap_or_default()));
-    }
-    for point in out["data"].as_array().into_iter().flatten() {
-        let mut point = point.clone();
+    for mut point in data {
         point["table"] = json!("tls");
         report.data.push(point);
     }
+}
+
+/// The table, notes and data points of a bench binary that prints one table as a JSON
+/// object (`title`, `columns`, `rows`, `notes`, `data`), its columns checked.
+fn child_table(
+    binary: &std::path::Path,
+    args: &[&str],
+    columns: &[&'static str],
+) -> Result<(Table, Vec<String>, Vec<serde_json::Value>), String> {
+    let output = std::process::Command::new(binary)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} {}: {}",
+            binary.display(),
+            args.join(" "),
+            output.status
+        ));
+    }
+    let out: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("{} printed no JSON table: {e}", binary.display()))?;
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let got = strings(&out["columns"]);
+    if got != columns {
+        return Err(format!(
+            "{} printed the columns {got:?}, not {columns:?}",
+            binary.display()
+        ));
+    }
+    let table = Table {
+        title: out["title"].as_str().unwrap_or_default().to_owned(),
+        columns: columns.to_vec(),
+        rows: out["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(strings)
+            .collect(),
+    };
+    let data = out["data"].as_array().cloned().unwrap_or_default();
+    Ok((table, strings(&out["notes"]), data))
 }

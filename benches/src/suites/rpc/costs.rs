@@ -4,18 +4,81 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
+/// The allocations table's columns.
+const ALLOC_COLUMNS: [&str; 5] = [
+    "system",
+    "call",
+    "payload",
+    "allocs/call",
+    "bytes alloc/call",
+];
+
+/// The allocations table: measured here under the counting allocator (`volley-bench`);
+/// under `volley-bench-plain`, which runs the speed tables without the counters' shared
+/// atomics, by `volley-bench rpc-allocations` beside it.
+pub(super) fn allocations_table(
+    runtime: &tokio::runtime::Runtime,
+    servers: &Servers,
+    pattern: &Bytes,
+    report: &mut Report,
+) -> Option<Table> {
+    if crate::alloc_counts().is_some() {
+        return Some(runtime.block_on(allocations(servers, pattern, report)));
+    }
+    let counting = std::env::current_exe()
+        .map_err(|e| format!("cannot find this binary: {e}"))
+        .map(|exe| exe.with_file_name("volley-bench"));
+    match counting.and_then(|binary| child_table(&binary, &[ALLOCATIONS_CHILD], &ALLOC_COLUMNS)) {
+        Ok((table, _, data)) => {
+            report.data.extend(data);
+            Some(table)
+        }
+        Err(e) => {
+            report
+                .notes
+                .push(format!("the allocations table failed: {e}"));
+            report.failures += 1;
+            None
+        }
+    }
+}
+
+/// The argument that makes `volley-bench` print the allocations table as JSON.
+pub(crate) const ALLOCATIONS_CHILD: &str = "rpc-allocations";
+
+/// `volley-bench rpc-allocations`: starts the servers, measures the allocations table and
+/// prints it as one JSON object (what [`child_table`] reads).
+pub(crate) fn allocations_child() -> Result<(), String> {
+    if crate::alloc_counts().is_none() {
+        return Err(format!(
+            "{ALLOCATIONS_CHILD} counts allocations: run it with volley-bench, not volley-bench-plain"
+        ));
+    }
+    let dir = std::env::temp_dir().join(format!("volley-bench-allocs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let servers = start_servers(dir.clone());
+    let (current, _multi) = kit::client_runtimes();
+    let mut report = Report::new("rpc", "allocations per call", Mode::Quick);
+    let pattern = service::pattern(PATTERN);
+    let table = current.block_on(allocations(&servers, &pattern, &mut report));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = json!({
+        "title": table.title,
+        "columns": table.columns,
+        "rows": table.rows,
+        "notes": [],
+        "data": report.data,
+    });
+    println!("{out}");
+    Ok(())
+}
+
 /// Allocations and bytes allocated per call, both ends in this process, for put and get
 /// at 8 B, 64 KiB and 1 MiB: volley's must not grow with the payload.
 pub(super) async fn allocations(servers: &Servers, pattern: &Bytes, report: &mut Report) -> Table {
     let mut table = Table {
         title: "Allocations per call, client and server together (TCP, 1 caller, 200 calls)".into(),
-        columns: vec![
-            "system",
-            "call",
-            "payload",
-            "allocs/call",
-            "bytes alloc/call",
-        ],
+        columns: ALLOC_COLUMNS.to_vec(),
         rows: Vec::new(),
     };
     for system in ["volley tcp", "tarpc"] {
