@@ -168,7 +168,11 @@ impl<M: Method, C: Codec> ReplyFuture<M, C> {
             state: State::Waiting {
                 guard,
                 rx,
-                sleep: deadline.map(tokio::time::sleep),
+                // A long deadline is kept by the connection's sweep, which answers the
+                // waiter itself; a short one by a timer here.
+                sleep: deadline
+                    .filter(|_| !crate::peer::swept(deadline))
+                    .map(tokio::time::sleep),
                 deadline,
             },
         }

@@ -8,9 +8,13 @@ use core::sync::atomic::Ordering;
 use core::time::Duration;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use common::*;
+use volley_proto::wire::rpc::{CodecId, Hello, Kind, WIRE_VERSION};
 use volley_rpc::link::framed::{self, FramedLink};
-use volley_rpc::{CallError, Config, Endpoint, serve};
+use volley_rpc::link::local::{self, LocalReceiver, LocalSender};
+use volley_rpc::link::{LinkReceiver, LinkSender, Message, MessageLink};
+use volley_rpc::{CallError, Config, Endpoint, Peer, Service, serve};
 use volley_transport_tcp::{Framed, Listener, Role};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,6 +300,71 @@ async fn deadlines_travel_and_expire() {
         })
         .await;
     }
+}
+
+/// A client on an in-process link whose other end says hello, giving `credit`, and then
+/// answers nothing; that end's halves.
+async fn silent_server(credit: u32) -> (Peer<Test>, LocalSender, LocalReceiver) {
+    let (a, b) = local::pair(1024, 16 << 20);
+    let (tx, mut rx) = b.split();
+    let hello = Hello {
+        version: WIRE_VERSION,
+        codec: CodecId::BINCODE2,
+        max_message: 1 << 20,
+        credit,
+        fingerprint: Test::FINGERPRINT,
+        calls: Test::FINGERPRINT,
+        capabilities: 0,
+    };
+    let hello = Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.encode()));
+    tx.send(hello).await.unwrap();
+    let client = Endpoint::<Test>::new(Config::default())
+        .unwrap()
+        .serve(client_router());
+    let client = within(10, client.connect(a)).await.unwrap();
+    assert_eq!(within(10, rx.recv()).await.unwrap().head.kind, Kind::HELLO);
+    (client, tx, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peers_calls_expire_at_their_deadlines_and_are_cancelled_there() {
+    within(30, async {
+        // Credit for one call: each call after the first needs the one before's back.
+        let (client, _tx, mut rx) = silent_server(1).await;
+        // A long deadline is kept by the connection's sweep (asleep before the first, and
+        // again after the short one), a short one by a timer of its own.
+        for deadline in [
+            Duration::from_secs(1),
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        ] {
+            let start = std::time::Instant::now();
+            let err = client
+                .call_with::<Echo>(&"anyone?".into(), Vec::new(), Some(deadline))
+                .await
+                .unwrap_err();
+            let took = start.elapsed();
+            assert!(
+                matches!(err, CallError::DeadlineExceeded { method: "echo", after } if after == deadline),
+                "{err}"
+            );
+            assert!(took >= deadline, "expired after {took:?}, before {deadline:?}");
+            assert!(
+                took < deadline + Duration::from_millis(500),
+                "expired after {took:?}, long past {deadline:?}"
+            );
+            let call = within(5, rx.recv()).await.unwrap();
+            assert_eq!(call.head.kind, Kind::CALL);
+            let cancel = within(5, rx.recv()).await.unwrap();
+            assert_eq!(
+                (cancel.head.kind, cancel.head.call_id),
+                (Kind::CANCEL, call.head.call_id),
+                "the expired call is cancelled at the peer"
+            );
+        }
+        assert_eq!(client.stats().calls_sent, 3);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

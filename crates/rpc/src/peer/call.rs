@@ -41,7 +41,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
     ) -> Result<Reply<M::Output>, CallError> {
         let inner = &self.inner;
         let permit = inner.acquire(M::NAME).await?;
-        let (guard, rx) = self.register(message.head.call_id, permit);
+        let (guard, rx) = self.register(message.head.call_id, permit, deadline);
         self.send_and_wait::<M>(message, guard, rx, deadline).await
     }
 
@@ -59,7 +59,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             return Err(inner.lost(M::NAME, e));
         }
         inner.sent();
-        let reply = match deadline {
+        let reply = match deadline.filter(|_| !swept(deadline)) {
             Some(after) => match tokio::time::timeout(after, rx).await {
                 Ok(reply) => reply,
                 Err(_) => return Err(deadline_exceeded::<M>(after)),
@@ -69,14 +69,16 @@ impl<S: Service, C: Codec> Peer<S, C> {
         guard.finish::<M>(reply, deadline)
     }
 
-    /// Registers call `id`'s waiter, holding `permit` until the reply comes.
+    /// Registers call `id`'s waiter, holding `permit` until the reply comes; a long
+    /// `deadline` is kept by the connection's sweep.
     fn register(
         &self,
         id: u32,
         permit: OwnedSemaphorePermit,
+        deadline: Option<Duration>,
     ) -> (Pending<S, C>, oneshot::Receiver<Message>) {
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.waiters).insert(id, tx);
+        self.inner.add_waiter(id, tx, deadline);
         let guard = Pending {
             inner: self.inner.clone(),
             id,
@@ -112,7 +114,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 peer.dispatch::<M>(message, deadline).await
             }));
         };
-        let (mut guard, rx) = self.register(message.head.call_id, permit);
+        let (mut guard, rx) = self.register(message.head.call_id, permit, deadline);
         match self.inner.sender.try_send(message) {
             Ok(()) => {
                 self.inner.sent();

@@ -111,8 +111,8 @@ impl<S: Service, C: Codec> Inner<S, C> {
             Kind::REPLY | Kind::ERROR => {
                 let waiter = lock(&self.waiters).remove(&head.call_id);
                 match waiter {
-                    Some(tx) => {
-                        let _ = tx.send(message);
+                    Some(waiter) => {
+                        let _ = waiter.tx.send(message);
                     }
                     None => {
                         self.counters.late_replies.fetch_add(1, Ordering::Relaxed);

@@ -192,6 +192,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             pool: BufferPool::new(self.config.pool),
             next_id: AtomicU32::new(1),
             waiters: Mutex::new(HashMap::new()),
+            sweep: Sweep::default(),
             credit: Arc::new(Semaphore::new(theirs.credit as usize)),
             oneway_out: AtomicU32::new(0),
             failure: OnceLock::new(),
@@ -209,6 +210,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
         });
         tokio::spawn(dispatch::read_loop(inner.clone(), receiver, oneway_tx));
         tokio::spawn(serve::oneway_loop(inner.clone(), oneway_rx));
+        tokio::spawn(deadlines::run(inner.clone()));
         if let Some(watch) = keepalive::Watch::new(&self.config, &theirs) {
             tokio::spawn(keepalive::run(inner.clone(), watch));
         }

@@ -33,6 +33,7 @@ use any::AnySender;
 
 mod any;
 mod call;
+mod deadlines;
 mod dispatch;
 mod endpoint;
 mod keepalive;
@@ -42,6 +43,8 @@ use crate::pool::BufferPool;
 use crate::router::{Reply, Router, Routes};
 use crate::service::{Method, Service};
 pub(crate) use call::{Pending, deadline_exceeded};
+pub(crate) use deadlines::swept;
+use deadlines::{Sweep, Waiter};
 pub use endpoint::Endpoint;
 
 /// Answers (error replies, pongs) this end may have queued at once before it gives up on
@@ -125,7 +128,9 @@ struct Inner<S, C> {
     pool: BufferPool,
     // Calling.
     next_id: AtomicU32,
-    waiters: Mutex<HashMap<u32, oneshot::Sender<Message>>>,
+    waiters: Mutex<HashMap<u32, Waiter>>,
+    /// Keeps the long deadlines of calls in `waiters`.
+    sweep: Sweep,
     /// The peer's credit: one permit per call in flight to it.
     credit: Arc<Semaphore>,
     /// One-way calls sent whose credit has not come back.
