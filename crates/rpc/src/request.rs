@@ -72,7 +72,9 @@ impl<'a, M: Method, C: Codec> Request<'a, M, C> {
     }
 
     /// How long to wait for the reply (the peer stops the handler at it too), instead of
-    /// [`Config::default_deadline`](crate::Config::default_deadline).
+    /// [`Config::default_deadline`](crate::Config::default_deadline). A deadline of a
+    /// second or more is checked by the connection every 10 ms, so it fires up to 10 ms
+    /// late (never early); a shorter one has a timer of its own.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self
