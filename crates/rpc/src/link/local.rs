@@ -138,6 +138,8 @@ impl Queue {
         let waker = {
             let mut state = self.lock();
             state.senders_gone = true;
+            // A spinning receiver looks only when this is set: the end is news too.
+            self.queued.0.store(true, Ordering::Release);
             state.waker.take()
         };
         if let Some(waker) = waker {
@@ -450,6 +452,23 @@ mod tests {
         match futures::poll!(next.as_mut()) {
             Poll::Ready(got) => assert_eq!(got.expect("a message").head.call_id, 2),
             Poll::Pending => panic!("a message sent while the receiver spins waits a pass"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_spinning_receiver_learns_of_the_senders_end_at_its_next_look() {
+        let (a, b) = pair(4, 1 << 20);
+        let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
+        let next = rx.recv();
+        tokio::pin!(next);
+        assert!(
+            futures::poll!(next.as_mut()).is_pending(),
+            "nothing queued yet"
+        );
+        drop(tx);
+        match futures::poll!(next.as_mut()) {
+            Poll::Ready(got) => assert!(matches!(got, Err(LinkError::Closed)), "{got:?}"),
+            Poll::Pending => panic!("the senders' end waits for the spin to run out"),
         }
     }
 }
