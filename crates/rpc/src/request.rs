@@ -172,9 +172,7 @@ impl<M: Method, C: Codec> ReplyFuture<M, C> {
                 rx,
                 // A long deadline is kept by the connection's sweep, which answers the
                 // waiter itself; a short one by a timer here.
-                sleep: deadline
-                    .filter(|_| !crate::peer::swept(deadline))
-                    .map(tokio::time::sleep),
+                sleep: crate::peer::own_timer(deadline).map(tokio::time::sleep),
                 deadline,
             },
         }

@@ -59,7 +59,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             return Err(inner.lost(M::NAME, e));
         }
         inner.sent();
-        let reply = match deadline.filter(|_| !swept(deadline)) {
+        let reply = match own_timer(deadline) {
             Some(after) => match tokio::time::timeout(after, rx).await {
                 Ok(reply) => reply,
                 Err(_) => return Err(deadline_exceeded::<M>(after)),

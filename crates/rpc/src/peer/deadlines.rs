@@ -2,7 +2,7 @@
 //! of a timer per call.
 //!
 //! A timer per call is a timer-wheel entry made and removed per call, on the caller's
-//! thread; it cost more than a fifth of an in-process call's time with 64 callers. Most
+//! thread, a large share of a small call's time when many are in flight. Most
 //! deadlines are long (the default is a minute) and need no millisecond precision, so a
 //! call whose deadline is at least [`SWEPT_FROM`] records the sweep tick it expires at,
 //! and the connection's sweep looks at the waiting calls every [`TICK`]: an expired call
@@ -21,7 +21,7 @@ use volley_proto::wire::rpc::{ErrorCode, Kind};
 
 use super::{Inner, lock};
 use crate::codec::Codec;
-use crate::link::{Message, TrySendError};
+use crate::link::Message;
 use crate::service::Service;
 
 /// Deadlines at least this long are kept by the sweep; shorter ones by a timer each.
@@ -47,9 +47,9 @@ pub(super) struct Sweep {
     wake: Notify,
 }
 
-/// Whether the sweep keeps a deadline (else the caller's own timer does).
-pub(crate) fn swept(deadline: Option<Duration>) -> bool {
-    deadline.is_some_and(|d| d >= SWEPT_FROM)
+/// The deadline the caller must time itself: a short one (the sweep keeps the rest).
+pub(crate) fn own_timer(deadline: Option<Duration>) -> Option<Duration> {
+    deadline.filter(|d| *d < SWEPT_FROM)
 }
 
 impl<S: Service, C: Codec> Inner<S, C> {
@@ -60,7 +60,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
         tx: oneshot::Sender<Message>,
         deadline: Option<Duration>,
     ) {
-        let expires = match deadline.filter(|_| swept(deadline)) {
+        let expires = match deadline.filter(|d| *d >= SWEPT_FROM) {
             // A tick after the last whole one: the tick under way may be nearly over.
             Some(after) => {
                 let ticks = after.as_nanos().div_ceil(TICK.as_nanos());
@@ -107,10 +107,10 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// before the caller frees the call's credit, as when a call is dropped.
     async fn expire(&self, expired: Vec<(u32, oneshot::Sender<Message>)>) {
         for (id, tx) in expired {
-            let cancel = Message::new(Kind::CANCEL, id, 0, Bytes::new());
-            if let Err(TrySendError::Full(cancel)) = self.sender.try_send(cancel) {
-                let _ = self.sender.send(cancel).await;
-            }
+            let _ = self
+                .sender
+                .send(Message::new(Kind::CANCEL, id, 0, Bytes::new()))
+                .await;
             let _ = tx.send(Message::new(
                 Kind::ERROR,
                 id,

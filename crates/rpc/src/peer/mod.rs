@@ -43,7 +43,7 @@ use crate::pool::BufferPool;
 use crate::router::{Reply, Router, Routes};
 use crate::service::{Method, Service};
 pub(crate) use call::{Pending, deadline_exceeded};
-pub(crate) use deadlines::swept;
+pub(crate) use deadlines::own_timer;
 use deadlines::{Sweep, Waiter};
 pub use endpoint::Endpoint;
 
