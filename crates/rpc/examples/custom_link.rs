@@ -1,6 +1,6 @@
 //! A `MessageLink` written outside volley-rpc, with only its public API: messages over
 //! `tokio::io::duplex`, each framed as a big-endian u32 length and then the message as
-//! `Message::into_wire` lays it out (head, arguments, segments), read back with
+//! `Message::encode_prefix` lays it out (head, arguments, segments), read back with
 //! `Message::from_wire`. The `kv` example's service runs over it exactly as over the
 //! built-in links, served by `serve` from a stream of such links (`Links`). It does not
 //! implement `LinkSender::try_send`, so each message waits in `send`: correct, if slower
@@ -13,7 +13,9 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf};
 use tokio::sync::{mpsc, watch};
-use volley_rpc::link::{LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink};
+use volley_rpc::link::{
+    LinkError, LinkReceiver, LinkSender, MAX_HEAD, MAX_PREFIX, Message, MessageLink,
+};
 use volley_rpc::{Config, Endpoint};
 
 #[path = "shared/kv.rs"]
@@ -50,16 +52,19 @@ impl MessageLink for DuplexLink {
                     _ = closed.changed() => None,
                 };
                 let Some(message) = message else { break };
-                let mut head = [0u8; MAX_HEAD];
-                let Ok((n, pieces)) = message.into_wire(&mut head) else {
+                // The head, and the arguments too when they are small, in `prefix`;
+                // larger arguments and the segments follow uncopied.
+                let mut prefix = [0u8; MAX_PREFIX];
+                let Ok((n, args)) = message.encode_prefix(&mut prefix) else {
                     break;
                 };
-                let len = n + pieces.iter().map(Bytes::len).sum::<usize>();
+                let pieces = core::iter::once(&args).chain(&message.segments);
+                let len = n + pieces.clone().map(Bytes::len).sum::<usize>();
                 let mut written = write.write_all(&(len as u32).to_be_bytes()).await;
                 if written.is_ok() {
-                    written = write.write_all(&head[..n]).await;
+                    written = write.write_all(&prefix[..n]).await;
                 }
-                for piece in &pieces {
+                for piece in pieces {
                     if written.is_ok() {
                         written = write.write_all(piece).await;
                     }

@@ -20,6 +20,15 @@ pub trait Codec: Send + Sync + 'static {
     /// frozen into `Bytes` without a copy or an allocation once written).
     fn encode<T: Serialize + ?Sized>(value: &T, out: &mut BytesMut) -> Result<(), CodecError>;
 
+    /// Writes `value`'s encoding at the start of `out` if it fits, giving its length;
+    /// `None` if it does not fit or cannot be encoded (the caller then encodes it with
+    /// [`encode`](Self::encode), which says why). Small values travel inline in their
+    /// message this way. By default `None`: every value goes through `encode`.
+    fn encode_small<T: Serialize + ?Sized>(value: &T, out: &mut [u8]) -> Option<usize> {
+        let _ = (value, out);
+        None
+    }
+
     /// Decodes a value from all of `bytes`; a value may borrow from them (`&str`,
     /// `&[u8]`) where its type allows. Bytes left over are an error.
     fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError>;
@@ -38,6 +47,10 @@ impl Codec for Bincode {
         bincode::serde::encode_into_std_write(value, &mut out, bincode::config::standard())
             .map(drop)
             .map_err(|e| CodecError(e.to_string()))
+    }
+
+    fn encode_small<T: Serialize + ?Sized>(value: &T, out: &mut [u8]) -> Option<usize> {
+        bincode::serde::encode_into_slice(value, out, bincode::config::standard()).ok()
     }
 
     fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
@@ -67,6 +80,12 @@ impl Codec for Postcard {
         postcard::to_extend(value, Extender(out))
             .map(drop)
             .map_err(|e| CodecError(e.to_string()))
+    }
+
+    fn encode_small<T: Serialize + ?Sized>(value: &T, out: &mut [u8]) -> Option<usize> {
+        postcard::to_slice(value, out)
+            .ok()
+            .map(|written| written.len())
     }
 
     fn decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
@@ -139,14 +158,29 @@ mod tests {
         assert!(C::decode::<Borrowing<'_>>(&out).is_err());
     }
 
+    /// A small value's inline encoding is its encoding; a large one does not fit.
+    fn small_encodings<C: Codec>() {
+        let mut inline = [0u8; 16];
+        let n = C::encode_small(&(1u64 << 40), &mut inline).expect("fits");
+        let mut out = BytesMut::new();
+        C::encode(&(1u64 << 40), &mut out).unwrap();
+        assert_eq!(&inline[..n], &out[..]);
+        assert_eq!(
+            C::encode_small(&"a string of more than sixteen bytes", &mut inline),
+            None
+        );
+    }
+
     #[test]
     fn bincode_round_trips_and_borrows() {
         round_trip::<Bincode>();
+        small_encodings::<Bincode>();
     }
 
     #[cfg(feature = "postcard")]
     #[test]
     fn postcard_round_trips_and_borrows() {
         round_trip::<Postcard>();
+        small_encodings::<Postcard>();
     }
 }

@@ -5,7 +5,7 @@ use core::time::Duration;
 use bytes::Bytes;
 
 use crate::codec::{Bincode, Codec};
-use crate::link::{ConnectionInfo, Message};
+use crate::link::{ConnectionInfo, Message, Payload};
 use crate::peer::Peer;
 use crate::service::Service;
 
@@ -42,7 +42,7 @@ use crate::service::Service;
 /// ```
 pub struct Context<R, C = Bincode> {
     segments: Vec<Bytes>,
-    raw: Bytes,
+    raw: Payload,
     deadline: Option<Duration>,
     call_id: u32,
     peer: Peer<R, C>,
@@ -71,7 +71,7 @@ impl<R: Service, C: Codec> Context<R, C> {
 
     /// The arguments as they arrived, encoded: decode them again with `C::decode` to
     /// borrow large strings or byte slices from them rather than copy.
-    pub fn raw_args(&self) -> &Bytes {
+    pub fn raw_args(&self) -> &Payload {
         &self.raw
     }
 

@@ -14,7 +14,7 @@ use volley_proto::wire::rpc::ErrorCode;
 use crate::codec::{Bincode, Codec, CodecError};
 use crate::context::Context;
 use crate::error::HandlerError;
-use crate::link::Message;
+use crate::link::{Message, Payload};
 use crate::peer::Peer;
 use crate::service::{Method, Service};
 
@@ -25,14 +25,14 @@ pub struct Call<M: Method, R: Service = <M as Method>::Service, C: Codec = Binco
     pub args: M::Args,
     /// The bulk segments that came with them: slices of the receive buffer, uncopied.
     pub segments: Vec<Bytes>,
-    raw: Bytes,
+    raw: Payload,
     deadline: Option<Duration>,
     peer: Peer<R, C>,
 }
 
 impl<M: Method, R: Service, C: Codec> Call<M, R, C> {
     /// The arguments as they arrived, encoded.
-    pub fn raw_args(&self) -> &Bytes {
+    pub fn raw_args(&self) -> &Payload {
         &self.raw
     }
 
@@ -90,7 +90,7 @@ impl<T> From<T> for Reply<T> {
 
 /// A result encoded for the wire.
 pub(crate) struct Encoded {
-    pub(crate) args: Bytes,
+    pub(crate) args: Payload,
     pub(crate) segments: Vec<Bytes>,
 }
 

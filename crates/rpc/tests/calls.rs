@@ -13,7 +13,7 @@ use common::*;
 use volley_proto::wire::rpc::{CodecId, Hello, Kind, WIRE_VERSION};
 use volley_rpc::link::framed::{self, FramedLink};
 use volley_rpc::link::local::{self, LocalReceiver, LocalSender};
-use volley_rpc::link::{LinkReceiver, LinkSender, Message, MessageLink};
+use volley_rpc::link::{LinkReceiver, LinkSender, Message, MessageLink, Payload};
 use volley_rpc::{CallError, Config, Endpoint, Peer, Service, serve};
 use volley_transport_tcp::{Framed, Listener, Role};
 
@@ -156,6 +156,28 @@ async fn in_process_segments_are_the_same_memory() {
         assert_eq!(reply.segments[0], data);
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_arguments_and_results_travel_inline_and_large_ones_in_pool_buffers() {
+    for link in Link::ALL {
+        within(30, async {
+            let (server, client, _seen) = pair(link, Config::default(), Config::default()).await;
+            // Small both ways: held in the messages, no pool buffer taken at either end.
+            for i in 0..100 {
+                let text = format!("#{i}");
+                assert_eq!(client.call::<Echo>(&text).await.unwrap(), text);
+            }
+            assert_eq!(client.pool().stats(), Default::default(), "{link:?}");
+            assert_eq!(server.pool().stats(), Default::default(), "{link:?}");
+            // Past the inline room both ways: a buffer at each end, the bytes intact.
+            let text = "z".repeat(volley_rpc::link::INLINE + 1);
+            assert_eq!(client.call::<Echo>(&text).await.unwrap(), text);
+            assert_eq!(client.pool().stats().at_once, 1, "{link:?}");
+            assert_eq!(server.pool().stats().at_once, 1, "{link:?}");
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,4 +531,53 @@ async fn each_end_knows_where_the_other_is() {
         }
         within(10, client.shutdown()).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_framed_link_gives_each_message_back_whole() {
+    within(30, async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (link, accepted) =
+            tokio::join!(FramedLink::connect_tcp(addr, 1 << 20), listener.accept());
+        // The peer never reads: the socket and then the link's queue fill.
+        let _unread = accepted.unwrap();
+        let (sender, _receiver) = link.unwrap().split();
+        let shared = |id| {
+            let mut message =
+                Message::new(Kind::CALL, id, 1, Bytes::from(vec![id as u8; 64 << 10]));
+            message.segments = vec![Bytes::from_static(b"segment")];
+            message
+        };
+        let mut full = None;
+        for id in 0..10_000 {
+            match sender.try_send(shared(id)) {
+                Ok(()) => {}
+                Err(volley_rpc::link::TrySendError::Full(back)) => {
+                    full = Some((id, back));
+                    break;
+                }
+                Err(volley_rpc::link::TrySendError::Failed(e)) => panic!("{e}"),
+            }
+        }
+        let (id, back) = full.expect("the link filled");
+        assert_eq!(back, shared(id), "shared arguments and segments given back");
+        // Small messages may still fit in what room is left; one will not.
+        let inline = |id| Message::new(Kind::CALL, id, 1, Payload::copy_from_slice(b"small"));
+        let mut full = None;
+        for id in id..id + 1_000_000 {
+            match sender.try_send(inline(id)) {
+                Ok(()) => {}
+                Err(volley_rpc::link::TrySendError::Full(back)) => {
+                    full = Some((id, back));
+                    break;
+                }
+                Err(volley_rpc::link::TrySendError::Failed(e)) => panic!("{e}"),
+            }
+        }
+        let (id, back) = full.expect("the link filled with small messages too");
+        assert_eq!(back, inline(id), "inline arguments given back");
+        assert!(back.args.inline().is_some(), "and still inline");
+    })
+    .await;
 }

@@ -100,7 +100,7 @@ async fn next(incoming: &mut Incoming) -> Result<Message, Error> {
     let parsed = volley_proto::wire::rpc::Message::parse(&frame.body).unwrap();
     Ok(Message {
         head: parsed.head,
-        args: frame.body.slice(parsed.args_range()),
+        args: frame.body.slice(parsed.args_range()).into(),
         segments: Vec::new(),
     })
 }

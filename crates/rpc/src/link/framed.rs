@@ -13,7 +13,7 @@ use volley_proto::wire::rpc::MAX_HELLO_FRAME;
 use volley_transport_tcp::{Config, Framed, Incoming, Role, TrySendError as FramedTrySend};
 
 use super::{
-    ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink,
+    ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_PREFIX, Message, MessageLink,
     TrySendError,
 };
 
@@ -145,26 +145,27 @@ impl FramedSender {
 
 impl LinkSender for FramedSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
-        let mut head = [0u8; MAX_HEAD];
-        let n = message.encode_head(&mut head)?;
+        let mut prefix = [0u8; MAX_PREFIX];
+        let (n, args) = message.encode_prefix(&mut prefix)?;
         self.framed
-            .send_parts(FRAME_TYPE, 0, &head[..n], message.args, message.segments)
+            .send_parts(FRAME_TYPE, 0, &prefix[..n], args, message.segments)
             .await?;
         Ok(())
     }
 
     fn try_send(&self, message: Message) -> Result<(), TrySendError> {
-        let mut buf = [0u8; MAX_HEAD];
-        let n = message
-            .encode_head(&mut buf)
+        let mut prefix = [0u8; MAX_PREFIX];
+        let (n, args) = message
+            .encode_prefix(&mut prefix)
             .map_err(TrySendError::Failed)?;
-        let head = message.head;
+        let (head, inline) = (message.head, message.args.inline().is_some());
+        let kept = inline.then(|| message.args.clone());
         self.framed
-            .try_send_parts(FRAME_TYPE, 0, &buf[..n], message.args, message.segments)
+            .try_send_parts(FRAME_TYPE, 0, &prefix[..n], args, message.segments)
             .map_err(|e| match e {
                 FramedTrySend::Full((args, segments)) => TrySendError::Full(Message {
                     head,
-                    args,
+                    args: kept.unwrap_or_else(|| args.into()),
                     segments,
                 }),
                 FramedTrySend::Failed(e) => TrySendError::Failed(e.into()),

@@ -13,6 +13,8 @@ use volley_proto::wire::rpc::{self, Head, Kind};
 
 #[cfg(feature = "tcp")]
 pub mod framed;
+mod payload;
+pub use payload::{INLINE, Payload};
 #[cfg(feature = "local")]
 pub mod local;
 #[cfg(feature = "udp")]
@@ -37,15 +39,15 @@ pub(crate) const YIELD_THREAD_EVERY: u32 = 4;
 pub struct Message {
     /// Kind, call id, method or error code, deadline.
     pub head: Head,
-    /// The serialized arguments, result or error text.
-    pub args: Bytes,
+    /// The serialized arguments, result or error text (inline when small).
+    pub args: Payload,
     /// Bulk segments, carried beside the arguments uncopied.
     pub segments: Vec<Bytes>,
 }
 
 impl Message {
     /// A message with no bulk segments.
-    pub fn new(kind: Kind, call_id: u32, method: u32, args: Bytes) -> Self {
+    pub fn new(kind: Kind, call_id: u32, method: u32, args: impl Into<Payload>) -> Self {
         Self {
             head: Head {
                 kind,
@@ -53,7 +55,7 @@ impl Message {
                 method,
                 deadline_us: None,
             },
-            args,
+            args: args.into(),
             segments: Vec::new(),
         }
     }
@@ -71,6 +73,10 @@ impl Message {
 /// ([`Message::into_wire`]).
 pub const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SEGMENTS;
 
+/// Room for the largest head and inline arguments after it
+/// ([`Message::encode_prefix`]).
+pub const MAX_PREFIX: usize = MAX_HEAD + INLINE;
+
 impl Message {
     /// Encodes the head into `head` (returning its length) and gives the pieces that
     /// follow it on the wire: the arguments, then the segments, uncopied. For links that
@@ -81,7 +87,7 @@ impl Message {
             .head
             .encode(self.args.len(), self.segments.iter().map(Bytes::len), head)?;
         let mut pieces = self.segments;
-        pieces.insert(0, self.args);
+        pieces.insert(0, self.args.into_bytes());
         Ok((n, pieces))
     }
 
@@ -93,13 +99,33 @@ impl Message {
             .encode(self.args.len(), self.segments.iter().map(Bytes::len), buf)?)
     }
 
+    /// Encodes the head into `buf` followed by the arguments if they are held inline,
+    /// returning the length written and the arguments still to write after it (empty if
+    /// they were inline); the segments follow those on the wire. The same bytes as
+    /// [`encode_head`](Self::encode_head) and then the arguments, without allocating for
+    /// small arguments.
+    pub fn encode_prefix(&self, buf: &mut [u8; MAX_PREFIX]) -> Result<(usize, Bytes), LinkError> {
+        let (head, rest) = buf.split_at_mut(MAX_HEAD);
+        let head: &mut [u8; MAX_HEAD] = head.try_into().expect("MAX_HEAD bytes");
+        let n = self.encode_head(head)?;
+        match self.args.inline() {
+            Some(inline) => {
+                rest[..inline.len()].copy_from_slice(inline);
+                // The head's bytes end at n: move the inline arguments to follow them.
+                buf.copy_within(MAX_HEAD..MAX_HEAD + inline.len(), n);
+                Ok((n + inline.len(), Bytes::new()))
+            }
+            None => Ok((n, self.args.clone().into_bytes())),
+        }
+    }
+
     /// Parses a whole message from `bytes` (what [`Message::into_wire`] gave, joined),
     /// arguments and segments as slices of them, every length checked first.
     pub fn from_wire(bytes: &Bytes) -> Result<Self, LinkError> {
         let parsed = rpc::Message::parse(bytes)?;
         Ok(Self {
             head: parsed.head,
-            args: bytes.slice(parsed.args_range()),
+            args: bytes.slice(parsed.args_range()).into(),
             segments: parsed.segments().map(|r| bytes.slice(r)).collect(),
         })
     }
@@ -273,9 +299,9 @@ impl Message {
     /// transport handed the pieces back unsent.
     pub fn from_pieces(head: Head, mut pieces: Vec<Bytes>) -> Self {
         let args = if pieces.is_empty() {
-            Bytes::new()
+            Payload::new()
         } else {
-            pieces.remove(0)
+            pieces.remove(0).into()
         };
         Self {
             head,

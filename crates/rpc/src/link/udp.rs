@@ -10,7 +10,7 @@ use volley_transport_udp::channel::{
 };
 
 use super::{
-    ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_HEAD, Message, MessageLink,
+    ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_PREFIX, Message, MessageLink,
     TrySendError,
 };
 
@@ -56,24 +56,47 @@ impl MessageLink for UdpLink {
     }
 }
 
+/// The message as the channel takes it: the head (and inline arguments) in `prefix`, of
+/// the length given, then the arguments (empty if inline) and the segments.
+fn pieces(
+    message: Message,
+    prefix: &mut [u8; MAX_PREFIX],
+) -> Result<(usize, Vec<Bytes>), LinkError> {
+    let (n, args) = message.encode_prefix(prefix)?;
+    let mut pieces = message.segments;
+    pieces.insert(0, args);
+    Ok((n, pieces))
+}
+
 fn lost(e: ChannelError) -> LinkError {
     LinkError::transport(e)
 }
 
 impl LinkSender for UdpSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
-        let mut head = [0u8; MAX_HEAD];
-        let (n, pieces) = message.into_wire(&mut head)?;
-        self.sender.send(&head[..n], &pieces).await.map_err(lost)
+        let mut prefix = [0u8; MAX_PREFIX];
+        let (n, pieces) = pieces(message, &mut prefix)?;
+        self.sender.send(&prefix[..n], &pieces).await.map_err(lost)
     }
 
     fn try_send(&self, message: Message) -> Result<(), TrySendError> {
         let head = message.head;
-        let mut buf = [0u8; MAX_HEAD];
-        let (n, pieces) = message.into_wire(&mut buf).map_err(TrySendError::Failed)?;
-        match self.sender.try_send(&buf[..n], &pieces) {
+        let inline = message
+            .args
+            .inline()
+            .is_some()
+            .then(|| message.args.clone());
+        let mut prefix = [0u8; MAX_PREFIX];
+        let (n, pieces) = pieces(message, &mut prefix).map_err(TrySendError::Failed)?;
+        match self.sender.try_send(&prefix[..n], &pieces) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(TrySendError::Full(Message::from_pieces(head, pieces))),
+            Ok(false) => {
+                let mut message = Message::from_pieces(head, pieces);
+                if let Some(args) = inline {
+                    message.args = args;
+                }
+                Err(TrySendError::Full(message))
+            }
             Err(e) => Err(TrySendError::Failed(lost(e))),
         }
     }

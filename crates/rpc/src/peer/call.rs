@@ -3,7 +3,7 @@
 //! call back if it is dropped before its reply.
 
 use super::*;
-use crate::link::TrySendError;
+use crate::link::{INLINE, Payload, TrySendError};
 use crate::pool::PoolBuf;
 use crate::request::{ReplyFuture, SendFuture};
 
@@ -98,13 +98,17 @@ impl<S: Service, C: Codec> Peer<S, C> {
         deadline: Option<Duration>,
     ) -> ReplyFuture<M, C> {
         let deadline = deadline.or(self.inner.config.default_deadline);
-        let Some(buf) = self.inner.pool.get_now() else {
-            let peer = self.clone();
-            return ReplyFuture::slow(Box::pin(async move {
-                peer.call_with::<M>(&args, segments, deadline).await
-            }));
+        let encoded = match self.encode_now::<M>(&args) {
+            Ok(Some(encoded)) => encoded,
+            Ok(None) => {
+                let peer = self.clone();
+                return ReplyFuture::slow(Box::pin(async move {
+                    peer.call_with::<M>(&args, segments, deadline).await
+                }));
+            }
+            Err(e) => return ReplyFuture::ready(Err(e)),
         };
-        let message = match self.message_in::<M>(buf, Kind::CALL, &args, segments, deadline) {
+        let message = match self.message_in::<M>(encoded, Kind::CALL, segments, deadline) {
             Ok(message) => message,
             Err(e) => return ReplyFuture::ready(Err(e)),
         };
@@ -144,10 +148,12 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 async move { peer.send::<M>(&args, segments).await },
             ))
         };
-        let Some(buf) = self.inner.pool.get_now() else {
-            return slow(self.clone(), args, segments);
+        let encoded = match self.encode_now::<M>(&args) {
+            Ok(Some(encoded)) => encoded,
+            Ok(None) => return slow(self.clone(), args, segments),
+            Err(e) => return SendFuture::ready(Err(e)),
         };
-        let message = match self.message_in::<M>(buf, Kind::ONE_WAY, &args, segments, None) {
+        let message = match self.message_in::<M>(encoded, Kind::ONE_WAY, segments, None) {
             Ok(message) => message,
             Err(e) => return SendFuture::ready(Err(e)),
         };
@@ -222,8 +228,14 @@ impl<S: Service, C: Codec> Peer<S, C> {
     ) -> Result<Message, CallError> {
         // Before waiting for a buffer: a call on an ended connection fails at once.
         self.alive::<M>()?;
-        let buf = self.inner.pool.get().await;
-        self.message_in::<M>(buf, kind, args, segments, deadline)
+        let encoded = self
+            .encode(args)
+            .await
+            .map_err(|source| CallError::Encode {
+                method: M::NAME,
+                source,
+            })?;
+        self.message_in::<M>(encoded, kind, segments, deadline)
     }
 
     /// `Ok` while the connection is up; else the error a call of `M` gets.
@@ -237,20 +249,35 @@ impl<S: Service, C: Codec> Peer<S, C> {
         }
     }
 
-    /// [`message`](Self::message) with the buffer in hand.
+    /// Encodes a call's arguments without waiting: inline when small, else into a pool
+    /// buffer; `Ok(None)` when that needs a buffer and none is free now.
+    fn encode_now<M: Method<Service = S>>(
+        &self,
+        args: &M::Args,
+    ) -> Result<Option<Payload>, CallError> {
+        if let Some(small) = encode_small::<C, _>(args) {
+            return Ok(Some(small));
+        }
+        let Some(buf) = self.inner.pool.get_now() else {
+            return Ok(None);
+        };
+        encode_into::<C, _>(buf, args)
+            .map(Some)
+            .map_err(|source| CallError::Encode {
+                method: M::NAME,
+                source,
+            })
+    }
+
+    /// [`message`](Self::message) with the arguments encoded.
     fn message_in<M: Method<Service = S>>(
         &self,
-        mut buf: PoolBuf,
+        args: Payload,
         kind: Kind,
-        args: &M::Args,
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
     ) -> Result<Message, CallError> {
         self.alive::<M>()?;
-        C::encode(args, &mut buf).map_err(|source| CallError::Encode {
-            method: M::NAME,
-            source,
-        })?;
         let message = Message {
             head: Head {
                 kind,
@@ -258,7 +285,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 method: M::ID,
                 deadline_us: deadline.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
             },
-            args: buf.freeze(),
+            args,
             segments,
         };
         let max = self.inner.theirs.max_message as usize;
@@ -274,15 +301,33 @@ impl<S: Service, C: Codec> Peer<S, C> {
         Ok(message)
     }
 
-    /// Encodes a value into a buffer from this connection's pool.
+    /// Encodes a value: inline when small, else into a buffer from this connection's
+    /// pool (waiting for one if none is free).
     pub(crate) async fn encode<T: Serialize + ?Sized>(
         &self,
         value: &T,
-    ) -> Result<Bytes, CodecError> {
-        let mut buf = self.inner.pool.get().await;
-        C::encode(value, &mut buf)?;
-        Ok(buf.freeze())
+    ) -> Result<Payload, CodecError> {
+        if let Some(small) = encode_small::<C, _>(value) {
+            return Ok(small);
+        }
+        encode_into::<C, _>(self.inner.pool.get().await, value)
     }
+}
+
+/// `value` encoded inline, if its encoding fits there.
+fn encode_small<C: Codec, T: Serialize + ?Sized>(value: &T) -> Option<Payload> {
+    let mut bytes = [0; INLINE];
+    let len = C::encode_small(value, &mut bytes)?;
+    Payload::from_written(bytes, len)
+}
+
+/// `value` encoded into `buf`, frozen (sharing the buffer's memory).
+fn encode_into<C: Codec, T: Serialize + ?Sized>(
+    mut buf: PoolBuf,
+    value: &T,
+) -> Result<Payload, CodecError> {
+    C::encode(value, &mut buf)?;
+    Ok(buf.freeze().into())
 }
 
 /// A sync call waiting for its reply: dropped early, it withdraws the waiter and tells

@@ -265,7 +265,7 @@ async fn recv_hello<R: LinkReceiver>(
             let hello = Hello::parse(&message.args).map_err(ConnectError::Malformed)?;
             let token = Hello::token(&message.args)
                 .map_err(ConnectError::Malformed)?
-                .map(|t| message.args.slice_ref(t));
+                .map(Bytes::copy_from_slice);
             Ok((hello, token))
         }
         Kind::ERROR if message.head.method == ErrorCode::UNAUTHENTICATED.0 => {
