@@ -22,7 +22,7 @@ use bytes::Bytes;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use volley_rpc::bench::{self as service, Bench, BenchState};
+use volley_rpc::bench::{self as service, Bench, BenchClient, BenchState};
 use volley_rpc::link::MessageLink;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local::{self, LocalLink};
@@ -44,8 +44,8 @@ use artiq::{Arrivals, Artiq, artiq_router, artiq_table};
 pub(crate) use costs::{ALLOCATIONS_CHILD, allocations_child};
 use costs::{allocations_table, spinning};
 use peers::{
-    MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run, raw_server,
-    tarpc_call, tarpc_serve, tcp, volley_call,
+    Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run,
+    raw_server, tarpc_serve, tcp,
 };
 use servers::{RawCall, RawReply, Servers, start_servers};
 /// Pattern bytes: the largest payload plus room for every offset.
@@ -146,35 +146,28 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
     let start = Instant::now();
     match client {
         Client::Raw(framed) => raw_run(framed, w, pattern).await?,
-        Client::Tarpc(c) => {
-            let (c, pattern) = (c.clone(), pattern.clone());
-            callers(w, move |i| tarpc_call(c.clone(), w, i, pattern.clone())).await?;
-        }
-        Client::Volley(p) => {
-            let (p, pattern) = (p.clone(), pattern.clone());
-            callers(w, move |i| volley_call(p.clone(), w, i, pattern.clone())).await?;
-        }
+        Client::Tarpc(c) => callers(w, Each::new(c.clone(), pattern)).await?,
+        Client::Volley(p) => callers(w, Each::new(BenchClient::new(p.clone()), pattern)).await?,
         Client::Postcard(p) => {
-            let (p, pattern) = (p.clone(), pattern.clone());
-            callers(w, move |i| volley_call(p.clone(), w, i, pattern.clone())).await?;
+            callers(w, Each::new(BenchClient::new(p.clone()), pattern)).await?;
         }
-        Client::RawLocal(tx) => {
-            let (tx, pattern) = (tx.clone(), pattern.clone());
-            callers(w, move |i| {
-                raw_local_call(tx.clone(), w, i, pattern.clone())
-            })
-            .await?;
-        }
+        Client::RawLocal(tx) => callers(w, Each::new(tx.clone(), pattern)).await?,
     }
     Ok(start.elapsed().as_secs_f64())
 }
 
+impl Caller for Each<tokio::sync::mpsc::Sender<RawCall>> {
+    fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send {
+        raw_local_call(&self.client, w, index, &self.pattern)
+    }
+}
+
 /// A call of the raw in-process anchor: a tokio mpsc queue there, a oneshot back.
 async fn raw_local_call(
-    tx: tokio::sync::mpsc::Sender<RawCall>,
+    tx: &tokio::sync::mpsc::Sender<RawCall>,
     w: Workload,
     index: u64,
-    pattern: Bytes,
+    pattern: &Bytes,
 ) -> Result<(), String> {
     let start = service::offset(index);
     let body = match w.work {
@@ -194,7 +187,7 @@ async fn raw_local_call(
     match answer.await.map_err(|_| "raw in-process: no reply")? {
         RawReply::Echo(v) => check(v == index, "echo"),
         RawReply::Put(len, hash) => check(
-            len == w.payload as u64 && hash == peers::put_hash(&pattern, start, w.payload),
+            len == w.payload as u64 && hash == peers::put_hash(pattern, start, w.payload),
             "put",
         ),
         RawReply::Get(bytes) => check(bytes == pattern[start..start + w.payload], "get"),
@@ -296,7 +289,7 @@ pub(crate) fn run(mode: Mode) -> Report {
          the client's expected put hashes are computed before the rounds (the servers hash \
          every payload they get, in the timed path); every TCP socket, the peers' too, set up \
          by volley_transport_tcp::tune (Nagle off, reno on loopback); servers on one current-thread runtime; clients on a current-thread runtime, or (mt client) a \
-         2-worker one; one connection per system; / tarpc and / raw divide by the better of each anchor's two setups"
+         2-worker one; one connection per system; each caller task holds its own clone of the client, so a call clones nothing; / tarpc and / raw divide by the better of each anchor's two setups"
             .into(),
     );
     report.notes.push(

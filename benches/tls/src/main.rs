@@ -21,7 +21,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
-use volley_rpc::bench::{self as service, Bench};
+use volley_rpc::bench::{self as service, Bench, BenchClient};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::tls::{self, Roots};
 use volley_rpc::{Config, Endpoint, Peer};
@@ -39,8 +39,8 @@ mod servers;
 
 use grpc::BenchGrpc;
 use peers::{
-    MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run, tarpc_call,
-    tcp, volley_call,
+    Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run,
+    tcp,
 };
 use servers::{Addrs, H2_WINDOW};
 
@@ -188,18 +188,24 @@ async fn connect(system: &str, addrs: &Addrs, tls: &Tls) -> Client {
     }
 }
 
+impl Caller for Each<BenchGrpc> {
+    fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send {
+        tonic_call(&mut self.client, w, index, &self.pattern)
+    }
+}
+
 async fn tonic_call(
-    mut c: BenchGrpc,
+    c: &mut BenchGrpc,
     w: Workload,
     index: u64,
-    pattern: Bytes,
+    pattern: &Bytes,
 ) -> Result<(), String> {
     let start = service::offset(index);
     match w.work {
         Work::Echo => check(c.echo(index).await? == index, "echo"),
         Work::Put => {
             let body = pattern.slice(start..start + w.payload);
-            let want = (w.payload as u64, peers::put_hash(&pattern, start, w.payload));
+            let want = (w.payload as u64, peers::put_hash(pattern, start, w.payload));
             check(c.put(body).await? == want, "put")
         }
         Work::Get => {
@@ -212,21 +218,13 @@ async fn tonic_call(
 /// Runs one workload on one client: seconds taken, or an error if a reply was wrong.
 async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, String> {
     let start = Instant::now();
-    let p = pattern.clone();
     match client {
         Client::RawTls(framed) => raw_run(framed, w, pattern).await?,
         Client::RawQuic(framed) => raw_run(framed, w, pattern).await?,
-        Client::Tarpc(c) => {
-            let c = c.clone();
-            callers(w, move |i| tarpc_call(c.clone(), w, i, p.clone())).await?;
-        }
-        Client::Tonic(c) => {
-            let c = c.clone();
-            callers(w, move |i| tonic_call(c.clone(), w, i, p.clone())).await?;
-        }
+        Client::Tarpc(c) => callers(w, Each::new(c.clone(), pattern)).await?,
+        Client::Tonic(c) => callers(w, Each::new(c.clone(), pattern)).await?,
         Client::Volley(peer) => {
-            let peer = peer.clone();
-            callers(w, move |i| volley_call(peer.clone(), w, i, p.clone())).await?;
+            callers(w, Each::new(BenchClient::new(peer.clone()), pattern)).await?;
         }
     }
     Ok(start.elapsed().as_secs_f64())

@@ -5,15 +5,15 @@
 
 use core::net::SocketAddr;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{OnceLock, RwLock};
 
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use volley_rpc::bench::{self as service, Bench, BenchClient, GetArgs, PutReply};
-use volley_rpc::{Codec, Peer};
+use volley_rpc::Codec;
+use volley_rpc::bench::{self as service, BenchClient, GetArgs, PutReply};
 
 /// A mebibyte.
 pub(crate) const MIB: usize = 1 << 20;
@@ -136,19 +136,51 @@ pub(crate) fn length_delimited<S: AsyncRead + AsyncWrite>(
         .new_framed(stream)
 }
 
+/// One caller's way to make a call: each caller task holds its own (a clone of the
+/// client and of the pattern, made once), so a call clones nothing. A clone per call is
+/// an atomic count raised and lowered, which every system would pay on every call
+/// without it being the system's cost.
+pub(crate) trait Caller: Clone + Send + 'static {
+    /// Makes call `index` of `w`, its reply checked.
+    fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// A client and the pattern the calls send and check against.
+#[derive(Clone)]
+pub(crate) struct Each<T> {
+    pub(crate) client: T,
+    pub(crate) pattern: Bytes,
+}
+
+impl<T> Each<T> {
+    pub(crate) fn new(client: T, pattern: &Bytes) -> Self {
+        Self {
+            client,
+            pattern: pattern.clone(),
+        }
+    }
+}
+
+impl<C: Codec> Caller for Each<BenchClient<C>> {
+    fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send {
+        volley_call(&self.client, w, index, &self.pattern)
+    }
+}
+
+impl Caller for Each<TarpcBenchClient> {
+    fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send {
+        tarpc_call(&self.client, w, index, &self.pattern)
+    }
+}
+
 /// `w.callers` tasks, caller k making calls k, k + C, ... one at a time.
-pub(crate) async fn callers<F, Fut>(w: Workload, call: F) -> Result<(), String>
-where
-    F: Fn(u64) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), String>> + Send + 'static,
-{
-    let call = Arc::new(call);
+pub(crate) async fn callers(w: Workload, caller: impl Caller) -> Result<(), String> {
     let mut tasks = Vec::new();
     for k in 0..w.callers {
-        let call = call.clone();
+        let mut caller = caller.clone();
         tasks.push(tokio::spawn(async move {
             for i in (k..w.calls).step_by(w.callers) {
-                call(i as u64).await?;
+                caller.call(w, i as u64).await?;
             }
             Ok::<(), String>(())
         }));
@@ -170,12 +202,11 @@ pub(crate) fn check(ok: bool, what: &str) -> Result<(), String> {
 
 /// One call of volley's bench service, its reply checked.
 pub(crate) async fn volley_call<C: Codec>(
-    peer: Peer<Bench, C>,
+    bench: &BenchClient<C>,
     w: Workload,
     index: u64,
-    pattern: Bytes,
+    pattern: &Bytes,
 ) -> Result<(), String> {
-    let bench = BenchClient::new(peer);
     let start = service::offset(index);
     match w.work {
         Work::Echo => {
@@ -186,7 +217,7 @@ pub(crate) async fn volley_call<C: Codec>(
             let body = pattern.slice(start..start + w.payload);
             let want = PutReply {
                 len: w.payload as u64,
-                hash: put_hash(&pattern, start, w.payload),
+                hash: put_hash(pattern, start, w.payload),
             };
             let r = bench.put().segment(body).await.map_err(|e| e.to_string())?;
             check(r == want, "put")
@@ -207,10 +238,10 @@ pub(crate) async fn volley_call<C: Codec>(
 
 /// One call of the tarpc service, its reply checked.
 pub(crate) async fn tarpc_call(
-    c: TarpcBenchClient,
+    c: &TarpcBenchClient,
     w: Workload,
     index: u64,
-    pattern: Bytes,
+    pattern: &Bytes,
 ) -> Result<(), String> {
     let ctx = tarpc::context::current();
     let start = service::offset(index);
@@ -221,7 +252,7 @@ pub(crate) async fn tarpc_call(
         }
         Work::Put => {
             let body = pattern.slice(start..start + w.payload);
-            let want = (w.payload as u64, put_hash(&pattern, start, w.payload));
+            let want = (w.payload as u64, put_hash(pattern, start, w.payload));
             let r = c.put(ctx, body).await.map_err(|e| e.to_string())?;
             check(r == want, "put")
         }
