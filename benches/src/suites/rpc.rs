@@ -40,7 +40,7 @@ mod costs;
 mod peers;
 mod servers;
 
-use artiq::{Arrivals, Artiq, artiq_router, artiq_table};
+use artiq::{Arrivals, Artiq, ArtiqClient, artiq_router, artiq_table};
 pub(crate) use costs::{ALLOCATIONS_CHILD, allocations_child};
 use costs::{allocations_table, spinning};
 use peers::{

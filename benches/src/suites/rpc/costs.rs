@@ -130,8 +130,10 @@ pub(super) async fn spinning(
     report: &mut Report,
 ) -> Table {
     let mut table = Table {
-        title: "Spin-then-await for a pool buffer (in-process link, one-buffer pools, 8 B echo)"
-            .into(),
+        title: format!(
+            "Spin-then-await for a pool buffer (in-process link, one-buffer pools, \
+             ARTIQ's take_i32_list of {LIST} i32s: arguments too long to travel inline)"
+        ),
         columns: vec![
             "callers",
             "spin",
@@ -141,13 +143,13 @@ pub(super) async fn spinning(
         ],
         rows: Vec::new(),
     };
-    for callers in [1usize, 64] {
+    for tasks in [1usize, 64] {
         let w = Workload {
             name: "spin",
             work: Work::Echo,
-            payload: 8,
-            callers,
-            calls: if callers == 1 { 4000 } else { 40_000 },
+            payload: 4 * LIST,
+            callers: tasks,
+            calls: if tasks == 1 { 4000 } else { 40_000 },
         };
         let mut clients = Vec::new();
         for spin in [0u32, 100] {
@@ -156,39 +158,67 @@ pub(super) async fn spinning(
                 spin,
                 ..PoolConfig::default()
             };
-            let client = connect("volley in-process", servers, pool).await;
-            measure(&client, Workload { calls: 500, ..w }, pattern)
+            let (ours, theirs) = local::pair(1024, 16 * MIB);
+            servers
+                .artiq_local
+                .send((theirs, pool))
+                .expect("the server thread runs");
+            let config = Config {
+                pool,
+                ..Config::default()
+            };
+            let peer: Peer<Artiq> = volley(config, ours).await;
+            let client = Each::new(ArtiqClient::new(peer.clone()), pattern);
+            callers(Workload { calls: 500, ..w }, client.clone())
                 .await
                 .expect("warm-up");
-            clients.push((spin, client, Vec::new()));
+            clients.push((spin, peer, client, Vec::new()));
         }
         for round in 0..mode.rounds() {
             for k in 0..2 {
-                let (_, client, rates) = &mut clients[(k + round) % 2];
-                let secs = measure(client, w, pattern).await.expect("run");
-                rates.push(w.calls as f64 / secs);
+                let (_, _, client, rates) = &mut clients[(k + round) % 2];
+                let start = Instant::now();
+                callers(w, client.clone()).await.expect("run");
+                rates.push(w.calls as f64 / start.elapsed().as_secs_f64());
             }
         }
-        let base = median(&clients[0].2);
-        for (spin, client, rates) in &clients {
+        let base = median(&clients[0].3);
+        for (spin, peer, _, rates) in &clients {
             let rate = median(rates);
-            let Client::Volley(peer) = client else {
-                unreachable!("in-process is volley")
-            };
             let stats = peer.pool().stats();
             table.rows.push(vec![
-                format!("{callers}"),
+                format!("{tasks}"),
                 format!("{spin}"),
                 format!("{rate:.0}"),
                 format!("{:.2}x", rate / base),
                 format!("{}/{}/{}", stats.at_once, stats.by_spinning, stats.awaited),
             ]);
             report.data.push(json!({
-                "spin_callers": callers, "spin": spin, "calls_per_sec": rate,
+                "spin_callers": tasks, "spin": spin, "calls_per_sec": rate,
                 "pool_at_once": stats.at_once, "pool_by_spinning": stats.by_spinning,
                 "pool_awaited": stats.awaited,
             }));
         }
     }
     table
+}
+
+/// i32s in the spin table's list: 64 (65 bytes encoded), past a payload's inline room, so
+/// each call takes a pool buffer.
+const LIST: usize = 64;
+
+impl Caller for Each<ArtiqClient> {
+    fn call(
+        &mut self,
+        _w: Workload,
+        _index: u64,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        let list = vec![123i32; LIST];
+        async move {
+            self.client
+                .take_i32_list(list)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    }
 }

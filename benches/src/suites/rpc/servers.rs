@@ -16,6 +16,8 @@ pub(super) struct Servers {
     pub(super) artiq: SocketAddr,
     /// Server ends of in-process links go here to be served.
     pub(super) local: tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
+    /// Server ends of in-process links to ARTIQ's service go here to be served.
+    pub(super) artiq_local: tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
     /// Queues of the raw in-process anchor go here to be served.
     pub(super) raw_local: tokio::sync::mpsc::UnboundedSender<tokio::sync::mpsc::Receiver<RawCall>>,
 }
@@ -69,11 +71,12 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let artiq = Endpoint::<Artiq>::new(Config::default())
             .expect("settings")
             .serve(artiq_router(
-                zeros,
-                array,
+                zeros.clone(),
+                array.clone(),
                 Arc::new(Arrivals::default()),
                 epoch,
             ));
+        let (artiq_zeros, artiq_array) = (zeros, array);
         let a = serve(artiq, listener("127.0.0.1:0").await.expect("bind"));
 
         let pattern = service::pattern(PATTERN);
@@ -96,22 +99,38 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
             }
         });
 
-        let (local_tx, mut local_rx) =
-            tokio::sync::mpsc::unbounded_channel::<(LocalLink, PoolConfig)>();
+        let (local_tx, local_rx) = tokio::sync::mpsc::unbounded_channel();
         let state2 = state.clone();
-        tokio::spawn(async move {
-            while let Some((link, pool)) = local_rx.recv().await {
-                let endpoint = Endpoint::<Bench>::new(Config {
-                    pool,
-                    ..Config::default()
-                })
-                .expect("settings")
-                .serve(service::router(state2.clone()));
-                tokio::spawn(async move {
-                    if let Ok(peer) = endpoint.connect(link).await {
-                        peer.closed().await;
-                    }
-                });
+        serve_local(local_rx, move |link, pool| {
+            let endpoint = Endpoint::<Bench>::new(Config {
+                pool,
+                ..Config::default()
+            })
+            .expect("settings")
+            .serve(service::router(state2.clone()));
+            async move {
+                if let Ok(peer) = endpoint.connect(link).await {
+                    peer.closed().await;
+                }
+            }
+        });
+        let (artiq_local_tx, artiq_local_rx) = tokio::sync::mpsc::unbounded_channel();
+        serve_local(artiq_local_rx, move |link, pool| {
+            let endpoint = Endpoint::<Artiq>::new(Config {
+                pool,
+                ..Config::default()
+            })
+            .expect("settings")
+            .serve(artiq_router(
+                artiq_zeros.clone(),
+                artiq_array.clone(),
+                Arc::new(Arrivals::default()),
+                epoch,
+            ));
+            async move {
+                if let Ok(peer) = endpoint.connect(link).await {
+                    peer.closed().await;
+                }
             }
         });
         let (raw_local_tx, mut raw_local_rx) =
@@ -130,10 +149,26 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
             raw: raw_addr,
             artiq: a.local_addr().expect("address"),
             local: local_tx,
+            artiq_local: artiq_local_tx,
             raw_local: raw_local_tx,
         };
         (servers, (v, p, u, a))
     })
+}
+
+/// Serves each in-process link that comes on `links`, with its pool settings, by `serve`.
+fn serve_local<F, Fut>(
+    mut links: tokio::sync::mpsc::UnboundedReceiver<(LocalLink, PoolConfig)>,
+    serve: F,
+) where
+    F: Fn(LocalLink, PoolConfig) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Some((link, pool)) = links.recv().await {
+            tokio::spawn(serve(link, pool));
+        }
+    });
 }
 
 /// The raw in-process anchor's server: one task answering the queue's calls in order.
