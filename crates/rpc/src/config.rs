@@ -28,7 +28,8 @@ pub struct Config {
     /// too), so that a peer that dies silently gives a timeout, not a hang; `None` waits
     /// for ever.
     pub default_deadline: Option<Duration>,
-    /// The buffers arguments and results are encoded into.
+    /// The buffers arguments and results are encoded into when they are too long to
+    /// travel inline in their message.
     pub pool: PoolConfig,
 }
 

@@ -4,7 +4,9 @@
 //! same memory, which is reclaimed from the start once every message frozen from it has
 //! been sent and dropped. Only when a buffer is full while its messages are still in
 //! flight does it take fresh memory. Taking a buffer first tries a number of times
-//! without yielding (one is usually about to come back), then awaits one.
+//! without yielding (one is usually about to come back), then awaits one. A value whose
+//! encoding fits a message's inline room ([`INLINE`](crate::link::INLINE) bytes) takes no
+//! buffer at all: it travels in the message itself.
 
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,7 @@
 //! [`MessageLink`]: the seam between RPC and a transport. A link moves messages (a small
-//! head, the serialized arguments and bulk segments, all `Bytes`) in order, with
-//! backpressure on send; it knows nothing of calls. RPC owns the call bookkeeping.
+//! head, the serialized arguments as a [`Payload`], held in the message when small, and
+//! bulk segments as `Bytes`) in order, with backpressure on send; it knows nothing of
+//! calls. RPC owns the call bookkeeping.
 //!
 //! Links provided: [`framed`] over transport-tcp's framed layer (TCP and Unix sockets,
 //! any byte stream), [`udp`] over volley's reliable UDP channel, and [`local`] between
