@@ -80,8 +80,10 @@ pub const MAX_PREFIX: usize = MAX_HEAD + INLINE;
 
 impl Message {
     /// Encodes the head into `head` (returning its length) and gives the pieces that
-    /// follow it on the wire: the arguments, then the segments, uncopied. For links that
-    /// carry a message as bytes: the head and the pieces, in order, are the message, and
+    /// follow it on the wire: the arguments, then the segments, uncopied (arguments held
+    /// inline are copied into new `Bytes`, an allocation that
+    /// [`encode_prefix`](Self::encode_prefix) avoids). For links that carry a message as
+    /// bytes: the head and the pieces, in order, are the message, and
     /// [`Message::from_wire`] reads it back.
     pub fn into_wire(self, head: &mut [u8; MAX_HEAD]) -> Result<(usize, Vec<Bytes>), LinkError> {
         let n = self
