@@ -533,6 +533,23 @@ async fn each_end_knows_where_the_other_is() {
     }
 }
 
+/// Sends `make(id)` for each id of `ids` until the link is full: the id it was full at and
+/// the message it gave back.
+fn fill(
+    sender: &impl LinkSender,
+    ids: core::ops::Range<u32>,
+    make: impl Fn(u32) -> Message,
+) -> (u32, Message) {
+    for id in ids {
+        match sender.try_send(make(id)) {
+            Ok(()) => {}
+            Err(volley_rpc::link::TrySendError::Full(back)) => return (id, back),
+            Err(volley_rpc::link::TrySendError::Failed(e)) => panic!("{e}"),
+        }
+    }
+    panic!("the link never filled");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_framed_link_gives_each_message_back_whole() {
     within(30, async {
@@ -549,33 +566,11 @@ async fn a_full_framed_link_gives_each_message_back_whole() {
             message.segments = vec![Bytes::from_static(b"segment")];
             message
         };
-        let mut full = None;
-        for id in 0..10_000 {
-            match sender.try_send(shared(id)) {
-                Ok(()) => {}
-                Err(volley_rpc::link::TrySendError::Full(back)) => {
-                    full = Some((id, back));
-                    break;
-                }
-                Err(volley_rpc::link::TrySendError::Failed(e)) => panic!("{e}"),
-            }
-        }
-        let (id, back) = full.expect("the link filled");
+        let (id, back) = fill(&sender, 0..10_000, shared);
         assert_eq!(back, shared(id), "shared arguments and segments given back");
         // Small messages may still fit in what room is left; one will not.
         let inline = |id| Message::new(Kind::CALL, id, 1, Payload::copy_from_slice(b"small"));
-        let mut full = None;
-        for id in id..id + 1_000_000 {
-            match sender.try_send(inline(id)) {
-                Ok(()) => {}
-                Err(volley_rpc::link::TrySendError::Full(back)) => {
-                    full = Some((id, back));
-                    break;
-                }
-                Err(volley_rpc::link::TrySendError::Failed(e)) => panic!("{e}"),
-            }
-        }
-        let (id, back) = full.expect("the link filled with small messages too");
+        let (id, back) = fill(&sender, id..id + 1_000_000, inline);
         assert_eq!(back, inline(id), "inline arguments given back");
         assert!(back.args.inline().is_some(), "and still inline");
     })
