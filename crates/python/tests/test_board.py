@@ -80,7 +80,8 @@ def test_ctrl_c_interrupts_a_long_transfer(emulate):
     # A thread of the child says when the transfer (10000 requests at 5 ms: 50 s) has
     # run for 0.2 s, which it can only do because the GIL is released.
     script = (
-        "import sys, threading, time, volley\n"
+        "import faulthandler, signal, sys, threading, time, volley\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
         "board = volley.Board('127.0.0.6', window=1)\n"
         "data = bytes(256 * 10000)\n"
         "def say():\n"
@@ -93,12 +94,24 @@ def test_ctrl_c_interrupts_a_long_transfer(emulate):
         "    print('interrupted', flush=True)\n"
         "    sys.exit(3)\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "started"
     sent = time.monotonic()
     child.send_signal(signal.SIGINT)
-    out, _ = child.communicate(timeout=10)
-    assert child.returncode == 3 and "interrupted" in out, (child.returncode, out)
+    try:
+        out, err = child.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        # Where it is stuck: every thread's Python stack (faulthandler, on SIGUSR1).
+        child.send_signal(signal.SIGUSR1)
+        try:
+            child.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        child.kill()
+        out, err = child.communicate(timeout=10)
+        pytest.fail(f"the child did not end 10 s after Ctrl-C; stdout {out!r}; stderr:\n{err}")
+    assert child.returncode == 3 and "interrupted" in out, (child.returncode, out, err)
     # One 100 ms slice, and the request in flight.
     assert time.monotonic() - sent < 2.0
 
