@@ -82,6 +82,9 @@ def test_ctrl_c_interrupts_a_long_transfer(emulate):
     script = (
         "import faulthandler, signal, sys, threading, time, volley\n"
         "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        # Python leaves SIGINT ignored if it started so (a job a non-interactive shell
+        # ran in the background): the user's Ctrl-C is Python's own handler.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "board = volley.Board('127.0.0.6', window=1)\n"
         "data = bytes(256 * 10000)\n"
         "def say():\n"
