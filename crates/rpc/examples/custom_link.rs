@@ -55,10 +55,11 @@ impl MessageLink for DuplexLink {
                 // The head, and the arguments too when they are small, in `prefix`;
                 // larger arguments and the segments follow uncopied.
                 let mut prefix = [0u8; MAX_PREFIX];
-                let Ok((n, args)) = message.encode_prefix(&mut prefix) else {
+                let Ok(laid) = message.encode_prefix(&mut prefix) else {
                     break;
                 };
-                let pieces = core::iter::once(&args).chain(&message.segments);
+                let n = laid.len;
+                let pieces = core::iter::once(&laid.args).chain(&laid.segments);
                 let len = n + pieces.clone().map(Bytes::len).sum::<usize>();
                 let mut written = write.write_all(&(len as u32).to_be_bytes()).await;
                 if written.is_ok() {

@@ -14,7 +14,7 @@ use volley_transport_tcp::{Config, Framed, Incoming, Role, TrySendError as Frame
 
 use super::{
     ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_PREFIX, Message, MessageLink,
-    TrySendError,
+    Prefixed, TrySendError,
 };
 
 /// The frame type RPC messages travel in (`'R'`).
@@ -146,28 +146,29 @@ impl FramedSender {
 impl LinkSender for FramedSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
         let mut prefix = [0u8; MAX_PREFIX];
-        let (n, args) = message.encode_prefix(&mut prefix)?;
+        let laid = message.encode_prefix(&mut prefix)?;
         self.framed
-            .send_parts(FRAME_TYPE, 0, &prefix[..n], args, message.segments)
+            .send_parts(FRAME_TYPE, 0, &prefix[..laid.len], laid.args, laid.segments)
             .await?;
         Ok(())
     }
 
     fn try_send(&self, message: Message) -> Result<(), TrySendError> {
         let mut prefix = [0u8; MAX_PREFIX];
-        let (n, args) = message
+        let Prefixed {
+            len,
+            args,
+            segments,
+            unsent,
+        } = message
             .encode_prefix(&mut prefix)
             .map_err(TrySendError::Failed)?;
-        let (head, inline) = (message.head, message.args.inline().is_some());
-        let kept = inline.then(|| message.args.clone());
         self.framed
-            .try_send_parts(FRAME_TYPE, 0, &prefix[..n], args, message.segments)
+            .try_send_parts(FRAME_TYPE, 0, &prefix[..len], args, segments)
             .map_err(|e| match e {
-                FramedTrySend::Full((args, segments)) => TrySendError::Full(Message {
-                    head,
-                    args: kept.unwrap_or_else(|| args.into()),
-                    segments,
-                }),
+                FramedTrySend::Full((args, segments)) => {
+                    TrySendError::Full(unsent.message(args, segments))
+                }
                 FramedTrySend::Failed(e) => TrySendError::Failed(e.into()),
             })
     }

@@ -78,6 +78,40 @@ pub const MAX_HEAD: usize = rpc::FIXED_LEN + rpc::DEADLINE_LEN + 4 * rpc::MAX_SE
 /// ([`Message::encode_prefix`]).
 pub const MAX_PREFIX: usize = MAX_HEAD + INLINE;
 
+/// A message laid out by [`Message::encode_prefix`]: its first `len` bytes are in the
+/// caller's buffer, the rest are `args` and then `segments`.
+#[derive(Debug)]
+pub struct Prefixed {
+    /// Bytes of the buffer written: the head, and the arguments if inline.
+    pub len: usize,
+    /// The arguments still to write after those (empty if they were inline).
+    pub args: Bytes,
+    /// The bulk segments, after the arguments.
+    pub segments: Vec<Bytes>,
+    /// What rebuilds the message if the link gives the pieces back unsent.
+    pub unsent: Unsent,
+}
+
+/// What [`Prefixed`] keeps of its message beside the pieces: its head and inline
+/// arguments.
+#[derive(Debug)]
+pub struct Unsent {
+    head: Head,
+    inline: Option<Payload>,
+}
+
+impl Unsent {
+    /// The message again, from the `args` and `segments` of its [`Prefixed`] that a
+    /// transport handed back unsent.
+    pub fn message(self, args: Bytes, segments: Vec<Bytes>) -> Message {
+        Message {
+            head: self.head,
+            args: self.inline.unwrap_or_else(|| args.into()),
+            segments,
+        }
+    }
+}
+
 impl Message {
     /// Encodes the head into `head` (returning its length) and gives the pieces that
     /// follow it on the wire: the arguments, then the segments, uncopied (arguments held
@@ -102,24 +136,34 @@ impl Message {
             .encode(self.args.len(), self.segments.iter().map(Bytes::len), buf)?)
     }
 
-    /// Encodes the head into `buf` followed by the arguments if they are held inline,
-    /// returning the length written and the arguments still to write after it (empty if
-    /// they were inline); the segments follow those on the wire. The same bytes as
-    /// [`encode_head`](Self::encode_head) and then the arguments, without allocating for
-    /// small arguments.
-    pub fn encode_prefix(&self, buf: &mut [u8; MAX_PREFIX]) -> Result<(usize, Bytes), LinkError> {
-        let (head, rest) = buf.split_at_mut(MAX_HEAD);
-        let head: &mut [u8; MAX_HEAD] = head.try_into().expect("MAX_HEAD bytes");
-        let n = self.encode_head(head)?;
-        match self.args.inline() {
-            Some(inline) => {
-                rest[..inline.len()].copy_from_slice(inline);
-                // The head's bytes end at n: move the inline arguments to follow them.
-                buf.copy_within(MAX_HEAD..MAX_HEAD + inline.len(), n);
-                Ok((n + inline.len(), Bytes::new()))
-            }
-            None => Ok((n, self.args.clone().into_bytes())),
+    /// Lays the message out for a link that writes bytes: the head, followed by the
+    /// arguments if they are held inline, into `buf` (the first [`Prefixed::len`] bytes);
+    /// then [`Prefixed::args`] (empty if inline) and [`Prefixed::segments`], uncopied.
+    /// The same bytes as [`encode_head`](Self::encode_head) and then the arguments,
+    /// without allocating for small arguments. A link that is given the pieces back
+    /// unsent rebuilds the message with [`Unsent::message`].
+    pub fn encode_prefix(self, buf: &mut [u8; MAX_PREFIX]) -> Result<Prefixed, LinkError> {
+        let head: &mut [u8; MAX_HEAD] = buf.first_chunk_mut().expect("MAX_PREFIX is past MAX_HEAD");
+        let mut len = self.encode_head(head)?;
+        let inline = self.args.inline().is_some();
+        if let Some(bytes) = self.args.inline() {
+            buf[len..len + bytes.len()].copy_from_slice(bytes);
+            len += bytes.len();
         }
+        let unsent = Unsent {
+            head: self.head,
+            inline: inline.then(|| self.args.clone()),
+        };
+        Ok(Prefixed {
+            len,
+            args: if inline {
+                Bytes::new()
+            } else {
+                self.args.into_bytes()
+            },
+            segments: self.segments,
+            unsent,
+        })
     }
 
     /// Parses a whole message from `bytes` (what [`Message::into_wire`] gave, joined),

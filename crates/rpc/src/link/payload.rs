@@ -183,7 +183,8 @@ mod tests {
             let mut head = [0u8; MAX_HEAD];
             let head_len = message.encode_head(&mut head).unwrap();
             let mut prefix = [0u8; MAX_PREFIX];
-            let (n, rest) = message.encode_prefix(&mut prefix).unwrap();
+            let laid = message.clone().encode_prefix(&mut prefix).unwrap();
+            let (n, rest) = (laid.len, laid.args);
             // On the wire: the head, the arguments, the segments, in that order.
             let mut wire = prefix[..n].to_vec();
             wire.extend_from_slice(&rest);

@@ -11,7 +11,7 @@ use volley_transport_udp::channel::{
 
 use super::{
     ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_PREFIX, Message, MessageLink,
-    TrySendError,
+    TrySendError, Unsent,
 };
 
 /// An RPC link over a channel connection.
@@ -57,15 +57,16 @@ impl MessageLink for UdpLink {
 }
 
 /// The message as the channel takes it: the head (and inline arguments) in `prefix`, of
-/// the length given, then the arguments (empty if inline) and the segments.
+/// the length given, then the arguments (empty if inline) and the segments; and what
+/// rebuilds it if the channel gives the pieces back.
 fn pieces(
     message: Message,
     prefix: &mut [u8; MAX_PREFIX],
-) -> Result<(usize, Vec<Bytes>), LinkError> {
-    let (n, args) = message.encode_prefix(prefix)?;
-    let mut pieces = message.segments;
-    pieces.insert(0, args);
-    Ok((n, pieces))
+) -> Result<(usize, Vec<Bytes>, Unsent), LinkError> {
+    let laid = message.encode_prefix(prefix)?;
+    let mut pieces = laid.segments;
+    pieces.insert(0, laid.args);
+    Ok((laid.len, pieces, laid.unsent))
 }
 
 fn lost(e: ChannelError) -> LinkError {
@@ -75,27 +76,18 @@ fn lost(e: ChannelError) -> LinkError {
 impl LinkSender for UdpSender {
     async fn send(&self, message: Message) -> Result<(), LinkError> {
         let mut prefix = [0u8; MAX_PREFIX];
-        let (n, pieces) = pieces(message, &mut prefix)?;
+        let (n, pieces, _) = pieces(message, &mut prefix)?;
         self.sender.send(&prefix[..n], &pieces).await.map_err(lost)
     }
 
     fn try_send(&self, message: Message) -> Result<(), TrySendError> {
-        let head = message.head;
-        let inline = message
-            .args
-            .inline()
-            .is_some()
-            .then(|| message.args.clone());
         let mut prefix = [0u8; MAX_PREFIX];
-        let (n, pieces) = pieces(message, &mut prefix).map_err(TrySendError::Failed)?;
+        let (n, mut pieces, unsent) = pieces(message, &mut prefix).map_err(TrySendError::Failed)?;
         match self.sender.try_send(&prefix[..n], &pieces) {
             Ok(true) => Ok(()),
             Ok(false) => {
-                let mut message = Message::from_pieces(head, pieces);
-                if let Some(args) = inline {
-                    message.args = args;
-                }
-                Err(TrySendError::Full(message))
+                let args = pieces.remove(0);
+                Err(TrySendError::Full(unsent.message(args, pieces)))
             }
             Err(e) => Err(TrySendError::Failed(lost(e))),
         }
