@@ -47,7 +47,7 @@ use peers::{
     Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run,
     raw_server, tarpc_serve, tcp,
 };
-use servers::{RawCall, RawReply, Servers, start_servers};
+use servers::{RawCall, RawReply, Servers, local_to, start_servers};
 /// Pattern bytes: the largest payload plus room for every offset.
 const PATTERN: usize = MIB + 4096;
 
@@ -130,14 +130,7 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
             servers.raw_local.send(rx).expect("the server thread runs");
             Client::RawLocal(tx)
         }
-        _ => {
-            let (ours, theirs) = local::pair(1024, 16 * MIB);
-            servers
-                .local
-                .send((theirs, pool))
-                .expect("the server thread runs");
-            Client::Volley(volley(config, ours).await)
-        }
+        _ => Client::Volley(volley(config, local_to(&servers.local, pool)).await),
     }
 }
 

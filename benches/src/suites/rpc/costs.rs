@@ -158,11 +158,7 @@ pub(super) async fn spinning(
                 spin,
                 ..PoolConfig::default()
             };
-            let (ours, theirs) = local::pair(1024, 16 * MIB);
-            servers
-                .artiq_local
-                .send((theirs, pool))
-                .expect("the server thread runs");
+            let ours = local_to(&servers.artiq_local, pool);
             let config = Config {
                 pool,
                 ..Config::default()

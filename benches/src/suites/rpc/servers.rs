@@ -156,6 +156,17 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
     })
 }
 
+/// This end of a new in-process link whose other end goes to `server` (one of
+/// [`Servers`]' in-process channels), to be served with `pool`.
+pub(super) fn local_to(
+    server: &tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
+    pool: PoolConfig,
+) -> LocalLink {
+    let (ours, theirs) = local::pair(1024, 16 * MIB);
+    server.send((theirs, pool)).expect("the server thread runs");
+    ours
+}
+
 /// Serves each in-process link that comes on `links`, with its pool settings, by `serve`.
 fn serve_local<F, Fut>(
     mut links: tokio::sync::mpsc::UnboundedReceiver<(LocalLink, PoolConfig)>,

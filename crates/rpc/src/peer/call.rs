@@ -228,13 +228,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
     ) -> Result<Message, CallError> {
         // Before waiting for a buffer: a call on an ended connection fails at once.
         self.alive::<M>()?;
-        let encoded = self
-            .encode(args)
-            .await
-            .map_err(|source| CallError::Encode {
-                method: M::NAME,
-                source,
-            })?;
+        let encoded = self.encode(args).await.map_err(encode_failed::<M>)?;
         self.message_in::<M>(encoded, kind, segments, deadline)
     }
 
@@ -263,10 +257,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         };
         encode_into::<C, _>(buf, args)
             .map(Some)
-            .map_err(|source| CallError::Encode {
-                method: M::NAME,
-                source,
-            })
+            .map_err(encode_failed::<M>)
     }
 
     /// [`message`](Self::message) with the arguments encoded.
@@ -311,6 +302,14 @@ impl<S: Service, C: Codec> Peer<S, C> {
             return Ok(small);
         }
         encode_into::<C, _>(self.inner.pool.get().await, value)
+    }
+}
+
+/// The error of a call of `M` whose arguments could not be encoded.
+fn encode_failed<M: Method>(source: CodecError) -> CallError {
+    CallError::Encode {
+        method: M::NAME,
+        source,
     }
 }
 
