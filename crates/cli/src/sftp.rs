@@ -117,7 +117,8 @@ pub(crate) struct Server {
     /// Requests in flight.
     #[arg(long, default_value_t = 64, value_parser = at_least_one)]
     requests: usize,
-    /// Bytes per READ or WRITE (default, and at most: the server's limit).
+    /// Bytes per READ or WRITE (default, and at most: the server's limit, 32 KiB from a
+    /// server that states none, and at most 1 MiB).
     #[arg(long, value_parser = at_least_one)]
     chunk: Option<usize>,
     /// Socket buffer asked of the kernel for the spawned server's socketpair, in bytes
@@ -283,14 +284,17 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
     }
     let (sftp, remote_path) =
         open_sessions(server, what, remote_arg, usize::from(copy.sessions)).await?;
-    if let (Some(chunk), Some(limits)) = (server.chunk, sftp.first().limits()) {
-        let max = if what == "get" {
-            limits.max_read_len
-        } else {
-            limits.max_write_len
+    if let Some(chunk) = server.chunk {
+        let first = sftp.first();
+        let used = match what {
+            "get" => first.read_len(Some(chunk)),
+            _ => first.write_len(Some(chunk)),
         };
-        if max > 0 && chunk as u64 > max {
-            eprintln!("volley: --chunk {chunk} is over the server's limit; using {max} bytes");
+        if used < chunk {
+            eprintln!(
+                "volley: --chunk {chunk} is over the server's limit (or volley's {}); using {used} bytes",
+                volley_sftp::MAX_CHUNK
+            );
         }
     }
     let opts = TransferOptions {

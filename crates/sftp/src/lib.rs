@@ -59,7 +59,10 @@ pub mod testing;
 mod transfer;
 mod tree;
 
-pub use client::{DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, SftpClient, SftpError, printable};
+pub use client::{
+    DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, MAX_CHUNK, MAX_PACKET, SftpClient, SftpError,
+    printable,
+};
 pub use landing::PART_SUFFIX;
 pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};

@@ -108,8 +108,7 @@ impl<'a> RemoteFile<'a> {
 
     /// The largest READ the server takes (32 KiB when it states no limits).
     fn read_chunk(&self) -> u32 {
-        let max = self.sftp.limits().map(|l| l.max_read_len);
-        u32::try_from(self.sftp.chunk(None, max)).unwrap_or(u32::MAX)
+        u32::try_from(self.sftp.read_len(None)).unwrap_or(u32::MAX)
     }
 
     /// Up to `len` bytes at `offset` (fewer is not end of file); `None` at end of file.
@@ -241,8 +240,7 @@ impl AsyncWrite for RemoteFile<'_> {
                     // Write where the caller is, not past what was read ahead.
                     this.pos -= this.leftover.len() as u64;
                     this.leftover = Bytes::new();
-                    let max = this.sftp.limits().map(|l| l.max_write_len);
-                    let n = buf.len().min(this.sftp.chunk(None, max));
+                    let n = buf.len().min(this.sftp.write_len(None));
                     let data = Bytes::copy_from_slice(&buf[..n]);
                     this.start(|sftp, handle, pos| {
                         Pending::Write(Box::pin(async move {

@@ -24,7 +24,9 @@ pub struct TransferOptions {
     pub requests: usize,
     /// Bytes per READ or WRITE. `None`: the server's limits (OpenSSH: 255 KiB each;
     /// fewer, larger WRITEs cost OpenSSH's sftp-server less CPU per byte), or 32 KiB if
-    /// the server states no limits. Always capped at the server's limit.
+    /// the server states no limits. Always capped at the server's limit and at
+    /// [`MAX_CHUNK`](crate::MAX_CHUNK) ([`SftpClient::read_len`] and
+    /// [`SftpClient::write_len`] say what a session uses).
     pub chunk: Option<usize>,
     /// `put` only: have the kernel send each WRITE's data from the local file
     /// (`sendfile(2)`) instead of the connection's writer reading it in and writing it
@@ -114,6 +116,9 @@ pub struct Progress {
 /// Chunk size when the server states no limits (the draft's minimum packet is 32 KiB).
 const FALLBACK_CHUNK: usize = 32 * 1024;
 
+/// Room left for a READ's or WRITE's head within the server's stated packet length.
+const PACKET_HEAD_ROOM: u64 = 1024;
+
 /// How a put opens a file it writes from the start.
 const FRESH: OpenFlags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0 | OpenFlags::TRUNC.0);
 
@@ -140,10 +145,36 @@ impl Default for TransferOptions {
 }
 
 impl SftpClient {
-    pub(crate) fn chunk(&self, wanted: Option<usize>, server_max: Option<u64>) -> usize {
-        let server = server_max
-            .filter(|&m| m > 0)
-            .map_or(FALLBACK_CHUNK, |m| m.min(1 << 30) as usize);
+    /// The bytes each READ asks for: `wanted`, else the server's limit; never more than
+    /// the server takes (its `max-read-length`, and its `max-packet-length` less room for
+    /// the head), nor [`MAX_CHUNK`](crate::MAX_CHUNK), nor 32 KiB from a server that
+    /// states no limits.
+    pub fn read_len(&self, wanted: Option<usize>) -> usize {
+        self.chunk(wanted, self.limits().map(|l| l.max_read_len))
+    }
+
+    /// The bytes each WRITE carries, as [`read_len`](Self::read_len) with the server's
+    /// `max-write-length`.
+    pub fn write_len(&self, wanted: Option<usize>) -> usize {
+        self.chunk(wanted, self.limits().map(|l| l.max_write_len))
+    }
+
+    fn chunk(&self, wanted: Option<usize>, stated: Option<u64>) -> usize {
+        let server = match self.limits() {
+            None => FALLBACK_CHUNK as u64,
+            Some(limits) => {
+                // 0 states no limit. A packet limit leaves room for the head, as
+                // OpenSSH's client leaves it.
+                let packet = Some(limits.max_packet_len)
+                    .filter(|&p| p > 0)
+                    .map(|p| p.saturating_sub(PACKET_HEAD_ROOM));
+                [stated.filter(|&s| s > 0), packet]
+                    .into_iter()
+                    .flatten()
+                    .fold(crate::MAX_CHUNK as u64, u64::min)
+            }
+        };
+        let server = usize::try_from(server.max(1)).unwrap_or(crate::MAX_CHUNK);
         wanted.unwrap_or(server).clamp(1, server)
     }
 
@@ -266,8 +297,7 @@ pub(crate) async fn get_on(
                             to,
                             stated: size,
                             requests: opts.requests,
-                            chunk: client.chunk(opts.chunk, client.limits().map(|l| l.max_read_len))
-                                as u64,
+                            chunk: client.read_len(opts.chunk) as u64,
                         };
                         let end = client
                             .read_span(span, |n, gapless| {
@@ -443,8 +473,7 @@ pub(crate) async fn put_on(
                             rpath,
                             from,
                             requests: opts.requests,
-                            chunk: client
-                                .chunk(opts.chunk, client.limits().map(|l| l.max_write_len)),
+                            chunk: client.write_len(opts.chunk),
                             send_from_file: opts.send_from_file,
                             close_when_sent: close_when_sent.filter(|_| w == 0),
                         };

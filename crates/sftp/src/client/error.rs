@@ -30,6 +30,16 @@ pub enum SftpError {
         /// What came back.
         found: PacketType,
     },
+    /// The stream began with text, not the server's VERSION: something printed before
+    /// the SFTP server started (a shell's startup file on the server, run for ssh's
+    /// session). OpenSSH's `sftp` fails the same way, with the same advice.
+    #[error(
+        "the server's first bytes were \"{first}\", not an SFTP packet: ensure the remote shell produces no output for non-interactive sessions"
+    )]
+    NotSftp {
+        /// The first four bytes, escaped.
+        first: String,
+    },
     /// The server speaks another protocol version.
     #[error("the server speaks SFTP version {0}; volley speaks 3")]
     Version(u32),

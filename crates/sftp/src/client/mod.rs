@@ -36,6 +36,17 @@ pub struct SftpClient {
 /// How long a closed connection waits for the spawned server's exit status.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
+/// The most data one READ asks for or one WRITE carries, whatever the server states
+/// (a larger stated limit is clamped to it): bytes in flight are requests × this at
+/// most, per file.
+pub const MAX_CHUNK: usize = 1 << 20;
+
+/// The largest SFTP packet volley sends or accepts, its length field included: a
+/// [`MAX_CHUNK`] READ's DATA or WRITE with its head (an SFTP v3 handle is at most 256
+/// bytes), and any other reply (a NAME listing, a STATUS message) up to the same size.
+/// A longer packet from the server ends the session with an error that says so.
+pub const MAX_PACKET: usize = MAX_CHUNK + 1024;
+
 /// Every request and reply waits at most this long by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -120,6 +131,11 @@ impl SftpClient {
             .await;
         client.connection_result("init", sent).await?;
         let reply = incoming.recv_timeout(client.timeout).await;
+        if let Err(e) = &reply {
+            if let Some(text) = text_before_version(e) {
+                return Err(SftpError::NotSftp { first: text });
+            }
+        }
         let reply = client.connection_result("init", reply).await?;
         // Nothing else the server sends answers no request: from here on such frames
         // are counted and dropped.
@@ -405,10 +421,25 @@ fn head_buffer<'a>(stack: &'a mut [u8], heap: &'a mut Vec<u8>, len: usize) -> &'
     }
 }
 
+/// The first four bytes of the stream, when the frame they announce was refused as too
+/// long and they read as text: something (a shell's startup file, a login banner) wrote
+/// to the stream before the server.
+fn text_before_version(e: &volley_transport_tcp::Error) -> Option<String> {
+    use volley_proto::wire::Error as Wire;
+    let volley_transport_tcp::Error::Protocol(Wire::TooLarge { len, .. }) = e else {
+        return None;
+    };
+    let field = u32::try_from(len.checked_sub(4)?).ok()?.to_be_bytes();
+    let text = field
+        .iter()
+        .all(|b| b.is_ascii_graphic() || b" \t\r\n".contains(b));
+    text.then(|| field.escape_ascii().to_string())
+}
+
 fn config() -> Config {
     Config {
-        // OpenSSH's sftp-server exits on a frame over 256 KiB; never send or accept more.
-        max_frame_len: volley_proto::wire::frame::DEFAULT_MAX_FRAME_LEN,
+        // Never more is sent: each READ and WRITE is held to the server's stated limits.
+        max_frame_len: MAX_PACKET,
         ..Config::default()
     }
 }
