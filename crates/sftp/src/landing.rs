@@ -17,7 +17,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use volley_proto::wire::sftp::OpenFlags;
@@ -56,8 +56,14 @@ pub(crate) enum Found {
 impl LocalPart {
     /// Opens the part for `local`: created empty, or with `resume`, opened as it is (a
     /// part longer than `size`, the source's, is refused and left alone). A `local` that
-    /// is a symbolic link is followed, so it stays a link to the new copy.
-    pub(crate) fn open(local: &Path, resume: bool, size: Option<u64>) -> Result<Found, SftpError> {
+    /// is a symbolic link is followed, so it stays a link to the new copy. A new part is
+    /// created with `mode` (under the umask), or, when `local` exists, given its mode.
+    pub(crate) fn open(
+        local: &Path,
+        resume: bool,
+        size: Option<u64>,
+        mode: u32,
+    ) -> Result<Found, SftpError> {
         let path = match std::fs::symlink_metadata(local) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 std::fs::canonicalize(local).unwrap_or_else(|_| local.to_owned())
@@ -126,10 +132,16 @@ impl LocalPart {
                 ),
             ));
         }
+        if start == 0 {
+            // A part left by an earlier copy would keep its mode: start afresh, so the
+            // new one is created with `mode`.
+            let _ = std::fs::remove_file(&part);
+        }
         let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(start == 0)
+            .mode(mode)
             .open(&part)
             .map_err(|source| SftpError::Io {
                 what: format!("cannot create {}", part.display()),
@@ -280,17 +292,20 @@ fn part_name(remote: &[u8]) -> Vec<u8> {
 /// Opens where a put from the start writes `remote`, with `flags`: its part file, or
 /// `remote` itself when it exists and is not a regular file (a device such as
 /// `/dev/null`, a FIFO, which a rename would replace). The STAT that tells them apart
-/// and the part's OPEN go out together, so the check costs no round trip. Returns the
-/// name written, whether it is the part, and the handle.
+/// and the part's OPEN go out together, so the check costs no round trip. A new part
+/// is created with permission bits `mode` (under the server's umask); over an existing
+/// `remote`, it is given that file's permission bits before anything is written, so the
+/// copy keeps them. Returns the name written, whether it is the part, and the handle.
 pub(crate) async fn open_part(
     sftp: &SftpClient,
     remote: &[u8],
     flags: OpenFlags,
+    mode: u32,
 ) -> Result<(Vec<u8>, bool, Handle), SftpError> {
     let part = part_name(remote);
     let (target, opened) = futures::join!(
         sftp.stat(remote),
-        sftp.open(&part, flags, FileAttrs::default())
+        sftp.open(&part, flags, FileAttrs::with_permissions(mode))
     );
     match target {
         Ok(attrs) if attrs.is_special() => {
@@ -300,6 +315,19 @@ pub(crate) async fn open_part(
             }
             let handle = sftp.open(remote, flags, FileAttrs::default()).await?;
             Ok((remote.to_vec(), false, handle))
+        }
+        Ok(FileAttrs {
+            permissions: Some(existing),
+            ..
+        }) => {
+            let handle = opened?;
+            let kept = FileAttrs::with_permissions(existing & crate::preserve::PERMISSION_BITS);
+            if let Err(e) = sftp.fsetstat(&handle, kept).await {
+                let _ = sftp.close_named(&handle, &part).await;
+                let _ = sftp.remove(&part).await;
+                return Err(e);
+            }
+            Ok((part, true, handle))
         }
         _ => Ok((part, true, opened?)),
     }

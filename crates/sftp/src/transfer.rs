@@ -4,6 +4,7 @@
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use volley_proto::wire::sftp::{FSYNC_EXTENSION, OpenFlags};
 use crate::FileAttrs;
 use crate::client::{SftpClient, SftpError};
 use crate::landing::{Found, LocalPart, PutTarget};
+use crate::preserve::PERMISSION_BITS;
 use crate::span::{Ranges, ReadSpan, Source, WriteSpan};
 
 /// Told where a transfer is, from whichever task moved the bytes.
@@ -256,7 +258,8 @@ pub(crate) async fn get_on(
             None => first.fstat(&handle).await?,
         };
         let size = stated.size;
-        let part = match LocalPart::open(local, opts.resume, size)? {
+        let mode = crate::preserve::new_local_mode(stated);
+        let part = match LocalPart::open(local, opts.resume, size, mode)? {
             Found::Part(part) => &*target.insert(part),
             Found::Complete => return Ok(None),
         };
@@ -396,16 +399,19 @@ pub(crate) async fn put_on(
     // Stat's size is the truth only for a regular file that has one.
     let total = Some(meta.len()).filter(|&n| meta.is_file() && n > 0);
     let sized = meta.is_file().then_some(meta.len());
+    // A new copy is created with the source's permission bits, under the server's umask.
+    let new_remote = FileAttrs::with_permissions(meta.mode() & PERMISSION_BITS);
     let (written, is_part, start, handle) = if opts.resume {
         let (name, part, start) = match crate::landing::put_target(first, remote, sized).await? {
             PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
             PutTarget::Write { name, part, start } => (name, part, start),
         };
         let flags = if start == 0 { FRESH } else { OpenFlags::WRITE };
-        let handle = first.open(&name, flags, FileAttrs::default()).await?;
+        let handle = first.open(&name, flags, new_remote).await?;
         (name, part, start, handle)
     } else {
-        let (name, part, handle) = crate::landing::open_part(first, remote, FRESH).await?;
+        let (name, part, handle) =
+            crate::landing::open_part(first, remote, FRESH, meta.mode() & PERMISSION_BITS).await?;
         (name, part, 0, handle)
     };
     let ranges = match total {

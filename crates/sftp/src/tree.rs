@@ -10,6 +10,7 @@ use core::pin::Pin;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use crate::client::{SftpClient, SftpError};
+use crate::preserve::PERMISSION_BITS;
 use crate::transfer::{get_on, put_on};
 use crate::{FileAttrs, TransferOptions, printable};
 
@@ -146,9 +148,10 @@ impl SftpClient {
         }
     }
 
-    /// MKDIR, taking an existing directory as success.
-    async fn mkdir_or_exists(&self, dir: &[u8]) -> Result<(), SftpError> {
-        match self.mkdir(dir, FileAttrs::with_permissions(0o777)).await {
+    /// MKDIR with permission bits `mode` (under the server's umask), taking an existing
+    /// directory as success.
+    async fn mkdir_or_exists(&self, dir: &[u8], mode: u32) -> Result<(), SftpError> {
+        match self.mkdir(dir, FileAttrs::with_permissions(mode)).await {
             Ok(()) => Ok(()),
             Err(e) => match self.stat(dir).await {
                 Ok(a) if a.is_dir() => Ok(()),
@@ -197,6 +200,13 @@ fn a_loop(seen: &[Vec<u8>], real: &[u8], path: &[u8]) -> Option<SftpError> {
     })
 }
 
+/// The mode a local copy of a remote directory is made with, before the umask.
+fn made_mode(attrs: FileAttrs) -> u32 {
+    attrs
+        .permissions
+        .map_or(0o777, |p| (p & PERMISSION_BITS) | 0o700)
+}
+
 fn bad_name(path: &[u8]) -> SftpError {
     SftpError::Local {
         path: shown(path),
@@ -226,7 +236,7 @@ pub(crate) async fn get_tree_on(
         true => vec![sftp.realpath(remote).await?],
         false => Vec::new(),
     });
-    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf(), root_seen)]);
+    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf(), root_seen, attrs)]);
     // Every directory made, with its attributes, for -p once its files are in.
     let mut made = vec![(local.to_path_buf(), attrs)];
     let mut files: VecDeque<(Vec<u8>, PathBuf, Option<FileAttrs>)> = VecDeque::new();
@@ -238,12 +248,19 @@ pub(crate) async fn get_tree_on(
     let mut turn = 0usize;
     loop {
         while listing < LISTINGS_AT_ONCE {
-            let Some((remote, local, seen)) = dirs.pop_front() else {
+            let Some((remote, local, seen, attrs)) = dirs.pop_front() else {
                 break;
             };
             listing += 1;
             tasks.push(Box::pin(async move {
-                let entries = match std::fs::create_dir_all(&local) {
+                // The source's permission bits, always usable by the owner (the files
+                // go in next), under the umask, as OpenSSH's `sftp -r` makes them.
+                let mode = made_mode(attrs);
+                let made = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(mode)
+                    .create(&local);
+                let entries = match made {
                     Ok(()) => sftp.read_dir(&remote).await,
                     Err(source) => Err(SftpError::Io {
                         what: format!("cannot create {}", local.display()),
@@ -327,7 +344,7 @@ pub(crate) async fn get_tree_on(
                         event(TreeEvent::Skipped(&shown(&child)));
                     } else if entry.attrs.is_dir() {
                         made.push((local.clone(), entry.attrs));
-                        dirs.push_back((child, local, seen.clone()));
+                        dirs.push_back((child, local, seen.clone(), entry.attrs));
                     } else {
                         found += entry.attrs.size.unwrap_or(0);
                         files.push_back((child, local, Some(entry.attrs)));
@@ -356,7 +373,7 @@ pub(crate) async fn get_tree_on(
                         let mut chain = (*seen).clone();
                         chain.push(real);
                         made.push((local.clone(), attrs));
-                        dirs.push_back((remote, local, Arc::new(chain)));
+                        dirs.push_back((remote, local, Arc::new(chain), attrs));
                     }
                     Ok((attrs, _)) => {
                         event(TreeEvent::Found(attrs.size.unwrap_or(0)));
@@ -474,7 +491,11 @@ pub(crate) async fn put_tree_on(
     }
     for level in &levels {
         let made: Vec<_> = futures::stream::iter(level)
-            .map(|(dir, _)| async move { (dir, sftp.mkdir_or_exists(dir).await) })
+            .map(|(dir, path)| async move {
+                // The source's permission bits, as OpenSSH's `sftp -r` makes them.
+                let mode = std::fs::metadata(path).map_or(0o777, |m| m.mode() & PERMISSION_BITS);
+                (dir, sftp.mkdir_or_exists(dir, mode).await)
+            })
             .buffer_unordered(LISTINGS_AT_ONCE)
             .collect()
             .await;
