@@ -154,6 +154,14 @@ pub(crate) struct Copy {
     /// past 10 by default.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
     sessions: u16,
+    /// With -r: how deep directories may nest below the tree's root (64, as OpenSSH's
+    /// sftp); a deeper one is reported as failed and not entered.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), requires = "recursive")]
+    max_depth: u32,
+    /// With -r: how many entries one directory may list; one that lists more is
+    /// reported as failed and not copied (it bounds what a listing holds in memory).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000), requires = "recursive")]
+    max_entries: u64,
     /// Resume: continue from DST.volley-part, left by a copy that failed or was
     /// interrupted (for put, else from the end of the remote file, as `reput`); a
     /// destination that already has the source's size is left as it is. Only the
@@ -306,6 +314,9 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         fsync: copy.fsync,
         resume: copy.resume,
         follow_links: copy.follow_links,
+        // Both are range-checked above, far below usize's range.
+        max_depth: copy.max_depth as usize,
+        max_entries: copy.max_entries as usize,
         progress: None,
     };
     if copy.recursive {
@@ -427,8 +438,8 @@ async fn tree(
             bar.inc(n);
             bar.set_message(format!("{files} files"));
         }
-        TreeEvent::Skipped(path) => {
-            bar.suspend(|| eprintln!("volley: skipped symbolic link {path}"));
+        TreeEvent::Skipped(path, why) => {
+            bar.suspend(|| eprintln!("volley: skipped {path}: {why}"));
         }
         TreeEvent::Failed(path, e) => bar.suspend(|| eprintln!("volley: {path}: {e}")),
     };

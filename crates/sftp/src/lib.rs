@@ -68,7 +68,9 @@ pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
 pub use transfer::{PIECE, Progress, ProgressFn, TransferOptions};
-pub use tree::{DEFAULT_FILES_AT_ONCE, MAX_FILES_AT_ONCE, TreeEvent, TreeReport};
+pub use tree::{
+    DEFAULT_FILES_AT_ONCE, MAX_DEPTH, MAX_ENTRIES, MAX_FILES_AT_ONCE, Skip, TreeEvent, TreeReport,
+};
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
 
 /// The README's examples, compiled and run as doctests so they cannot rot (this crate

@@ -60,6 +60,13 @@ pub struct TransferOptions {
     /// them, as `cp -L` does; a link back into a directory the walk is inside is
     /// reported as a loop. Off by default.
     pub follow_links: bool,
+    /// Trees: how deep directories may nest below the root; a directory deeper is
+    /// reported as failed and not entered. [`MAX_DEPTH`](crate::MAX_DEPTH) (64, as
+    /// OpenSSH's `sftp -r`) by default.
+    pub max_depth: usize,
+    /// Trees: how many entries one directory may list; one that lists more is reported
+    /// as failed and not copied. [`MAX_ENTRIES`](crate::MAX_ENTRIES) by default.
+    pub max_entries: usize,
     /// Told the position in the file as bytes arrive or are acknowledged (first with
     /// where the transfer starts). `None` by default.
     pub progress: Option<ProgressFn>,
@@ -76,6 +83,8 @@ impl fmt::Debug for TransferOptions {
             .field("fsync", &self.fsync)
             .field("resume", &self.resume)
             .field("follow_links", &self.follow_links)
+            .field("max_depth", &self.max_depth)
+            .field("max_entries", &self.max_entries)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -141,6 +150,8 @@ impl Default for TransferOptions {
             fsync: false,
             resume: false,
             follow_links: false,
+            max_depth: crate::MAX_DEPTH,
+            max_entries: crate::MAX_ENTRIES,
             progress: None,
         }
     }

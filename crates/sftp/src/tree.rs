@@ -29,14 +29,39 @@ pub const DEFAULT_FILES_AT_ONCE: usize = 16;
 pub const MAX_FILES_AT_ONCE: usize = 128;
 /// Directory listings in flight at once.
 const LISTINGS_AT_ONCE: usize = 16;
+/// How deep a tree's directories may nest below its root by default, as OpenSSH's
+/// `sftp -r` allows ([`TransferOptions::max_depth`]).
+pub const MAX_DEPTH: usize = 64;
+/// How many entries one directory may list by default
+/// ([`TransferOptions::max_entries`]): at about 100 bytes an entry, a listing holds at
+/// most some 100 MB.
+pub const MAX_ENTRIES: usize = 1_000_000;
+
+/// Why an entry of a tree was passed over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// A symbolic link, not followed.
+    Link,
+    /// A FIFO, a socket or a device: never opened (opening a FIFO waits for a writer).
+    Special,
+}
+
+impl core::fmt::Display for Skip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Link => "a symbolic link (not followed)",
+            Self::Special => "not a regular file or directory (a FIFO, socket or device)",
+        })
+    }
+}
 
 /// What happened to one entry of a tree, as it happens.
 #[derive(Debug)]
 pub enum TreeEvent<'a> {
     /// A file arrived whole: its path (as given in the tree) and size.
     Done(&'a str, u64),
-    /// A symbolic link, not followed.
-    Skipped(&'a str),
+    /// An entry passed over, and why.
+    Skipped(&'a str, Skip),
     /// An entry that failed, and why; the rest go on.
     Failed(&'a str, &'a SftpError),
     /// More bytes known to be coming (a directory was listed).
@@ -50,7 +75,7 @@ pub struct TreeReport {
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// Symbolic links skipped.
+    /// Symbolic links, FIFOs, sockets and devices skipped.
     pub skipped: u64,
     /// Entries that failed.
     pub failed: u64,
@@ -89,6 +114,8 @@ enum Outcome {
         remote: Vec<u8>,
         local: PathBuf,
         seen: Seen,
+        /// Directories below the tree's root.
+        depth: usize,
         entries: Result<Vec<crate::DirEntry>, SftpError>,
     },
     /// A symbolic link followed (`-L`): what it leads to, and where that really is.
@@ -96,6 +123,8 @@ enum Outcome {
         remote: Vec<u8>,
         local: PathBuf,
         seen: Seen,
+        /// Directories below the tree's root, of the link.
+        depth: usize,
         target: Result<(FileAttrs, Vec<u8>), SftpError>,
     },
     Copied {
@@ -207,11 +236,27 @@ fn made_mode(attrs: FileAttrs) -> u32 {
         .map_or(0o777, |p| (p & PERMISSION_BITS) | 0o700)
 }
 
-fn bad_name(path: &[u8]) -> SftpError {
-    SftpError::Local {
+/// Why a name a server listed cannot be an entry of a local directory: it would name
+/// the directory itself, its parent, or a path elsewhere.
+fn bad_name(name: &[u8]) -> Option<&'static str> {
+    Some(match name {
+        b"" => "is listed with an empty name; refused",
+        b"." | b".." => "is listed as `.` or `..` but not as a directory; refused",
+        _ if name.contains(&b'/') => "is listed with a `/` in its name; refused",
+        _ if name.contains(&0) => "is listed with a NUL byte in its name; refused",
+        _ => return None,
+    })
+}
+
+/// The error for a directory `depth` levels below a tree's root, past `opts.max_depth`.
+fn too_deep(depth: usize, opts: &TransferOptions, path: &[u8]) -> Option<SftpError> {
+    (depth > opts.max_depth).then(|| SftpError::Local {
         path: shown(path),
-        problem: "the server listed a name with a `/` in it; refused".into(),
-    }
+        problem: format!(
+            "is more than {} directories deep below the tree's root; not entered (raise the depth limit to go on)",
+            opts.max_depth
+        ),
+    })
 }
 
 /// [`SftpClient::get_tree`] over `clients` (at least one): listings on the first, the
@@ -236,7 +281,7 @@ pub(crate) async fn get_tree_on(
         true => vec![sftp.realpath(remote).await?],
         false => Vec::new(),
     });
-    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf(), root_seen, attrs)]);
+    let mut dirs = VecDeque::from([(remote.to_vec(), local.to_path_buf(), root_seen, attrs, 0)]);
     // Every directory made, with its attributes, for -p once its files are in.
     let mut made = vec![(local.to_path_buf(), attrs)];
     let mut files: VecDeque<(Vec<u8>, PathBuf, Option<FileAttrs>)> = VecDeque::new();
@@ -248,7 +293,7 @@ pub(crate) async fn get_tree_on(
     let mut turn = 0usize;
     loop {
         while listing < LISTINGS_AT_ONCE {
-            let Some((remote, local, seen, attrs)) = dirs.pop_front() else {
+            let Some((remote, local, seen, attrs, depth)) = dirs.pop_front() else {
                 break;
             };
             listing += 1;
@@ -261,7 +306,7 @@ pub(crate) async fn get_tree_on(
                     .mode(mode)
                     .create(&local);
                 let entries = match made {
-                    Ok(()) => sftp.read_dir(&remote).await,
+                    Ok(()) => sftp.read_dir_at_most(&remote, opts.max_entries).await,
                     Err(source) => Err(SftpError::Io {
                         what: format!("cannot create {}", local.display()),
                         source,
@@ -271,6 +316,7 @@ pub(crate) async fn get_tree_on(
                     remote,
                     local,
                     seen,
+                    depth,
                     entries,
                 }
             }));
@@ -298,6 +344,7 @@ pub(crate) async fn get_tree_on(
                 remote,
                 local,
                 seen,
+                depth,
                 entries,
             } => {
                 listing -= 1;
@@ -311,13 +358,18 @@ pub(crate) async fn get_tree_on(
                 };
                 let mut found = 0;
                 for entry in entries {
-                    if entry.name == b"." || entry.name == b".." {
+                    let own = entry.name == b"." || entry.name == b"..";
+                    if own && (entry.attrs.is_dir() || entry.attrs.permissions.is_none()) {
+                        // The directory's own entries, which every listing holds.
                         continue;
                     }
                     let child = join(&remote, &entry.name);
-                    if entry.name.contains(&b'/') {
+                    if let Some(problem) = bad_name(&entry.name) {
                         report.failed += 1;
-                        let e = bad_name(&child);
+                        let e = SftpError::Local {
+                            path: shown(&child),
+                            problem: problem.into(),
+                        };
                         event(TreeEvent::Failed(&shown(&child), &e));
                         continue;
                     }
@@ -336,15 +388,24 @@ pub(crate) async fn get_tree_on(
                                 remote: child,
                                 local,
                                 seen,
+                                depth: depth + 1,
                                 target,
                             }
                         }));
                     } else if entry.attrs.is_symlink() {
                         report.skipped += 1;
-                        event(TreeEvent::Skipped(&shown(&child)));
+                        event(TreeEvent::Skipped(&shown(&child), Skip::Link));
                     } else if entry.attrs.is_dir() {
+                        if let Some(e) = too_deep(depth + 1, opts, &child) {
+                            report.failed += 1;
+                            event(TreeEvent::Failed(&shown(&child), &e));
+                            continue;
+                        }
                         made.push((local.clone(), entry.attrs));
-                        dirs.push_back((child, local, seen.clone(), entry.attrs));
+                        dirs.push_back((child, local, seen.clone(), entry.attrs, depth + 1));
+                    } else if entry.attrs.is_special() {
+                        report.skipped += 1;
+                        event(TreeEvent::Skipped(&shown(&child), Skip::Special));
                     } else {
                         found += entry.attrs.size.unwrap_or(0);
                         files.push_back((child, local, Some(entry.attrs)));
@@ -356,6 +417,7 @@ pub(crate) async fn get_tree_on(
                 remote,
                 local,
                 seen,
+                depth,
                 target,
             } => {
                 listing -= 1;
@@ -365,7 +427,9 @@ pub(crate) async fn get_tree_on(
                         event(TreeEvent::Failed(&shown(&remote), &e));
                     }
                     Ok((attrs, real)) if attrs.is_dir() => {
-                        if let Some(e) = a_loop(&seen, &real, &remote) {
+                        let problem = too_deep(depth, opts, &remote)
+                            .or_else(|| a_loop(&seen, &real, &remote));
+                        if let Some(e) = problem {
                             report.failed += 1;
                             event(TreeEvent::Failed(&shown(&remote), &e));
                             continue;
@@ -373,7 +437,11 @@ pub(crate) async fn get_tree_on(
                         let mut chain = (*seen).clone();
                         chain.push(real);
                         made.push((local.clone(), attrs));
-                        dirs.push_back((remote, local, Arc::new(chain), attrs));
+                        dirs.push_back((remote, local, Arc::new(chain), attrs, depth));
+                    }
+                    Ok((attrs, _)) if attrs.is_special() => {
+                        report.skipped += 1;
+                        event(TreeEvent::Skipped(&shown(&remote), Skip::Special));
                     }
                     Ok((attrs, _)) => {
                         event(TreeEvent::Found(attrs.size.unwrap_or(0)));
@@ -472,14 +540,28 @@ pub(crate) async fn put_tree_on(
             match kind {
                 Ok(t) if t.is_symlink() => {
                     report.skipped += 1;
-                    event(TreeEvent::Skipped(&path.display().to_string()));
+                    event(TreeEvent::Skipped(&path.display().to_string(), Skip::Link));
                 }
                 Ok(t) if t.is_dir() => {
+                    let problem = too_deep(depth + 1, opts, path.as_os_str().as_bytes());
+                    if let Some(e) = problem {
+                        report.failed += 1;
+                        event(TreeEvent::Failed(&path.display().to_string(), &e));
+                        continue;
+                    }
                     if levels.len() <= depth + 1 {
                         levels.push(Vec::new());
                     }
                     levels[depth + 1].push((rpath.clone(), path.clone()));
                     walk.push_back((path, rpath, depth + 1, seen));
+                }
+                Ok(t) if !t.is_file() => {
+                    // Opening a FIFO would wait for a writer, for ever.
+                    report.skipped += 1;
+                    event(TreeEvent::Skipped(
+                        &path.display().to_string(),
+                        Skip::Special,
+                    ));
                 }
                 _ => {
                     found += std::fs::metadata(&path).map_or(0, |m| m.len());

@@ -2,11 +2,12 @@
 //! every size (or none), and servers that lie or attack. Each case ends in a correct
 //! copy or a clear error, never a hang or a panic.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use volley_proto::wire::sftp::{Limits, Request, Response, StatusCode};
-use volley_sftp::testing::{Hook, Script, Written, serve};
-use volley_sftp::{MAX_CHUNK, SftpClient, SftpError, TransferOptions};
+use volley_proto::wire::sftp::{Attrs, Limits, NameEntry, Names, Request, Response, StatusCode};
+use volley_sftp::testing::{Hook, Listing, Script, Written, serve};
+use volley_sftp::{FileAttrs, MAX_CHUNK, SftpClient, SftpError, Skip, TransferOptions, TreeEvent};
 
 mod common;
 
@@ -121,6 +122,267 @@ async fn a_shell_that_prints_at_login_is_named() {
             "{text}"
         );
         banner.abort();
+    })
+    .await;
+}
+
+/// A directory's attributes, as a listing states them.
+fn dir() -> FileAttrs {
+    FileAttrs::with_permissions(0o040_755)
+}
+
+/// A regular file's, of `size` bytes.
+fn file(size: u64) -> FileAttrs {
+    FileAttrs {
+        size: Some(size),
+        permissions: Some(0o100_644),
+        ..FileAttrs::default()
+    }
+}
+
+/// A client for a server whose directories are under `/t`, listed by `list`, and whose
+/// files hold `content`.
+async fn tree_server(
+    content: &[u8],
+    list: impl Fn(&[u8]) -> Vec<(Vec<u8>, FileAttrs)> + Send + Sync + 'static,
+    hook: Option<Hook>,
+) -> SftpClient {
+    let dirs: Listing = Arc::new(move |path: &[u8]| path.starts_with(b"/t").then(|| list(path)));
+    client(Script {
+        content: content.to_vec(),
+        dirs: Some(dirs),
+        hook,
+        ..Script::default()
+    })
+    .await
+}
+
+/// Every path under `root`, relative, sorted.
+fn everything(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut walk = vec![root.to_path_buf()];
+    while let Some(dir) = walk.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            found.push(path.strip_prefix(root).unwrap().display().to_string());
+            if path.is_dir() {
+                walk.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_name_is_refused_not_listed_for_ever() {
+    within(30, async {
+        let sftp = tree_server(
+            b"abc",
+            |_| vec![(Vec::new(), dir()), (b"f".to_vec(), file(3))],
+            None,
+        )
+        .await;
+        let out = scratch("empty-name");
+        let mut failed = Vec::new();
+        let report = sftp
+            .get_tree(b"/t", out.join("t"), &TransferOptions::default(), |e| {
+                if let TreeEvent::Failed(path, e) = e {
+                    failed.push(format!("{path}: {e}"));
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!((report.files, report.failed), (1, 1), "{failed:?}");
+        assert!(failed[0].contains("empty name"), "{failed:?}");
+        assert_eq!(everything(&out), ["t", "t/f"]);
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_without_end_stops_at_the_depth_limit() {
+    within(60, async {
+        // Every directory holds one more, under a fresh name.
+        let sftp = tree_server(b"", |_| vec![(b"d".to_vec(), dir())], None).await;
+        let out = scratch("depth");
+        for (limit, opts) in [
+            (64, TransferOptions::default()),
+            (
+                3,
+                TransferOptions {
+                    max_depth: 3,
+                    ..TransferOptions::default()
+                },
+            ),
+        ] {
+            let mut failed = Vec::new();
+            let root = out.join(format!("t{limit}"));
+            let report = sftp
+                .get_tree(b"/t", &root, &opts, |e| {
+                    if let TreeEvent::Failed(path, e) = e {
+                        failed.push(format!("{path}: {e}"));
+                    }
+                })
+                .await
+                .unwrap();
+            assert_eq!(report.failed, 1, "{failed:?}");
+            let deepest = format!("/t{}", "/d".repeat(limit + 1));
+            assert!(failed[0].starts_with(&deepest), "{failed:?}");
+            assert!(failed[0].contains(&format!("more than {limit} directories deep")));
+            assert_eq!(everything(&root).len(), limit);
+        }
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifos_and_devices_are_skipped_never_opened() {
+    within(30, async {
+        // Opening the FIFO is never answered, as sftp-server blocks in open(2).
+        let hook: Hook = Arc::new(|request: &Request<'_>| match *request {
+            Request::Open { filename, .. } if filename.ends_with(b"fifo") => Some(Vec::new()),
+            _ => None,
+        });
+        let list = |_: &[u8]| {
+            vec![
+                (b"fifo".to_vec(), FileAttrs::with_permissions(0o010_644)),
+                (b"tty".to_vec(), FileAttrs::with_permissions(0o020_620)),
+                (b"sock".to_vec(), FileAttrs::with_permissions(0o140_755)),
+                (b"f".to_vec(), file(4)),
+            ]
+        };
+        let sftp = tree_server(b"data", list, Some(hook)).await;
+        let out = scratch("special");
+        let mut skipped = Vec::new();
+        let report = sftp
+            .get_tree(b"/t", out.join("t"), &TransferOptions::default(), |e| {
+                if let TreeEvent::Skipped(path, why) = e {
+                    skipped.push((path.to_owned(), why));
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!((report.files, report.skipped, report.failed), (1, 3, 0));
+        assert!(
+            skipped.iter().all(|(_, why)| *why == Skip::Special),
+            "{skipped:?}"
+        );
+        assert_eq!(everything(&out), ["t", "t/f"]);
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_lead_elsewhere_are_refused() {
+    within(30, async {
+        let list = |_: &[u8]| {
+            vec![
+                (b".".to_vec(), dir()),
+                (b"..".to_vec(), dir()),
+                (b"..".to_vec(), file(4)),
+                (b"../escape".to_vec(), file(4)),
+                (b"nul\0byte".to_vec(), file(4)),
+                (b"ok".to_vec(), file(4)),
+            ]
+        };
+        let sftp = tree_server(b"data", list, None).await;
+        let out = scratch("names");
+        let mut failed = Vec::new();
+        let report = sftp
+            .get_tree(b"/t", out.join("t"), &TransferOptions::default(), |e| {
+                if let TreeEvent::Failed(path, e) = e {
+                    failed.push(format!("{path}: {e}"));
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!((report.files, report.failed), (1, 3), "{failed:?}");
+        assert!(failed.iter().all(|f| f.contains("refused")), "{failed:?}");
+        // Nothing landed outside the destination, nor under an odd name inside it.
+        assert_eq!(everything(&out), ["t", "t/ok"]);
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_without_end_is_cut_at_its_limit() {
+    within(30, async {
+        // Every READDIR brings a thousand more names; none ever says end of directory.
+        let hook: Hook = Arc::new(|request: &Request<'_>| {
+            let Request::Readdir { id, .. } = *request else {
+                return None;
+            };
+            let names: Vec<Vec<u8>> = (0..1000).map(|i| format!("f{i}").into_bytes()).collect();
+            let entries: Vec<_> = names
+                .iter()
+                .map(|n| NameEntry {
+                    filename: n,
+                    longname: n,
+                    attrs: Attrs::EMPTY,
+                })
+                .collect();
+            let mut buf = vec![0; 1 << 16];
+            let names = Names::write(&entries, &mut buf).unwrap();
+            Some(Response::Name { id, names }.to_vec().unwrap())
+        });
+        let sftp = tree_server(b"", |_| Vec::new(), Some(hook)).await;
+        let opts = TransferOptions {
+            max_entries: 5_000,
+            ..TransferOptions::default()
+        };
+        let out = scratch("endless");
+        let mut failed = Vec::new();
+        let report = sftp
+            .get_tree(b"/t", out.join("t"), &opts, |e| {
+                if let TreeEvent::Failed(path, e) = e {
+                    failed.push(format!("{path}: {e}"));
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!((report.files, report.failed), (0, 1), "{failed:?}");
+        assert!(failed[0].contains("more than 5000 entries"), "{failed:?}");
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_fifo_in_a_tree_is_skipped() {
+    within(30, async {
+        let mut command = tokio::process::Command::new(volley_testkit::sftp_server());
+        command.args(["-e", "-l", "ERROR"]);
+        let sftp = SftpClient::spawn(&mut command).await.unwrap();
+        let dir = scratch("local-fifo");
+        let tree = dir.join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        std::fs::write(tree.join("f"), b"data").unwrap();
+        common::mkfifo(&tree.join("fifo"));
+        let dst = dir.join("dst");
+        let mut skipped = Vec::new();
+        let report = sftp
+            .put_tree(
+                &tree,
+                dst.as_os_str().as_encoded_bytes(),
+                &TransferOptions::default(),
+                |e| {
+                    if let TreeEvent::Skipped(path, why) = e {
+                        skipped.push((path.to_owned(), why));
+                    }
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!((report.files, report.skipped), (1, 1), "{skipped:?}");
+        assert_eq!(skipped[0].1, Skip::Special);
+        assert_eq!(everything(&dst), ["f"]);
+        sftp.shutdown().await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     })
     .await;
 }

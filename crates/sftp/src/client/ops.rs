@@ -177,13 +177,31 @@ impl SftpClient {
         }
     }
 
-    /// Every entry of the directory at `path`.
+    /// Every entry of the directory at `path`, at most [`MAX_ENTRIES`](crate::MAX_ENTRIES).
     pub async fn read_dir(&self, path: &[u8]) -> Result<Vec<DirEntry>, SftpError> {
+        self.read_dir_at_most(path, crate::MAX_ENTRIES).await
+    }
+
+    /// Every entry of the directory at `path`; more than `max` (a server that lists
+    /// without end) is an error naming the directory.
+    pub async fn read_dir_at_most(
+        &self,
+        path: &[u8],
+        max: usize,
+    ) -> Result<Vec<DirEntry>, SftpError> {
         let handle = self.opendir(path).await?;
         let mut entries = Vec::new();
         let result = async {
             while let Some(batch) = self.readdir(&handle).await? {
                 entries.extend(batch);
+                if entries.len() > max {
+                    return Err(SftpError::Local {
+                        path: crate::printable(&String::from_utf8_lossy(path)),
+                        problem: format!(
+                            "lists more than {max} entries; refused (raise the limit on entries in one listing to go on)"
+                        ),
+                    });
+                }
             }
             Ok(())
         }
