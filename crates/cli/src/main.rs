@@ -82,14 +82,33 @@ fn main() -> ExitCode {
     if let Some(lines) = lines {
         lines.flush(core::time::Duration::from_secs(1));
     }
+    // A blocking task still running (an open(2) of a FIFO no writer opened) must not
+    // keep the process from ending: dropping the runtime would wait for it.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("volley: {}", chain(&e));
-            ExitCode::FAILURE
+            match e.downcast_ref::<Interrupted>() {
+                // As a shell reports a command SIGINT ended: 128 + 2.
+                Some(_) => ExitCode::from(130),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }
+
+/// A command ended by Ctrl-C, and what it left behind.
+#[derive(Debug)]
+pub(crate) struct Interrupted(pub(crate) String);
+
+impl core::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl core::error::Error for Interrupted {}
 
 /// An error and its causes on one line, `what: why: deeper why`. A cause whose text the
 /// line already holds is left out: the libraries' messages often end with their cause.

@@ -11,7 +11,9 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{Progress, Remote, Sessions, SftpClient, SshOptions, TransferOptions, TreeEvent};
+use volley_sftp::{
+    Progress, Remote, Sessions, SftpClient, Skip, SshOptions, TransferOptions, TreeEvent,
+};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -121,6 +123,11 @@ pub(crate) struct Server {
     /// server that states none, and at most 1 MiB).
     #[arg(long, value_parser = at_least_one)]
     chunk: Option<usize>,
+    /// Seconds each request may wait for its answer; a server that stops answering
+    /// (a hung disk, a stalled process behind a live ssh) then fails the command with
+    /// the request and path named, rather than hanging it.
+    #[arg(long, default_value_t = volley_sftp::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    timeout: u64,
     /// Socket buffer asked of the kernel for the spawned server's socketpair, in bytes
     /// (Linux doubles it and caps it at net.core.wmem_max); 0 leaves the kernel's default.
     #[arg(long, default_value_t = volley_transport_tcp::SOCKET_BUFFER, conflicts_with = "connect")]
@@ -299,10 +306,11 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
             _ => first.write_len(Some(chunk)),
         };
         if used < chunk {
-            eprintln!(
-                "volley: --chunk {chunk} is over the server's limit (or volley's {}); using {used} bytes",
-                volley_sftp::MAX_CHUNK
-            );
+            let whose = match used == volley_sftp::MAX_CHUNK {
+                true => "volley's",
+                false => "the server's",
+            };
+            eprintln!("volley: --chunk {chunk} is over {whose} limit; using {used} bytes");
         }
     }
     let opts = TransferOptions {
@@ -387,9 +395,10 @@ async fn interruptible<T>(
 ) -> anyhow::Result<T> {
     tokio::select! {
         done = transfer => done,
-        _ = tokio::signal::ctrl_c() => anyhow::bail!(
-            "{what} interrupted; what arrived is kept in the .volley-part files, and `{what} -a` resumes"
-        ),
+        _ = tokio::signal::ctrl_c() => Err(crate::Interrupted(format!(
+            "{what} interrupted; files that had bytes arrive keep them in a .volley-part \
+             beside their destination, and `{what} -a` resumes from them"
+        )).into()),
     }
 }
 
@@ -437,6 +446,9 @@ async fn tree(
             files += 1;
             bar.inc(n);
             bar.set_message(format!("{files} files"));
+        }
+        TreeEvent::Skipped(path, Skip::Link) => {
+            bar.suspend(|| eprintln!("volley: skipped symbolic link {path}"));
         }
         TreeEvent::Skipped(path, why) => {
             bar.suspend(|| eprintln!("volley: skipped {path}: {why}"));
@@ -547,10 +559,12 @@ fn target(
 
 /// One session: over ssh to `remote`, else the server given (or the local one).
 async fn session(server: &Server, remote: Option<&Remote>) -> anyhow::Result<SftpClient> {
-    match remote {
-        Some(remote) => Ok(SftpClient::ssh(&remote.destination, &server.ssh.options()).await?),
-        None => connect(server).await,
-    }
+    let mut sftp = match remote {
+        Some(remote) => SftpClient::ssh(&remote.destination, &server.ssh.options()).await?,
+        None => connect(server).await?,
+    };
+    sftp.set_timeout(core::time::Duration::from_secs(server.timeout));
+    Ok(sftp)
 }
 
 async fn connect(server: &Server) -> anyhow::Result<SftpClient> {

@@ -163,7 +163,7 @@ impl SftpClient {
             if in_flight.is_empty() {
                 break;
             }
-            let reply = self.recv(&mut pipeline, "read").await?;
+            let reply = self.recv(&mut pipeline, "read", rpath).await?;
             let Some((offset, len)) = in_flight.remove(&reply.id) else {
                 continue;
             };
@@ -337,7 +337,7 @@ impl SftpClient {
             if in_flight.is_empty() && close.is_none_or(|_| closed) {
                 break;
             }
-            let reply = self.recv(&mut pipeline, "write").await?;
+            let reply = self.recv(&mut pipeline, "write", span.rpath).await?;
             if Some(reply.id) == close {
                 expect_ok(&reply, "close", span.rpath)?;
                 closed = true;

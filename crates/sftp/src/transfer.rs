@@ -3,7 +3,6 @@
 
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -393,10 +392,15 @@ pub(crate) async fn put_on(
 ) -> Result<u64, SftpError> {
     let first = &clients[0];
     let rpath = String::from_utf8_lossy(remote).into_owned();
-    let file = File::open(local).map_err(|source| SftpError::Io {
-        what: format!("cannot open {}", local.display()),
-        source,
-    })?;
+    // Off the runtime's thread: opening a FIFO waits for a writer, and the caller must
+    // stay free to give up on it (Ctrl-C, a deadline).
+    let file = tokio::fs::File::open(local)
+        .await
+        .map_err(|source| SftpError::Io {
+            what: format!("cannot open {}", local.display()),
+            source,
+        })?;
+    let file = file.into_std().await;
     let meta = file.metadata().map_err(|source| SftpError::Io {
         what: format!("cannot stat {}", local.display()),
         source,

@@ -386,3 +386,184 @@ async fn a_local_fifo_in_a_tree_is_skipped() {
     })
     .await;
 }
+
+/// A hook answering the first request of kind `pick` with `raw` bytes as they are.
+fn answer_with(
+    pick: fn(&Request<'_>) -> bool,
+    raw: impl Fn(u32) -> Vec<u8> + Send + Sync + 'static,
+) -> Hook {
+    Arc::new(move |request: &Request<'_>| pick(request).then(|| raw(request.id())))
+}
+
+/// `ty` and `id` framed with `body`, the length field counting what follows it.
+fn frame(ty: u8, id: u32, body: &[u8]) -> Vec<u8> {
+    let mut out = ((body.len() + 5) as u32).to_be_bytes().to_vec();
+    out.push(ty);
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_and_lengths_that_lie_are_clear_errors() {
+    within(30, async {
+        let is_readdir = |r: &Request<'_>| matches!(r, Request::Readdir { .. });
+        let is_stat = |r: &Request<'_>| matches!(r, Request::Stat { .. });
+        // A NAME of 2^32-1 entries in a packet of a few bytes.
+        let names = answer_with(is_readdir, |id| {
+            frame(104, id, &[0xff, 0xff, 0xff, 0xff, 0, 0])
+        });
+        let sftp = tree_server(b"", |_| Vec::new(), Some(names)).await;
+        let err = sftp.read_dir(b"/t").await.unwrap_err();
+        assert!(
+            matches!(err, SftpError::Wire { op: "readdir", .. }),
+            "{err}"
+        );
+        // ATTRS whose extended pairs number 2^32-1.
+        let attrs = answer_with(is_stat, |id| {
+            frame(
+                105,
+                id,
+                &[0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, b'x'],
+            )
+        });
+        let sftp = tree_server(b"", |_| Vec::new(), Some(attrs)).await;
+        let err = sftp.stat(b"/x").await.unwrap_err();
+        assert!(matches!(err, SftpError::Wire { op: "stat", .. }), "{err}");
+        // A STATUS whose length field claims 1 GiB: refused before anything is held.
+        let huge = answer_with(is_stat, |id| {
+            let mut out = (1u32 << 30).to_be_bytes().to_vec();
+            out.push(101);
+            out.extend_from_slice(&id.to_be_bytes());
+            out
+        });
+        let sftp = tree_server(b"", |_| Vec::new(), Some(huge)).await;
+        let err = sftp.stat(b"/x").await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("frame too large"), "{text}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answered_with_more_than_asked_fails_the_copy() {
+    within(30, async {
+        let data = pattern(100_000, 7);
+        let more = answer_with(
+            |r| matches!(r, Request::Read { offset: 0, .. }),
+            |id| {
+                let mut body = 20_000u32.to_be_bytes().to_vec();
+                body.extend(core::iter::repeat_n(b'x', 20_000));
+                frame(103, id, &body)
+            },
+        );
+        let sftp = client(Script {
+            content: data,
+            hook: Some(more),
+            ..Script::default()
+        })
+        .await;
+        let out = scratch("more");
+        let opts = TransferOptions {
+            chunk: Some(10_000),
+            ..TransferOptions::default()
+        };
+        let err = sftp.get(b"/f", out.join("f"), &opts).await.unwrap_err();
+        assert!(matches!(err, SftpError::SizeMismatch { .. }), "{err}");
+        assert!(!out.join("f").exists(), "a wrong copy was put in place");
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_to_nothing_and_twice_are_dropped_the_copy_stays_right() {
+    within(30, async {
+        let data = pattern(300_000, 9);
+        let expected = data.clone();
+        // Every READ is answered twice, after a STATUS for an id never sent.
+        let hook: Hook = Arc::new(move |request: &Request<'_>| {
+            let Request::Read {
+                id, offset, len, ..
+            } = *request
+            else {
+                return None;
+            };
+            let from = (offset as usize).min(data.len());
+            let to = (from + len as usize).min(data.len());
+            let answer = match to > from {
+                true => Response::Data {
+                    id,
+                    data: &data[from..to],
+                },
+                false => Response::Status {
+                    id,
+                    code: StatusCode::EOF,
+                    message: b"",
+                    language: b"",
+                },
+            };
+            let stray = Response::Status {
+                id: id.wrapping_add(1_000_000),
+                code: StatusCode::OK,
+                message: b"",
+                language: b"",
+            };
+            let once = answer.to_vec().unwrap();
+            Some([stray.to_vec().unwrap(), once.clone(), once].concat())
+        });
+        let sftp = client(Script {
+            content: expected.clone(),
+            hook: Some(hook),
+            ..Script::default()
+        })
+        .await;
+        let out = scratch("twice");
+        let opts = TransferOptions {
+            chunk: Some(8_192),
+            requests: 4,
+            ..TransferOptions::default()
+        };
+        let got = sftp.get(b"/f", out.join("f"), &opts).await.unwrap();
+        assert_eq!(got, expected.len() as u64);
+        assert!(std::fs::read(out.join("f")).unwrap() == expected);
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_answering_times_out_naming_the_request() {
+    within(30, async {
+        let silent = answer_with(|r| matches!(r, Request::Read { .. }), |_| Vec::new());
+        let mut sftp = client(Script {
+            content: pattern(10_000, 3),
+            hook: Some(silent),
+            ..Script::default()
+        })
+        .await;
+        sftp.set_timeout(core::time::Duration::from_millis(300));
+        let out = scratch("silent");
+        let started = std::time::Instant::now();
+        let err = sftp
+            .get(
+                b"/data/slow.bin",
+                out.join("f"),
+                &TransferOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < core::time::Duration::from_secs(10));
+        assert!(
+            matches!(err, SftpError::TimedOut { op: "read", .. }),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("/data/slow.bin") && text.contains("0.3 s"),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}

@@ -52,6 +52,22 @@ pub enum SftpError {
         /// What happened.
         source: volley_transport_tcp::Error,
     },
+    /// A request had no answer within the session's timeout
+    /// ([`SftpClient::set_timeout`](crate::SftpClient::set_timeout)): a server that
+    /// stopped answering (a hung disk, a stalled process) while the stream stays open.
+    #[error(
+        "{op} {}: no answer from the server in {} s (a longer timeout waits longer)",
+        printable(path),
+        after.as_secs_f64()
+    )]
+    TimedOut {
+        /// The operation.
+        op: &'static str,
+        /// The path (or handle) it was about.
+        path: String,
+        /// How long it waited.
+        after: core::time::Duration,
+    },
     /// The server this client spawned exited: the connection closed under `op`, and
     /// the process had ended by then (or within a second).
     #[error("{op}: the server exited ({status})")]

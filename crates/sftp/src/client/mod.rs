@@ -162,6 +162,7 @@ impl SftpClient {
                         data: &[],
                     },
                     "limits",
+                    "",
                 )
                 .await?;
             client.limits = match parse(&reply, "limits")? {
@@ -279,13 +280,22 @@ impl SftpClient {
         self.connection_result(op, sent).await
     }
 
+    /// The next reply on `pipeline`, for `op` on `path`; one that does not come within
+    /// the session's timeout is [`SftpError::TimedOut`], naming both.
     pub(crate) async fn recv(
         &self,
         pipeline: &mut Pipeline,
         op: &'static str,
+        path: &str,
     ) -> Result<Reply, SftpError> {
-        let reply = pipeline.recv_timeout(self.timeout).await;
-        self.connection_result(op, reply).await
+        match pipeline.recv_timeout(self.timeout).await {
+            Err(volley_transport_tcp::Error::Timeout { .. }) => Err(SftpError::TimedOut {
+                op,
+                path: path.to_owned(),
+                after: self.timeout,
+            }),
+            reply => self.connection_result(op, reply).await,
+        }
     }
 
     /// `result` with a connection failure made an [`SftpError`].
@@ -331,10 +341,11 @@ impl SftpClient {
         &self,
         request: &Request<'_>,
         op: &'static str,
+        path: &str,
     ) -> Result<Reply, SftpError> {
         let mut pipeline = self.conn.pipeline();
         self.send(&mut pipeline, request, Bytes::new(), op).await?;
-        self.recv(&mut pipeline, op).await
+        self.recv(&mut pipeline, op, path).await
     }
 
     async fn status_reply(
@@ -343,7 +354,9 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<(), SftpError> {
-        let reply = self.round_trip(request, op).await?;
+        let reply = self
+            .round_trip(request, op, &String::from_utf8_lossy(path))
+            .await?;
         expect_ok(&reply, op, &String::from_utf8_lossy(path))
     }
 
@@ -353,7 +366,9 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<Handle, SftpError> {
-        let reply = self.round_trip(request, op).await?;
+        let reply = self
+            .round_trip(request, op, &String::from_utf8_lossy(path))
+            .await?;
         match parse(&reply, op)? {
             Response::Handle { handle, .. } => Ok(Handle(reply.body.slice_ref(handle))),
             other => Err(status_or_unexpected(
@@ -370,7 +385,9 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<FileAttrs, SftpError> {
-        let reply = self.round_trip(request, op).await?;
+        let reply = self
+            .round_trip(request, op, &String::from_utf8_lossy(path))
+            .await?;
         match parse(&reply, op)? {
             Response::Attrs { attrs, .. } => Ok(FileAttrs::from_wire(&attrs)),
             other => Err(status_or_unexpected(
@@ -387,7 +404,9 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<Vec<u8>, SftpError> {
-        let reply = self.round_trip(request, op).await?;
+        let reply = self
+            .round_trip(request, op, &String::from_utf8_lossy(path))
+            .await?;
         match parse(&reply, op)? {
             Response::Name { names, .. } => {
                 names

@@ -63,6 +63,7 @@ impl SftpClient {
                     len,
                 },
                 "read",
+                &handle.to_string(),
             )
             .await?;
         data_or_eof(&reply, "read", &handle.to_string())
@@ -83,7 +84,9 @@ impl SftpClient {
             "write",
         )
         .await?;
-        let reply = self.recv(&mut pipeline, "write").await?;
+        let reply = self
+            .recv(&mut pipeline, "write", &handle.to_string())
+            .await?;
         expect_ok(&reply, "write", &handle.to_string())
     }
 
@@ -156,6 +159,7 @@ impl SftpClient {
                     handle: &handle.0,
                 },
                 "readdir",
+                &handle.to_string(),
             )
             .await?;
         match parse(&reply, "readdir")? {
