@@ -1,6 +1,6 @@
 //! The external things volley's tests and benchmarks need, checked for and installed when
 //! missing, so both README commands work on a fresh machine with nothing installed by hand.
-//! rig 2.4.1 and SpiNNMan 7.4.1 in a venv, OpenSSH's sftp-server, client and server from Debian, rclone and
+//! rig 2.4.1, SpiNNMan 7.4.1 and asyncssh 2.24.1 in a venv, OpenSSH's sftp-server, client and server from Debian, rclone and
 //! lftp from Debian, a Rust target, nftables (the matrix's lossy TCP rows).
 
 use std::path::PathBuf;
@@ -34,6 +34,9 @@ pub(crate) enum Peer {
     Rclone,
     /// Debian's lftp, whose `mirror` is a peer in the sftp-ssh bench.
     Lftp,
+    /// asyncssh, in the peers' venv: its SSH and SFTP server is the SFTP tests' third
+    /// server (one that states 4 MiB limits).
+    Asyncssh,
 }
 
 /// Where Debian puts OpenSSH's sftp-server.
@@ -44,6 +47,10 @@ const RIG_VERSION: &str = "2.4.1";
 /// The SpiNNMan release the machine tests and benchmarks run (its versions carry an
 /// epoch).
 const SPINNMAN_VERSION: &str = "1!7.4.1";
+
+/// The asyncssh release the SFTP tests serve with (the tests' own copy of this figure
+/// is `volley_sftp::testing::sshd::ASYNCSSH_VERSION`).
+const ASYNCSSH_VERSION: &str = "2.24.1";
 
 /// The bare-metal target the no_std build proves itself on.
 pub(crate) const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
@@ -73,6 +80,11 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
             }
             Peer::Rclone => ensure_debian("/usr/bin/rclone", "rclone")?,
             Peer::Lftp => ensure_debian("/usr/bin/lftp", "lftp")?,
+            Peer::Asyncssh => ensure_in_venv(
+                "asyncssh",
+                &format!("asyncssh=={ASYNCSSH_VERSION}"),
+                &format!("import asyncssh; assert asyncssh.__version__ == '{ASYNCSSH_VERSION}'"),
+            )?,
         }
     }
     Ok(missing)

@@ -59,7 +59,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "msrv" => msrv()?,
             "python" => python()?,
             "tests" => {
-                peers::ensure(&[Peer::Rig, Peer::SpiNNMan, Peer::OpenSsh, Peer::Rclone])?;
+                peers::ensure(&[
+                    Peer::Rig,
+                    Peer::SpiNNMan,
+                    Peer::OpenSsh,
+                    Peer::Rclone,
+                    Peer::Asyncssh,
+                ])?;
                 exec(cargo().args(["test", "--workspace"]))?;
             }
             _ => unreachable!("steps were checked above"),

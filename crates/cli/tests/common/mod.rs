@@ -131,6 +131,17 @@ pub async fn sshd() -> volley_sftp::testing::sshd::Sshd {
     .expect("sshd starts")
 }
 
+/// asyncssh's SSH and SFTP server in place of sshd, the same way.
+pub async fn asyncssh() -> volley_sftp::testing::sshd::Sshd {
+    timeout(
+        Duration::from_secs(30),
+        volley_sftp::testing::sshd::Sshd::asyncssh(),
+    )
+    .await
+    .expect("asyncssh started within 30 s")
+    .expect("asyncssh's server starts (`cargo xtask test` installs it into target/peers/venv)")
+}
+
 /// `rclone serve sftp` in place of sshd, the same way.
 pub async fn rclone() -> volley_sftp::testing::sshd::Sshd {
     timeout(

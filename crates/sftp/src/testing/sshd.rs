@@ -23,6 +23,36 @@ pub const RCLONE: &str = "/usr/bin/rclone";
 enum Kind {
     OpenSsh,
     Rclone,
+    Asyncssh,
+}
+
+/// The asyncssh release the tests run (`cargo xtask test` installs it).
+pub const ASYNCSSH_VERSION: &str = "2.24.1";
+
+/// An SSH server on 127.0.0.1 that serves SFTP with asyncssh's own server over the
+/// whole file system: host key and authorized keys as arguments, the port on stderr.
+const ASYNCSSH_SERVER: &str = r#"
+import asyncio, sys
+import asyncssh
+
+async def main():
+    server = await asyncssh.listen(
+        "127.0.0.1", 0, server_host_keys=[sys.argv[1]],
+        authorized_client_keys=sys.argv[2], sftp_factory=True)
+    port = server.sockets[0].getsockname()[1]
+    print(f"asyncssh server listening on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+    await asyncio.Future()
+
+asyncio.run(main())
+"#;
+
+/// The Python that has asyncssh: `VOLLEY_PYTHON`, else the venv `cargo xtask test`
+/// makes under the workspace's `target/peers`.
+fn python() -> PathBuf {
+    std::env::var_os("VOLLEY_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/venv/bin/python"),
+        PathBuf::from,
+    )
 }
 
 /// A running sshd (or rclone's SFTP server) and what a client needs to reach it.
@@ -52,10 +82,19 @@ impl Sshd {
         Self::start_kind(Kind::Rclone).await
     }
 
+    /// Starts asyncssh's SSH and SFTP server (Python, [`ASYNCSSH_VERSION`]) over the
+    /// whole file system, with the same keys and client config. It states 4 MiB READ
+    /// and WRITE limits, and logs no logins.
+    pub async fn asyncssh() -> io::Result<Self> {
+        Self::start_kind(Kind::Asyncssh).await
+    }
+
     async fn start_kind(kind: Kind) -> io::Result<Self> {
+        let python = python();
         let (program, package) = match kind {
             Kind::OpenSsh => (SSHD, "openssh-server"),
             Kind::Rclone => (RCLONE, "rclone"),
+            Kind::Asyncssh => (python.to_str().unwrap_or("python"), "asyncssh into a venv"),
         };
         if !Path::new(program).exists() {
             return Err(io::Error::new(
@@ -104,6 +143,14 @@ impl Sshd {
                     .arg(dir.join("sshd_config"));
                 command
             }
+            Kind::Asyncssh => {
+                let mut command = Command::new(&python);
+                command
+                    .args(["-W", "ignore", "-c", ASYNCSSH_SERVER])
+                    .arg(dir.join("host_key"))
+                    .arg(dir.join("authorized_keys"));
+                command
+            }
             Kind::Rclone => {
                 let mut command = Command::new(RCLONE);
                 command
@@ -134,7 +181,7 @@ impl Sshd {
         let stderr = child.stderr.take().expect("piped");
         let mut lines = BufReader::new(stderr).lines();
         // sshd: "Server listening on 127.0.0.1 port P."; rclone: "SFTP server listening
-        // on 127.0.0.1:P".
+        // on 127.0.0.1:P"; asyncssh's script: "asyncssh server listening on 127.0.0.1:P".
         let listening = tokio::time::timeout(Duration::from_secs(10), async {
             let mut said = String::new();
             while let Ok(Some(line)) = lines.next_line().await {
