@@ -23,6 +23,7 @@ mod rpc;
 mod scp;
 mod sftp;
 mod sftp_remote;
+mod sftp_tree;
 
 /// volley: fast request/response transports, and the tools to measure them.
 #[derive(Debug, Parser)]

@@ -11,9 +11,7 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{
-    Progress, Remote, Sessions, SftpClient, Skip, SshOptions, TransferOptions, TreeEvent,
-};
+use volley_sftp::{Progress, Remote, Sessions, SftpClient, SshOptions, TransferOptions};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -328,7 +326,11 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         progress: None,
     };
     if copy.recursive {
-        let done = interruptible(what, tree(&sftp, what, &remote_path, local_arg, &opts)).await;
+        let done = interruptible(
+            what,
+            crate::sftp_tree::run(&sftp, what, &remote_path, local_arg, &opts),
+        )
+        .await;
         sftp.shutdown().await?;
         return done;
     }
@@ -389,7 +391,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
 /// Runs `transfer` until it ends or the user presses Ctrl-C (SIGINT; ssh ignores it, so
 /// the session is still up). Interrupted, the transfer is dropped, which keeps what
 /// arrived in the part files, and the command fails saying so.
-async fn interruptible<T>(
+pub(crate) async fn interruptible<T>(
     what: &str,
     transfer: impl Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
@@ -410,94 +412,6 @@ fn resumable(what: &str, e: volley_sftp::SftpError) -> anyhow::Error {
         String::new()
     };
     anyhow::Error::new(e).context(format!("{what} failed{hint}"))
-}
-
-/// `get -r` / `put -r`: the tree, with per-entry problems printed as they happen and
-/// the summary line `F files, N bytes in T ms, X MB/s (S skipped, E failed)`.
-async fn tree(
-    sftp: &Sessions,
-    what: &str,
-    remote: &str,
-    local: &std::path::Path,
-    opts: &TransferOptions,
-) -> anyhow::Result<()> {
-    let basename = |p: &str| {
-        p.trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .filter(|b| !b.is_empty() && *b != "." && *b != "..")
-            .map(str::to_owned)
-    };
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(0);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {msg} {bytes_per_sec} eta {eta}",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let mut files = 0u64;
-    let on_event = |e: TreeEvent<'_>| match e {
-        TreeEvent::Found(n) => bar.inc_length(n),
-        TreeEvent::Done(_, n) => {
-            files += 1;
-            bar.inc(n);
-            bar.set_message(format!("{files} files"));
-        }
-        TreeEvent::Skipped(path, Skip::Link) => {
-            bar.suspend(|| eprintln!("volley: skipped symbolic link {path}"));
-        }
-        TreeEvent::Skipped(path, why) => {
-            bar.suspend(|| eprintln!("volley: skipped {path}: {why}"));
-        }
-        TreeEvent::Failed(path, e) => bar.suspend(|| eprintln!("volley: {path}: {e}")),
-    };
-    let start = Instant::now();
-    let report = if what == "get" {
-        // Into an existing directory: DST/basename(SRC), as cp -r and scp -r do.
-        let target = match basename(remote) {
-            Some(name) if local.is_dir() => local.join(name),
-            _ => local.to_path_buf(),
-        };
-        sftp.get_tree(remote.as_bytes(), &target, opts, on_event)
-            .await
-    } else {
-        let name = local.file_name().map(|n| n.to_string_lossy().into_owned());
-        let exists = sftp
-            .first()
-            .stat(remote.as_bytes())
-            .await
-            .is_ok_and(|a| a.is_dir());
-        let target = match name {
-            Some(name) if exists => format!("{}/{name}", remote.trim_end_matches('/')),
-            _ => remote.to_owned(),
-        };
-        sftp.put_tree(local, target.as_bytes(), opts, on_event)
-            .await
-    }
-    .with_context(|| format!("{what} -r failed"))?;
-    let elapsed = start.elapsed();
-    bar.finish_and_clear();
-    eprintln!(
-        "{} files, {} bytes in {:.1} ms, {:.1} MB/s ({} skipped, {} failed)",
-        report.files,
-        report.bytes,
-        elapsed.as_secs_f64() * 1e3,
-        report.bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9),
-        report.skipped,
-        report.failed
-    );
-    if report.failed > 0 {
-        anyhow::bail!(
-            "{} of {} files failed",
-            report.failed,
-            report.files + report.failed
-        );
-    }
-    Ok(())
 }
 
 /// Opens the session a command names: over ssh when `remote_arg` names a host (and

@@ -420,3 +420,89 @@ async fn dash_l_follows_links_both_ways_and_stops_at_a_loop() {
     assert!(!ok, "the loop is a failure: {stderr}");
     check(&there, &stderr);
 }
+
+/// Waits (30 s at most) until the directory `dir` holds a file, then interrupts `child`
+/// as a Ctrl-C would; returns its stderr once it exits (it must exit 130).
+async fn interrupt_once_begun(mut child: Child, dir: &Path) -> String {
+    let begun = async {
+        while std::fs::read_dir(dir).map_or(0, Iterator::count) == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    timeout(Duration::from_secs(30), begun)
+        .await
+        .unwrap_or_else(|_| panic!("{} received a file within 30 s", dir.display()));
+    let pid = child.id().expect("still running").to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().await;
+    assert!(sent.expect("kill runs").success());
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().expect("piped");
+    let status = timeout(Duration::from_secs(20), async {
+        pipe.read_to_string(&mut stderr).await.expect("stderr");
+        child.wait().await.expect("waits")
+    })
+    .await
+    .expect("volley exited within 20 s of Ctrl-C");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    stderr
+}
+
+/// A tree copied into a destination that did not exist, interrupted, and run again
+/// unchanged with -a: the rerun continues the same copy (not into DST/basename, where
+/// the existing DST would otherwise put it), and the mark that said so is gone after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_tree_into_a_new_destination_resumes_in_place() {
+    let dir = volley_testkit::scratch("tree-rerun");
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let files: Vec<_> = (0..60)
+        .map(|i| {
+            let path = src
+                .join(if i % 2 == 0 { "sub" } else { "" })
+                .join(format!("f{i}"));
+            let data = pattern(200_000 + i);
+            std::fs::write(&path, &data).unwrap();
+            (path, data)
+        })
+        .collect();
+    let slow = ["--chunk", "2048", "--requests", "1"];
+    for what in ["get", "put"] {
+        let dst = dir.join(format!("new-{what}"));
+        // The local sftp-server: remote and local paths are alike.
+        let (from, to) = (src.to_str().unwrap(), dst.to_str().unwrap());
+        let mut args = vec!["sftp", what, "-r"];
+        args.extend(slow);
+        args.extend([from, to]);
+        let watched = if what == "get" {
+            dst.clone()
+        } else {
+            dst.join("sub")
+        };
+        let stderr = interrupt_once_begun(start(&args), &watched).await;
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        let mark = part_of(&dst);
+        assert!(mark.exists(), "{what}: no mark beside the new destination");
+        let rerun = ["sftp", what, "-r", "-a", from, to];
+        let (ok, stderr) = run(&rerun).await;
+        assert!(ok, "{what}: {stderr}");
+        let all: usize = files.iter().map(|(_, d)| d.len()).sum();
+        assert!(
+            moved(&stderr) < all as u64,
+            "{what} moved every byte again: {stderr}"
+        );
+        for (path, data) in &files {
+            let copy = dst.join(path.strip_prefix(&src).unwrap());
+            assert!(&std::fs::read(&copy).unwrap() == data, "{}", copy.display());
+        }
+        assert!(
+            !dst.join("src").exists(),
+            "{what} landed in DST/src on the rerun"
+        );
+        assert!(!mark.exists(), "{what}: the mark outlived the copy");
+        let mut names = volley_testkit::listing(&dst);
+        names.extend(volley_testkit::listing(&dst.join("sub")));
+        let parts = names.iter().filter(|p| p.ends_with(".volley-part")).count();
+        assert_eq!(parts, 0, "{what}: parts left behind");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

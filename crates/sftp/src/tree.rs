@@ -7,6 +7,7 @@
 
 use core::future::Future;
 use core::pin::Pin;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -20,7 +21,7 @@ use futures::stream::FuturesUnordered;
 use crate::client::{SftpClient, SftpError};
 use crate::preserve::PERMISSION_BITS;
 use crate::transfer::{get_on, put_on};
-use crate::{FileAttrs, TransferOptions, printable};
+use crate::{FileAttrs, Progress, TransferOptions, printable};
 
 /// Files moved at once when the server states no limit on open handles.
 pub const DEFAULT_FILES_AT_ONCE: usize = 16;
@@ -136,9 +137,13 @@ enum Outcome {
 impl SftpClient {
     /// Copies the remote directory `remote` to `local` (created if missing, with every
     /// directory under it before its files), many listings and files at once. Each file
-    /// lands whole or not at all (see [`SftpClient::get`]). A name the server lists with
-    /// a `/` in it, or `.`/`..` as a directory to enter, is refused as that entry's
-    /// failure. Progress is told through `event`, not `opts.progress`.
+    /// lands whole or not at all (see [`SftpClient::get`]). Only regular files and
+    /// directories are copied ([`Skip`] says what else is passed over); a name that
+    /// would lead elsewhere (empty, `/` or NUL in it, `.` or `..` as a file) is refused
+    /// as that entry's failure, and so is a directory deeper than `opts.max_depth` or
+    /// listing more than `opts.max_entries`. What happens to each entry is told through
+    /// `event`; `opts.progress`, if set, is told the bytes moved so far across the tree
+    /// as they arrive.
     pub async fn get_tree(
         &self,
         remote: impl AsRef<[u8]>,
@@ -152,7 +157,9 @@ impl SftpClient {
 
     /// Copies the local directory `local` to `remote` (created if missing; directories
     /// are made a level at a time, many at once, before any file), many files at once.
-    /// Symbolic links are skipped. Progress is told through `event`.
+    /// Symbolic links, FIFOs, sockets and devices are skipped, and directories deeper
+    /// than `opts.max_depth` refused. Events and progress as for
+    /// [`get_tree`](Self::get_tree).
     pub async fn put_tree(
         &self,
         local: impl AsRef<Path>,
@@ -229,6 +236,31 @@ fn a_loop(seen: &[Vec<u8>], real: &[u8], path: &[u8]) -> Option<SftpError> {
     })
 }
 
+/// One file's options in a tree: `quiet` (no progress of its own), or, when the tree
+/// has a progress report, one that adds the bytes the file moves to `moved` as they
+/// arrive and tells the tree's total so far (`total` unknown: the tree's size grows as
+/// it is listed, which [`TreeEvent::Found`] tells).
+fn per_file(
+    opts: &TransferOptions,
+    quiet: &TransferOptions,
+    moved: &Arc<AtomicU64>,
+) -> TransferOptions {
+    let Some(tree) = opts.progress.clone() else {
+        return quiet.clone();
+    };
+    let moved = moved.clone();
+    // The file's first report is where it starts (a resume's kept bytes): not moved.
+    let (started, last) = (AtomicBool::new(false), AtomicU64::new(0));
+    quiet.clone().with_progress(move |p: Progress| {
+        let before = last.fetch_max(p.done, Ordering::Relaxed);
+        if started.swap(true, Ordering::Relaxed) && p.done > before {
+            let delta = p.done - before;
+            let done = moved.fetch_add(delta, Ordering::Relaxed) + delta;
+            tree(Progress { done, total: None });
+        }
+    })
+}
+
 /// The mode a local copy of a remote directory is made with, before the umask.
 fn made_mode(attrs: FileAttrs) -> u32 {
     attrs
@@ -286,10 +318,13 @@ pub(crate) async fn get_tree_on(
     let mut made = vec![(local.to_path_buf(), attrs)];
     let mut files: VecDeque<(Vec<u8>, PathBuf, Option<FileAttrs>)> = VecDeque::new();
     let quiet = opts.quiet();
+    let moved = Arc::new(AtomicU64::new(0));
+    let moved = &moved;
     let mut tasks: FuturesUnordered<Task<'_>> = FuturesUnordered::new();
     let (mut listing, mut copying) = (0, 0);
     let files_at_once: usize = clients.iter().map(SftpClient::files_at_once).sum();
     let quiet = &quiet;
+
     let mut turn = 0usize;
     loop {
         while listing < LISTINGS_AT_ONCE {
@@ -329,7 +364,8 @@ pub(crate) async fn get_tree_on(
             let client = core::slice::from_ref(&clients[turn % clients.len()]);
             turn += 1;
             tasks.push(Box::pin(async move {
-                let result = get_on(client, &remote, &local, quiet, listed).await;
+                let opts = per_file(opts, quiet, moved);
+                let result = get_on(client, &remote, &local, &opts, listed).await;
                 Outcome::Copied {
                     path: shown(&remote),
                     result,
@@ -593,10 +629,13 @@ pub(crate) async fn put_tree_on(
     }
     let quiet = opts.quiet();
     let quiet = &quiet;
+    let moved = Arc::new(AtomicU64::new(0));
+    let moved = &moved;
     let mut copies = futures::stream::iter(files.into_iter().enumerate())
         .map(|(i, (local, remote))| async move {
             let client = core::slice::from_ref(&clients[i % clients.len()]);
-            let result = put_on(client, &local, &remote, quiet).await;
+            let opts = per_file(opts, quiet, moved);
+            let result = put_on(client, &local, &remote, &opts).await;
             (local, result)
         })
         .buffer_unordered(clients.iter().map(SftpClient::files_at_once).sum());

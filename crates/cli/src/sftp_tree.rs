@@ -1,0 +1,190 @@
+//! `get -r` / `put -r`: where a tree lands, the tree's progress, and its summary line.
+//!
+//! An existing directory DST receives `DST/basename(SRC)`, as `cp -r` and `scp -r` do.
+//! A DST the copy makes itself is marked, while the copy is unfinished, by a file
+//! `DST.volley-part` beside it naming the source: a rerun of the same command (with
+//! `-a`, to resume) then lands in DST again, not in `DST/basename(SRC)`. The mark goes
+//! once every file has arrived.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use volley_sftp::{PART_SUFFIX, Progress, Sessions, SftpClient, Skip, TransferOptions, TreeEvent};
+
+/// What a tree's mark holds: this, then the source as given.
+const MARK: &str = "volley tree copy of ";
+
+/// A mark is never longer than this (a source path of a few kilobytes at most).
+const MARK_MAX: u32 = 64 * 1024;
+
+/// The tree `remote` (get) or `local` (put) copied, with per-entry problems printed as
+/// they happen and the summary line `F files, N bytes in T ms, X MB/s (S skipped, E
+/// failed)`.
+pub(crate) async fn run(
+    sftp: &Sessions,
+    what: &str,
+    remote: &str,
+    local: &Path,
+    opts: &TransferOptions,
+) -> anyhow::Result<()> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {msg} {bytes_per_sec} eta {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let shown = bar.clone();
+    let opts = opts
+        .clone()
+        .with_progress(move |p: Progress| shown.set_position(p.done));
+    let mut files = 0u64;
+    let on_event = |e: TreeEvent<'_>| match e {
+        TreeEvent::Found(n) => bar.inc_length(n),
+        TreeEvent::Done(_, _) => {
+            files += 1;
+            bar.set_message(format!("{files} files"));
+        }
+        TreeEvent::Skipped(path, Skip::Link) => {
+            bar.suspend(|| eprintln!("volley: skipped symbolic link {path}"));
+        }
+        TreeEvent::Skipped(path, why) => {
+            bar.suspend(|| eprintln!("volley: skipped {path}: {why}"));
+        }
+        TreeEvent::Failed(path, e) => bar.suspend(|| eprintln!("volley: {path}: {e}")),
+    };
+    let start = Instant::now();
+    let report = if what == "get" {
+        let (target, mark) = local_target(local, remote)?;
+        let report = sftp
+            .get_tree(remote.as_bytes(), &target, &opts, on_event)
+            .await;
+        if let Some(mark) = mark {
+            // Done, or nothing was made to come back to.
+            let done = report.as_ref().map_or(!target.exists(), |r| r.failed == 0);
+            if done {
+                let _ = std::fs::remove_file(mark);
+            }
+        }
+        report
+    } else {
+        let source = std::fs::canonicalize(local).unwrap_or_else(|_| local.to_owned());
+        let (target, mark) = remote_target(sftp.first(), remote, local, &source).await?;
+        let report = sftp.put_tree(local, &target, &opts, on_event).await;
+        if let Some(mark) = mark {
+            let made = sftp.first().stat(&target).await.is_ok();
+            if report.as_ref().map_or(!made, |r| r.failed == 0) {
+                let _ = sftp.first().remove(&mark).await;
+            }
+        }
+        report
+    }
+    .with_context(|| format!("{what} -r failed"))?;
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    eprintln!(
+        "{} files, {} bytes in {:.1} ms, {:.1} MB/s ({} skipped, {} failed)",
+        report.files,
+        report.bytes,
+        elapsed.as_secs_f64() * 1e3,
+        report.bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9),
+        report.skipped,
+        report.failed
+    );
+    if report.failed > 0 {
+        anyhow::bail!(
+            "{} of {} files failed",
+            report.failed,
+            report.files + report.failed
+        );
+    }
+    Ok(())
+}
+
+/// The last component of a path, unless it is empty, `.` or `..`.
+fn basename(path: &[u8]) -> Option<&[u8]> {
+    let trimmed = path.strip_suffix(b"/").unwrap_or(path);
+    let name = trimmed.rsplit(|&b| b == b'/').next()?;
+    (!name.is_empty() && name != b"." && name != b"..").then_some(name)
+}
+
+/// `path` + [`PART_SUFFIX`], the mark of a tree copied into `path`.
+fn mark_of(path: &[u8]) -> Vec<u8> {
+    let trimmed = path.strip_suffix(b"/").unwrap_or(path);
+    [trimmed, PART_SUFFIX].concat()
+}
+
+/// What a mark for a copy of `source` holds.
+fn mark_text(source: &[u8]) -> Vec<u8> {
+    [MARK.as_bytes(), source, b"\n"].concat()
+}
+
+/// Where a get of the tree `remote` into `local` lands, and the mark to remove once it
+/// is complete (when this copy made `local`, or an earlier run of it did).
+fn local_target(local: &Path, remote: &str) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+    let bytes = local.as_os_str().as_encoded_bytes();
+    let mark = PathBuf::from(OsString::from_vec(mark_of(bytes)));
+    let ours = || std::fs::read(&mark).is_ok_and(|held| held == mark_text(remote.as_bytes()));
+    if local.is_dir() && !ours() {
+        let target = match basename(remote.as_bytes()) {
+            Some(name) => local.join(OsString::from_vec(name.to_vec())),
+            None => local.to_owned(),
+        };
+        return Ok((target, None));
+    }
+    if !local.exists() {
+        std::fs::write(&mark, mark_text(remote.as_bytes()))
+            .with_context(|| format!("cannot write {}", mark.display()))?;
+    }
+    Ok((local.to_owned(), Some(mark)))
+}
+
+/// Where a put of the local tree `local` (really `source`) to `remote` lands, and the
+/// mark to remove once it is complete, as [`local_target`] decides it.
+async fn remote_target(
+    sftp: &SftpClient,
+    remote: &str,
+    local: &Path,
+    source: &Path,
+) -> anyhow::Result<(Vec<u8>, Option<Vec<u8>>)> {
+    let remote = remote.as_bytes();
+    let text = mark_text(source.as_os_str().as_encoded_bytes());
+    let mark = mark_of(remote);
+    let is_dir = sftp.stat(remote).await.is_ok_and(|a| a.is_dir());
+    if is_dir && read_small(sftp, &mark).await.as_deref() != Some(&text[..]) {
+        let name = local.file_name().map(|n| n.as_encoded_bytes());
+        let target = match name {
+            Some(name) => [remote.strip_suffix(b"/").unwrap_or(remote), b"/", name].concat(),
+            None => remote.to_vec(),
+        };
+        return Ok((target, None));
+    }
+    if !is_dir {
+        let file = sftp.create_file(&mark).await?;
+        let written = file.write_at(0, Bytes::from(text)).await;
+        file.close().await?;
+        written?;
+    }
+    Ok((remote.to_vec(), Some(mark)))
+}
+
+/// The remote file at `path` if it is a small one.
+async fn read_small(sftp: &SftpClient, path: &[u8]) -> Option<Vec<u8>> {
+    let file = sftp
+        .open_file(path, volley_sftp::OpenFlags::READ)
+        .await
+        .ok()?;
+    let read = file.read_at(0, MARK_MAX).await;
+    let _ = file.close().await;
+    read.ok().flatten().map(|b| b.to_vec())
+}
