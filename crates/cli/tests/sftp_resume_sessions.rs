@@ -452,7 +452,7 @@ async fn interrupt_once_begun(mut child: Child, dir: &Path) -> String {
 /// the existing DST would otherwise put it), and the mark that said so is gone after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_tree_into_a_new_destination_resumes_in_place() {
-    let dir = volley_testkit::scratch("tree-rerun");
+    let dir = scratch("tree-rerun");
     let src = dir.join("src");
     std::fs::create_dir_all(src.join("sub")).unwrap();
     let files: Vec<_> = (0..60)
@@ -499,8 +499,8 @@ async fn an_interrupted_tree_into_a_new_destination_resumes_in_place() {
             "{what} landed in DST/src on the rerun"
         );
         assert!(!mark.exists(), "{what}: the mark outlived the copy");
-        let mut names = volley_testkit::listing(&dst);
-        names.extend(volley_testkit::listing(&dst.join("sub")));
+        let mut names = listing(&dst);
+        names.extend(listing(&dst.join("sub")));
         let parts = names.iter().filter(|p| p.ends_with(".volley-part")).count();
         assert_eq!(parts, 0, "{what}: parts left behind");
     }
