@@ -13,34 +13,39 @@
 //!
 //! [`TransferOptions::resume`]: crate::TransferOptions::resume
 
-use core::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use volley_proto::wire::sftp::OpenFlags;
 
 use crate::client::{SftpClient, SftpError};
+use crate::span::Ranges;
 use crate::{FileAttrs, Handle};
 
 /// Appended to a file's name while its copy is being written, on either side.
 pub const PART_SUFFIX: &[u8] = b".volley-part";
 
 /// Where a get lands: `LOCAL.volley-part`, renamed over `LOCAL` once complete; or, for a
-/// device, `LOCAL` itself. Dropped before [`LocalPart::commit`], it keeps what arrived
-/// without a gap (see [`LocalPart::set_kept`]) or, if that is nothing, removes itself.
+/// device, `LOCAL` itself. Dropped before [`LocalPart::commit`], it keeps what it held
+/// and what arrived without a gap in each range being fetched ([`LocalPart::fetching`]),
+/// recorded beside it when that is more than one run from the start (see `kept`), or,
+/// if that is nothing, removes itself.
 #[derive(Debug)]
 pub(crate) struct LocalPart {
     pub(crate) file: File,
     /// The part file, or `None` when writing a device in place.
     part: Option<PathBuf>,
     path: PathBuf,
-    /// Bytes the part held when it was opened (resumed from).
-    pub(crate) start: u64,
-    /// Bytes from the start known to be written with no gap before them.
-    kept: AtomicU64,
+    /// What the part held when it was opened (resumed from): sorted, apart.
+    had: Vec<(u64, u64)>,
+    /// What this copy fetches, once it is known.
+    ranges: OnceLock<Arc<Ranges>>,
+    /// Keep nothing when dropped.
+    discarded: bool,
     placed: bool,
 }
 
@@ -98,8 +103,9 @@ impl LocalPart {
                     file,
                     part: None,
                     path,
-                    start: 0,
-                    kept: AtomicU64::new(0),
+                    had: Vec::new(),
+                    ranges: OnceLock::new(),
+                    discarded: false,
                     placed: false,
                 }));
             }
@@ -111,8 +117,13 @@ impl LocalPart {
         name.push(std::ffi::OsStr::from_bytes(PART_SUFFIX));
         let part = path.with_file_name(name);
         let have = std::fs::metadata(&part).ok().filter(|m| m.is_file());
-        let start = match (&have, resume) {
-            (Some(meta), true) => meta.len(),
+        let had = match (&have, resume) {
+            (Some(meta), true) => match crate::kept::read(&part, meta.len()) {
+                Some(Some(ranges)) => ranges,
+                // A record that cannot be trusted: nothing in the part can be.
+                Some(None) => Vec::new(),
+                None => vec![(0, meta.len())],
+            },
             (None, true) => {
                 let same = existing
                     .as_ref()
@@ -120,10 +131,12 @@ impl LocalPart {
                 if same {
                     return Ok(Found::Complete);
                 }
-                0
+                Vec::new()
             }
-            (_, false) => 0,
+            (_, false) => Vec::new(),
         };
+        let had = crate::kept::merge(had);
+        let start = had.last().map_or(0, |&(_, end)| end);
         if let Some(size) = size.filter(|&s| start > s) {
             return Err(refuse(
                 &part,
@@ -136,6 +149,7 @@ impl LocalPart {
             // A part left by an earlier copy would keep its mode: start afresh, so the
             // new one is created with `mode`.
             let _ = std::fs::remove_file(&part);
+            let _ = crate::kept::remove(&part);
         }
         let file = OpenOptions::new()
             .write(true)
@@ -155,26 +169,51 @@ impl LocalPart {
             file,
             part: Some(part),
             path,
-            start,
-            kept: AtomicU64::new(start),
+            had,
+            ranges: OnceLock::new(),
+            discarded: false,
             placed: false,
         }))
     }
 
-    /// Records that every byte before `prefix` is written.
-    pub(crate) fn set_kept(&self, prefix: u64) {
-        self.kept.store(prefix, Ordering::Relaxed);
+    /// The bytes the part held when it was opened.
+    pub(crate) fn held(&self) -> u64 {
+        crate::kept::total(&self.had)
+    }
+
+    /// What a source of `size` bytes still needs: the ranges the part does not hold.
+    pub(crate) fn missing(&self, size: u64) -> Vec<(u64, u64)> {
+        crate::kept::gaps(&self.had, size)
+    }
+
+    /// Where the part holds nothing from on, for a source of no known size.
+    pub(crate) fn end(&self) -> u64 {
+        self.had.last().map_or(0, |&(_, end)| end)
+    }
+
+    /// Tells the part what this copy fetches (their marks say how far each arrived).
+    pub(crate) fn fetching(&self, ranges: Arc<Ranges>) {
+        let _ = self.ranges.set(ranges);
+    }
+
+    /// What the part holds now: what it held and what has arrived, sorted and apart.
+    fn holds(&self) -> Vec<(u64, u64)> {
+        let mut all = self.had.clone();
+        if let Some(ranges) = self.ranges.get() {
+            all.extend(ranges.arrived());
+        }
+        crate::kept::merge(all)
     }
 
     /// The part file and the bytes it keeps if dropped now, when it would keep any.
     pub(crate) fn kept(&self) -> Option<(&Path, u64)> {
-        let kept = self.kept.load(Ordering::Relaxed);
+        let kept = crate::kept::total(&self.holds());
         self.part.as_deref().filter(|_| kept > 0).map(|p| (p, kept))
     }
 
     /// Drops the part whatever it holds (the source changed under it).
-    pub(crate) fn discard(self) {
-        self.kept.store(0, Ordering::Relaxed);
+    pub(crate) fn discard(mut self) {
+        self.discarded = true;
     }
 
     /// Sizes the copy to `len` and renames it into place.
@@ -186,6 +225,7 @@ impl LocalPart {
         let placed = self
             .file
             .set_len(len)
+            .and_then(|()| crate::kept::remove(part))
             .and_then(|()| std::fs::rename(part, &self.path));
         placed.map_err(|source| SftpError::Io {
             what: format!("cannot put the copy in place at {}", self.path.display()),
@@ -201,13 +241,21 @@ impl Drop for LocalPart {
         if self.placed {
             return;
         }
-        if let Some(part) = &self.part {
-            // Bytes past a gap may be on disk too: cut them, so a resume never reads a
-            // hole as data.
-            let kept = *self.kept.get_mut();
-            if kept == 0 || self.file.set_len(kept).is_err() {
-                let _ = std::fs::remove_file(part);
-            }
+        let Some(part) = &self.part else {
+            return;
+        };
+        let holds = match self.discarded {
+            true => Vec::new(),
+            false => self.holds(),
+        };
+        // Bytes past the last range kept may be on disk too: cut them, so a resume never
+        // reads a hole as data. Ranges after a gap are recorded beside the part.
+        let end = holds.last().map_or(0, |&(_, end)| end);
+        let kept =
+            end > 0 && self.file.set_len(end).is_ok() && crate::kept::write(part, &holds).is_ok();
+        if !kept {
+            let _ = std::fs::remove_file(part);
+            let _ = crate::kept::remove(part);
         }
     }
 }

@@ -48,6 +48,7 @@
 //! ```
 
 mod client;
+mod kept;
 mod landing;
 mod preserve;
 mod remote_file;

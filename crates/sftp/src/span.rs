@@ -46,13 +46,40 @@ impl Ranges {
         Self::of(bounds)
     }
 
-    /// The same ranges with the last running to end of file (a get sees growth and end
-    /// of file as on one session).
-    pub(crate) fn open_ended(mut self) -> Self {
-        if let Some(last) = self.bounds.last_mut() {
-            last.1 = None;
+    /// What a get still needs of a file of `size` bytes: `gaps` (sorted, apart, within
+    /// the file), cut into pieces of `piece` bytes when they add up to two pieces or
+    /// more, the last range running on to end of file (a get sees growth and end of
+    /// file as on one session): when the last gap ends before `size`, a range of its
+    /// own from `size` looks for the end.
+    pub(crate) fn missing(gaps: &[(u64, u64)], piece: u64, size: u64) -> Self {
+        let piece = piece.max(1);
+        let total: u64 = gaps.iter().map(|&(a, b)| b - a).sum();
+        let piece = if total < piece.saturating_mul(2) { u64::MAX } else { piece };
+        let mut bounds = Vec::new();
+        for &(from, to) in gaps {
+            let mut at = from;
+            while at < to {
+                let next = at.saturating_add(piece).min(to);
+                bounds.push((at, Some(next)));
+                at = next;
+            }
         }
-        self
+        match bounds.last_mut() {
+            Some(last) if last.1 == Some(size) => last.1 = None,
+            _ => bounds.push((size, None)),
+        }
+        Self::of(bounds)
+    }
+
+    /// What has arrived: each range from its start to how far it arrived without a gap
+    /// (those with nothing left out).
+    pub(crate) fn arrived(&self) -> Vec<(u64, u64)> {
+        let marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        let starts = self.bounds.iter().map(|&(from, _)| from);
+        starts
+            .zip(marks.iter().copied())
+            .filter(|&(a, b)| b > a)
+            .collect()
     }
 
     fn of(bounds: Vec<(u64, Option<u64>)>) -> Self {
@@ -398,9 +425,33 @@ mod tests {
             Ranges::pieces(0, 500, 200).bounds().last(),
             Some(&(400, Some(500)))
         );
-        let open = Ranges::pieces(0, 1000, 500).open_ended();
+    }
+
+    #[test]
+    fn missing_cuts_the_gaps_and_runs_on_to_the_end() {
+        let open = Ranges::missing(&[(0, 1000)], 500, 1000);
         assert_eq!(open.bounds(), [(0, Some(500)), (500, None)]);
         assert_eq!(open.mark(0, 500), 500);
         assert_eq!(open.mark(1, 777), 777);
+        // Short of two pieces: one range a gap.
+        let few = Ranges::missing(&[(10, 20), (50, 100)], 500, 100);
+        assert_eq!(few.bounds(), [(10, Some(20)), (50, None)]);
+        // The tail is there already: a range of its own looks for the end.
+        let tail = Ranges::missing(&[(0, 400), (600, 1100)], 300, 2000);
+        assert_eq!(
+            tail.bounds(),
+            [
+                (0, Some(300)),
+                (300, Some(400)),
+                (600, Some(900)),
+                (900, Some(1100)),
+                (2000, None)
+            ]
+        );
+        tail.mark(1, 350);
+        tail.mark(2, 900);
+        assert_eq!(tail.arrived(), [(300, 350), (600, 900)]);
+        // Nothing missing: only the look for the end.
+        assert_eq!(Ranges::missing(&[], 300, 70).bounds(), [(70, None)]);
     }
 }

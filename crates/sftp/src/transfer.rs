@@ -273,18 +273,21 @@ pub(crate) async fn get_on(
             Found::Part(part) => &*target.insert(part),
             Found::Complete => return Ok(None),
         };
-        let start = part.start;
-        opts.report(start, size);
-        let ranges = match size {
-            Some(size) if clients.len() > 1 => Ranges::pieces(start, size, PIECE).open_ended(),
-            _ => Ranges::whole(start, None),
-        };
+        let held = part.held();
+        opts.report(held, size);
+        let piece = if clients.len() > 1 { PIECE } else { u64::MAX };
+        let ranges = Arc::new(match size {
+            Some(size) => Ranges::missing(&part.missing(size), piece, size),
+            None => Ranges::whole(part.end(), None),
+        });
+        part.fetching(ranges.clone());
+        let ranges = &*ranges;
         let moved = AtomicU64::new(0);
-        let (next_piece, end_at) = (AtomicUsize::new(0), AtomicU64::new(start));
+        let (next_piece, end_at) = (AtomicUsize::new(0), AtomicU64::new(part.end()));
         // Workers taking the next piece until none is left, so a slow session takes fewer:
         // two a session when there are pieces, so one keeps the session busy while the
         // other waits out the last replies of its piece.
-        let lanes = lanes(&ranges);
+        let lanes = lanes(ranges);
         let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
         let workers = workers.map(|(w, client)| {
             let (handle, ranges, moved, rpath, next_piece, end_at) =
@@ -314,9 +317,9 @@ pub(crate) async fn get_on(
                         };
                         let end = client
                             .read_span(span, |n, gapless| {
-                                part.set_kept(ranges.mark(i, gapless));
+                                ranges.mark(i, gapless);
                                 let now = moved.fetch_add(n, Ordering::Relaxed) + n;
-                                opts.report(start + now, size);
+                                opts.report(held + now, size);
                             })
                             .await?;
                         if to.is_none() {
@@ -343,7 +346,7 @@ pub(crate) async fn get_on(
                 got: end,
             });
         }
-        Ok(Some((end - start, end)))
+        Ok(Some((moved.load(Ordering::Relaxed), end)))
     }
     .await;
     let closed = first.close_named(&handle, remote).await;
