@@ -22,6 +22,7 @@ mod netsim;
 mod rpc;
 mod scp;
 mod sftp;
+mod sftp_command;
 mod sftp_remote;
 mod sftp_tree;
 
@@ -76,7 +77,7 @@ fn main() -> ExitCode {
             Command::Netsim(args) => netsim::run(args).await,
             Command::Scp(command) => scp::run(command).await,
             Command::Machine(command) => machine::run(command).await,
-            Command::Sftp(command) => sftp::run(command).await,
+            Command::Sftp(command) => sftp_command::run(command).await,
             Command::Rpc(command) => rpc::run(command).await,
         }
     });

@@ -3,26 +3,24 @@
 //! `sftp://`), a local sftp-server, or a raw SFTP server on TCP.
 
 use core::net::SocketAddr;
-use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio::process::Command;
-use volley_sftp::{Progress, Remote, Sessions, SftpClient, SshOptions, TransferOptions};
+use volley_sftp::{Remote, Sessions, SftpClient, SshOptions};
 
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum SftpCommand {
-    /// Copy a remote file to a local one. The copy goes to DST.volley-part and replaces
-    /// DST only once complete; if it fails after bytes arrived, the part keeps them and
-    /// `get -a` resumes.
+    /// Copy remote files to a local one, or into a local directory. Each copy goes to
+    /// DST.volley-part and replaces DST only once complete; if it fails after bytes
+    /// arrived, the part keeps them and `get -a` resumes.
     ///
     /// SRC is `[user@]host:path` or `sftp://[user@]host[:port]/path` (over the system's
     /// ssh, as OpenSSH's sftp runs it), or, with --server-cmd or --connect, or with no
-    /// host at all, a path on that server (the local sftp-server by default).
+    /// host at all, a path on that server (the local sftp-server by default). Wildcards
+    /// (`*`, `?`, `[...]`; quote them from the local shell) are expanded on the server.
+    /// Several sources, or a wildcard, need DST to be a directory.
     Get {
         #[command(flatten)]
         server: Server,
@@ -33,16 +31,19 @@ pub(crate) enum SftpCommand {
         allow_shrink: bool,
         #[command(flatten)]
         copy: Copy,
-        /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
-        src: String,
-        /// Local path.
+        /// Remote files: `[user@]host:path`, `sftp://...`, or paths on the server, all on
+        /// one server.
+        #[arg(required = true, num_args = 1..)]
+        src: Vec<String>,
+        /// Local path, or a directory to copy into.
         dst: PathBuf,
     },
-    /// Copy a local file to a remote one. A pipe, FIFO or device is read to its end.
+    /// Copy local files to a remote one, or into a remote directory. A pipe, FIFO or
+    /// device named as a source is read to its end.
     ///
     /// DST is `[user@]host:path` or `sftp://[user@]host[:port]/path` (over ssh), or a
     /// path on the server given by --server-cmd or --connect (the local sftp-server by
-    /// default).
+    /// default). Several sources need DST to be a directory.
     Put {
         #[command(flatten)]
         server: Server,
@@ -53,9 +54,11 @@ pub(crate) enum SftpCommand {
         sendfile: bool,
         #[command(flatten)]
         copy: Copy,
-        /// Local path.
-        src: PathBuf,
-        /// Remote file: `[user@]host:path`, `sftp://...`, or a path on the server.
+        /// Local files.
+        #[arg(required = true, num_args = 1..)]
+        src: Vec<PathBuf>,
+        /// Remote file or directory: `[user@]host:path`, `sftp://...`, or a path on the
+        /// server.
         dst: String,
     },
     /// List a remote directory, one name a line (control and non-UTF-8 bytes escaped),
@@ -116,11 +119,11 @@ pub(crate) struct Server {
     ssh: SshArgs,
     /// Requests in flight.
     #[arg(long, default_value_t = 64, value_parser = at_least_one)]
-    requests: usize,
+    pub(crate) requests: usize,
     /// Bytes per READ or WRITE (default, and at most: the server's limit, 32 KiB from a
     /// server that states none, and at most 1 MiB).
     #[arg(long, value_parser = at_least_one)]
-    chunk: Option<usize>,
+    pub(crate) chunk: Option<usize>,
     /// Seconds each request may wait for its answer; a server that stops answering
     /// (a hung disk, a stalled process behind a live ssh) then fails the command with
     /// the request and path named, rather than hanging it.
@@ -139,18 +142,18 @@ pub(crate) struct Copy {
     /// skipped and listed). An existing directory DST (local for get, remote for put)
     /// receives `DST/basename(SRC)`.
     #[arg(short = 'r')]
-    recursive: bool,
+    pub(crate) recursive: bool,
     /// With -r: follow symbolic links, to files and directories, instead of skipping
     /// them (a link back into a directory being walked is reported as a loop).
     #[arg(short = 'L', requires = "recursive")]
-    follow_links: bool,
+    pub(crate) follow_links: bool,
     /// Give each copy its source's modification and access times and permission bits.
     #[arg(short = 'p')]
-    preserve: bool,
+    pub(crate) preserve: bool,
     /// Flush each copy to disk before it is put in place (on the server with
     /// fsync@openssh.com where it offers it).
     #[arg(long)]
-    fsync: bool,
+    pub(crate) fsync: bool,
     /// Sessions to open, 1 to 32: over ssh, separate logins, each authenticating on its
     /// own (ControlMaster stays off). A tree's files are spread over them, and a file of
     /// 16 MiB or more is read or written in ranges, one a session, so a long round trip
@@ -158,21 +161,21 @@ pub(crate) struct Copy {
     /// must allow them: OpenSSH's MaxStartups refuses some unauthenticated connections
     /// past 10 by default.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
-    sessions: u16,
+    pub(crate) sessions: u16,
     /// With -r: how deep directories may nest below the tree's root (64, as OpenSSH's
     /// sftp); a deeper one is reported as failed and not entered.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), requires = "recursive")]
-    max_depth: u32,
+    pub(crate) max_depth: u32,
     /// With -r: how many entries one directory may list; one that lists more is
     /// reported as failed and not copied (it bounds what a listing holds in memory).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000), requires = "recursive")]
-    max_entries: u64,
+    pub(crate) max_entries: u64,
     /// Resume: continue from DST.volley-part, left by a copy that failed or was
     /// interrupted (for put, else from the end of the remote file, as `reput`); a
     /// destination that already has the source's size is left as it is. Only the
     /// missing bytes travel; a part longer than the source is refused.
     #[arg(short = 'a')]
-    resume: bool,
+    pub(crate) resume: bool,
 }
 
 /// OpenSSH's pass-through options, given to ssh after sftp's own defaults (so they
@@ -240,180 +243,6 @@ fn at_least_one(arg: &str) -> Result<usize, String> {
     }
 }
 
-pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
-    use crate::sftp_remote::{self as remote, Op};
-    let command = match command {
-        SftpCommand::Ls { server, long, path } => {
-            return remote::run(&server, Op::Ls { path, long }).await;
-        }
-        SftpCommand::Mkdir {
-            server,
-            parents,
-            path,
-        } => return remote::run(&server, Op::Mkdir { path, parents }).await,
-        SftpCommand::Rm {
-            server,
-            recursive,
-            path,
-        } => return remote::run(&server, Op::Rm { path, recursive }).await,
-        SftpCommand::Mv { server, from, to } => {
-            return remote::run(&server, Op::Mv { from, to }).await;
-        }
-        transfer => transfer,
-    };
-    // The remote argument names the path on the server; the local one a file here.
-    let (server, what, send_from_file, allow_shrink, copy, remote_arg, local_arg) = match &command {
-        SftpCommand::Get {
-            server,
-            allow_shrink,
-            copy,
-            src,
-            dst,
-        } => (server, "get", false, *allow_shrink, copy, src, dst),
-        SftpCommand::Put {
-            server,
-            sendfile,
-            copy,
-            src,
-            dst,
-        } => (server, "put", *sendfile, false, copy, dst, src),
-        _ => unreachable!("remote operations returned above"),
-    };
-    let (remote_arg, local_arg) = (remote_arg.as_str(), local_arg.as_path());
-    let direct = server.direct();
-    let local_is_remote = local_arg
-        .to_str()
-        .is_some_and(|l| matches!(Remote::parse(l), Ok(Some(_))));
-    if !direct && local_is_remote {
-        anyhow::bail!(
-            "{what}: `{}` names a host, but only the {} side can be remote",
-            local_arg.to_string_lossy(),
-            if what == "get" {
-                "source"
-            } else {
-                "destination"
-            }
-        );
-    }
-    let (sftp, remote_path) =
-        open_sessions(server, what, remote_arg, usize::from(copy.sessions)).await?;
-    if let Some(chunk) = server.chunk {
-        let first = sftp.first();
-        let used = match what {
-            "get" => first.read_len(Some(chunk)),
-            _ => first.write_len(Some(chunk)),
-        };
-        if used < chunk {
-            let whose = match used == volley_sftp::MAX_CHUNK {
-                true => "volley's",
-                false => "the server's",
-            };
-            eprintln!("volley: --chunk {chunk} is over {whose} limit; using {used} bytes");
-        }
-    }
-    let opts = TransferOptions {
-        requests: server.requests,
-        chunk: server.chunk,
-        send_from_file,
-        allow_shrink,
-        preserve: copy.preserve,
-        fsync: copy.fsync,
-        resume: copy.resume,
-        follow_links: copy.follow_links,
-        // Both are range-checked above, far below usize's range.
-        max_depth: copy.max_depth as usize,
-        max_entries: copy.max_entries as usize,
-        progress: None,
-    };
-    if copy.recursive {
-        let done = interruptible(
-            what,
-            crate::sftp_tree::run(&sftp, what, &remote_path, local_arg, &opts),
-        )
-        .await;
-        sftp.shutdown().await?;
-        return done;
-    }
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(0);
-        if let Ok(style) =
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-        {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let last = Arc::new(Mutex::new(Progress {
-        done: 0,
-        total: None,
-    }));
-    let (told, shown) = (last.clone(), bar.clone());
-    let opts = opts.with_progress(move |p: Progress| {
-        if let Some(total) = p.total {
-            shown.set_length(total);
-        }
-        shown.set_position(p.done);
-        *told.lock().unwrap_or_else(PoisonError::into_inner) = p;
-    });
-    let start = Instant::now();
-    let transfer = async {
-        if what == "get" {
-            sftp.get(&remote_path, local_arg, &opts).await
-        } else {
-            sftp.put(local_arg, &remote_path, &opts).await
-        }
-        .map_err(|e| resumable(what, e))
-    };
-    let moved = interruptible(what, transfer).await?;
-    let last = *last.lock().unwrap_or_else(PoisonError::into_inner);
-    if let ("get", Some(stated)) = (what, last.total) {
-        let reached = last.done;
-        if reached < stated {
-            eprintln!(
-                "volley: warning: {}: the server stated {stated} bytes but the file ended at {reached}; kept the short copy (--allow-shrink)",
-                volley_sftp::printable(&remote_path)
-            );
-        }
-    }
-    let elapsed = start.elapsed();
-    bar.finish_and_clear();
-    sftp.shutdown().await?;
-    eprintln!(
-        "{moved} bytes in {:.1} ms, {:.1} MB/s",
-        elapsed.as_secs_f64() * 1e3,
-        moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
-    );
-    Ok(())
-}
-
-/// Runs `transfer` until it ends or the user presses Ctrl-C (SIGINT; ssh ignores it, so
-/// the session is still up). Interrupted, the transfer is dropped, which keeps what
-/// arrived in the part files, and the command fails saying so.
-pub(crate) async fn interruptible<T>(
-    what: &str,
-    transfer: impl Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
-    tokio::select! {
-        done = transfer => done,
-        _ = tokio::signal::ctrl_c() => Err(crate::Interrupted(format!(
-            "{what} interrupted; files that had bytes arrive keep them in a .volley-part \
-             beside their destination, and `{what} -a` resumes from them"
-        )).into()),
-    }
-}
-
-/// The error of a failed transfer, with how to resume it when bytes were kept.
-fn resumable(what: &str, e: volley_sftp::SftpError) -> anyhow::Error {
-    let hint = if matches!(e, volley_sftp::SftpError::Kept { .. }) {
-        format!(" (`{what} -a` resumes)")
-    } else {
-        String::new()
-    };
-    anyhow::Error::new(e).context(format!("{what} failed{hint}"))
-}
-
 /// Opens the session a command names: over ssh when `remote_arg` names a host (and
 /// neither --server-cmd nor --connect is given), else that server or the local one.
 /// Returns it with the path on the server that `remote_arg` names.
@@ -428,7 +257,7 @@ pub(crate) async fn open(
 
 /// [`open`], `n` sessions logging in at once (at most `volley_sftp::LOGINS_AT_ONCE` starting
 /// together), as one [`Sessions`].
-async fn open_sessions(
+pub(crate) async fn open_sessions(
     server: &Server,
     what: &str,
     remote_arg: &str,
@@ -469,6 +298,11 @@ fn target(
         .map_or(remote_arg, |r| r.path.as_str())
         .to_owned();
     Ok((remote, path))
+}
+
+/// The path on the server that `remote_arg` names.
+pub(crate) fn remote_path(server: &Server, remote_arg: &str) -> anyhow::Result<String> {
+    Ok(target(server, "get", remote_arg)?.1)
 }
 
 /// One session: over ssh to `remote`, else the server given (or the local one).

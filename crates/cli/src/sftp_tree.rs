@@ -29,7 +29,7 @@ const MARK_MAX: u32 = 64 * 1024;
 pub(crate) async fn run(
     sftp: &Sessions,
     what: &str,
-    remote: &str,
+    remote: &[u8],
     local: &Path,
     opts: &TransferOptions,
 ) -> anyhow::Result<()> {
@@ -66,9 +66,7 @@ pub(crate) async fn run(
     let start = Instant::now();
     let report = if what == "get" {
         let (target, mark) = local_target(local, remote)?;
-        let report = sftp
-            .get_tree(remote.as_bytes(), &target, &opts, on_event)
-            .await;
+        let report = sftp.get_tree(remote, &target, &opts, on_event).await;
         if let Some(mark) = mark {
             // Done, or nothing was made to come back to.
             let done = report.as_ref().map_or(!target.exists(), |r| r.failed == 0);
@@ -112,7 +110,7 @@ pub(crate) async fn run(
 }
 
 /// The last component of a path, unless it is empty, `.` or `..`.
-fn basename(path: &[u8]) -> Option<&[u8]> {
+pub(crate) fn basename(path: &[u8]) -> Option<&[u8]> {
     let trimmed = path.strip_suffix(b"/").unwrap_or(path);
     let name = trimmed.rsplit(|&b| b == b'/').next()?;
     (!name.is_empty() && name != b"." && name != b"..").then_some(name)
@@ -131,19 +129,19 @@ fn mark_text(source: &[u8]) -> Vec<u8> {
 
 /// Where a get of the tree `remote` into `local` lands, and the mark to remove once it
 /// is complete (when this copy made `local`, or an earlier run of it did).
-fn local_target(local: &Path, remote: &str) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+fn local_target(local: &Path, remote: &[u8]) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
     let bytes = local.as_os_str().as_encoded_bytes();
     let mark = PathBuf::from(OsString::from_vec(mark_of(bytes)));
-    let ours = || std::fs::read(&mark).is_ok_and(|held| held == mark_text(remote.as_bytes()));
+    let ours = || std::fs::read(&mark).is_ok_and(|held| held == mark_text(remote));
     if local.is_dir() && !ours() {
-        let target = match basename(remote.as_bytes()) {
+        let target = match basename(remote) {
             Some(name) => local.join(OsString::from_vec(name.to_vec())),
             None => local.to_owned(),
         };
         return Ok((target, None));
     }
     if !local.exists() {
-        std::fs::write(&mark, mark_text(remote.as_bytes()))
+        std::fs::write(&mark, mark_text(remote))
             .with_context(|| format!("cannot write {}", mark.display()))?;
     }
     Ok((local.to_owned(), Some(mark)))
@@ -153,11 +151,10 @@ fn local_target(local: &Path, remote: &str) -> anyhow::Result<(PathBuf, Option<P
 /// mark to remove once it is complete, as [`local_target`] decides it.
 async fn remote_target(
     sftp: &SftpClient,
-    remote: &str,
+    remote: &[u8],
     local: &Path,
     source: &Path,
 ) -> anyhow::Result<(Vec<u8>, Option<Vec<u8>>)> {
-    let remote = remote.as_bytes();
     let text = mark_text(source.as_os_str().as_encoded_bytes());
     let mark = mark_of(remote);
     let is_dir = sftp.stat(remote).await.is_ok_and(|a| a.is_dir());

@@ -169,7 +169,7 @@ async fn a_failed_get_leaves_the_destination_and_keeps_what_arrived() {
     assert!(std::fs::read(dir.join("dst.volley-part")).unwrap() == pattern(1000));
     std::fs::remove_file(dir.join("dst.volley-part")).unwrap();
 
-    // A device is written in place; a directory is refused.
+    // A device is written in place; a directory receives the file, as sftp and scp do.
     let addr = scripted(Script {
         content: pattern(1000),
         ..Script::default()
@@ -177,17 +177,22 @@ async fn a_failed_get_leaves_the_destination_and_keeps_what_arrived() {
     .await;
     let (ok, stderr) = run(&["sftp", "get", "--connect", &addr, "/f", "/dev/null"]).await;
     assert!(ok && stderr.starts_with("1000 bytes in "), "{stderr}");
-    let addr = scripted(Script::default()).await;
+    let addr = scripted(Script {
+        content: pattern(777),
+        ..Script::default()
+    })
+    .await;
     let (ok, stderr) = run(&[
         "sftp",
         "get",
         "--connect",
         &addr,
-        "/f",
+        "/remote/f",
         dir.to_str().unwrap(),
     ])
     .await;
-    assert!(!ok && stderr.contains("is a directory"), "{stderr}");
+    assert!(ok && stderr.starts_with("777 bytes in "), "{stderr}");
+    assert!(std::fs::read(dir.join("f")).unwrap() == pattern(777));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -48,6 +48,7 @@
 //! ```
 
 mod client;
+mod glob;
 mod kept;
 mod landing;
 mod preserve;

@@ -54,7 +54,11 @@ impl Ranges {
     pub(crate) fn missing(gaps: &[(u64, u64)], piece: u64, size: u64) -> Self {
         let piece = piece.max(1);
         let total: u64 = gaps.iter().map(|&(a, b)| b - a).sum();
-        let piece = if total < piece.saturating_mul(2) { u64::MAX } else { piece };
+        let piece = if total < piece.saturating_mul(2) {
+            u64::MAX
+        } else {
+            piece
+        };
         let mut bounds = Vec::new();
         for &(from, to) in gaps {
             let mut at = from;

@@ -267,6 +267,12 @@ pub(crate) async fn get_on(
             Some(attrs) => attrs,
             None => first.fstat(&handle).await?,
         };
+        if stated.is_dir() {
+            return Err(SftpError::Local {
+                path: crate::printable(&rpath),
+                problem: "is a directory (a tree is copied whole with -r)".into(),
+            });
+        }
         let size = stated.size;
         let mode = crate::preserve::new_local_mode(stated);
         let part = match LocalPart::open(local, opts.resume, size, mode)? {

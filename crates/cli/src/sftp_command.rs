@@ -1,0 +1,362 @@
+//! `volley sftp`: runs a parsed command. `get` and `put` copy each source (a file, or
+//! with `-r` a tree) to the destination, into it when it is a directory; remote
+//! wildcards are expanded on the server. A single file's line is `N bytes in T ms, X
+//! MB/s` (MB = 10^6 bytes); a tree's is its summary.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use volley_sftp::{Progress, Remote, Sessions, TransferOptions, printable};
+
+use crate::sftp::{Copy, Server, SftpCommand, open_sessions};
+use crate::sftp_remote::{self as remote, Op};
+use crate::sftp_tree::basename;
+
+/// One copy a command makes.
+struct Job {
+    /// The path on the server.
+    remote: Vec<u8>,
+    /// The local path.
+    local: PathBuf,
+    /// A tree (`-r` on a directory).
+    tree: bool,
+}
+
+pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
+    let command = match command {
+        SftpCommand::Ls { server, long, path } => {
+            return remote::run(&server, Op::Ls { path, long }).await;
+        }
+        SftpCommand::Mkdir {
+            server,
+            parents,
+            path,
+        } => return remote::run(&server, Op::Mkdir { path, parents }).await,
+        SftpCommand::Rm {
+            server,
+            recursive,
+            path,
+        } => return remote::run(&server, Op::Rm { path, recursive }).await,
+        SftpCommand::Mv { server, from, to } => {
+            return remote::run(&server, Op::Mv { from, to }).await;
+        }
+        transfer => transfer,
+    };
+    let (server, what, send_from_file, allow_shrink, copy) = match &command {
+        SftpCommand::Get {
+            server,
+            allow_shrink,
+            copy,
+            ..
+        } => (server, "get", false, *allow_shrink, copy),
+        SftpCommand::Put {
+            server,
+            sendfile,
+            copy,
+            ..
+        } => (server, "put", *sendfile, false, copy),
+        _ => unreachable!("remote operations returned above"),
+    };
+    // The remote arguments name paths on the server; the local ones files here.
+    let (remote_args, local_args): (Vec<&str>, Vec<&Path>) = match &command {
+        SftpCommand::Get { src, dst, .. } => (src.iter().map(String::as_str).collect(), vec![dst]),
+        SftpCommand::Put { src, dst, .. } => {
+            (vec![dst], src.iter().map(PathBuf::as_path).collect())
+        }
+        _ => unreachable!("remote operations returned above"),
+    };
+    check_sides(server, what, &remote_args, &local_args)?;
+    let (sftp, first_path) =
+        open_sessions(server, what, remote_args[0], usize::from(copy.sessions)).await?;
+    warn_of_chunk(&sftp, server, what);
+    let opts = options(server, copy, send_from_file, allow_shrink);
+    let done = interruptible(what, async {
+        let jobs = match &command {
+            SftpCommand::Get { dst, .. } => {
+                let mut paths = vec![first_path.clone()];
+                for arg in &remote_args[1..] {
+                    paths.push(crate::sftp::remote_path(server, arg)?);
+                }
+                get_jobs(&sftp, &paths, dst, copy).await?
+            }
+            SftpCommand::Put { src, .. } => put_jobs(&sftp, src, &first_path, copy).await?,
+            _ => unreachable!("remote operations returned above"),
+        };
+        copy_all(&sftp, what, &jobs, &opts).await
+    })
+    .await;
+    sftp.shutdown().await?;
+    done
+}
+
+/// Refuses a host named where only the other side can be remote, and sources on
+/// different hosts.
+fn check_sides(
+    server: &Server,
+    what: &str,
+    remote_args: &[&str],
+    local_args: &[&Path],
+) -> anyhow::Result<()> {
+    if server.direct() {
+        return Ok(());
+    }
+    for local in local_args {
+        let names_host = local
+            .to_str()
+            .is_some_and(|l| matches!(Remote::parse(l), Ok(Some(_))));
+        if names_host {
+            anyhow::bail!(
+                "{what}: `{}` names a host, but only the {} side can be remote",
+                local.to_string_lossy(),
+                if what == "get" {
+                    "source"
+                } else {
+                    "destination"
+                }
+            );
+        }
+    }
+    let first = Remote::parse(remote_args[0])?.map(|r| r.destination);
+    for arg in &remote_args[1..] {
+        if Remote::parse(arg)?.map(|r| r.destination) != first {
+            anyhow::bail!("{what}: every source must be on one server (`{arg}` is not)");
+        }
+    }
+    Ok(())
+}
+
+/// Says when --chunk is more than the server (or volley) takes.
+fn warn_of_chunk(sftp: &Sessions, server: &Server, what: &str) {
+    let Some(chunk) = server.chunk else {
+        return;
+    };
+    let first = sftp.first();
+    let used = match what {
+        "get" => first.read_len(Some(chunk)),
+        _ => first.write_len(Some(chunk)),
+    };
+    if used < chunk {
+        let whose = match used == volley_sftp::MAX_CHUNK {
+            true => "volley's",
+            false => "the server's",
+        };
+        eprintln!("volley: --chunk {chunk} is over {whose} limit; using {used} bytes");
+    }
+}
+
+fn options(
+    server: &Server,
+    copy: &Copy,
+    send_from_file: bool,
+    allow_shrink: bool,
+) -> TransferOptions {
+    TransferOptions {
+        requests: server.requests,
+        chunk: server.chunk,
+        send_from_file,
+        allow_shrink,
+        preserve: copy.preserve,
+        fsync: copy.fsync,
+        resume: copy.resume,
+        follow_links: copy.follow_links,
+        // Both are range-checked by the parser, far below usize's range.
+        max_depth: copy.max_depth as usize,
+        max_entries: copy.max_entries as usize,
+        progress: None,
+    }
+}
+
+/// What a get of `patterns` (expanded on the server) into `dst` copies.
+async fn get_jobs(
+    sftp: &Sessions,
+    patterns: &[String],
+    dst: &Path,
+    copy: &Copy,
+) -> anyhow::Result<Vec<Job>> {
+    let first = sftp.first();
+    let mut sources = Vec::new();
+    let mut globbed = false;
+    for pattern in patterns {
+        let found = first
+            .glob(pattern.as_bytes(), copy.max_entries as usize)
+            .await?;
+        globbed |= found.len() != 1 || found[0] != pattern.as_bytes();
+        sources.extend(found);
+    }
+    let into = dst.is_dir();
+    if (sources.len() > 1 || globbed) && !into {
+        anyhow::bail!(
+            "get: {} is not a directory (several sources are copied into one)",
+            dst.display()
+        );
+    }
+    let mut jobs = Vec::new();
+    for remote in sources {
+        // A tree decides where it lands itself (DST/basename into an existing DST).
+        let tree = copy.recursive && first.stat(&remote).await.is_ok_and(|a| a.is_dir());
+        let local = match basename(&remote) {
+            Some(name) if into && !tree => dst.join(OsString::from_vec(name.to_vec())),
+            _ => dst.to_owned(),
+        };
+        jobs.push(Job {
+            remote,
+            local,
+            tree,
+        });
+    }
+    Ok(jobs)
+}
+
+/// What a put of `sources` to `dst` on the server copies.
+async fn put_jobs(
+    sftp: &Sessions,
+    sources: &[PathBuf],
+    dst: &str,
+    copy: &Copy,
+) -> anyhow::Result<Vec<Job>> {
+    let into = sftp
+        .first()
+        .stat(dst.as_bytes())
+        .await
+        .is_ok_and(|a| a.is_dir());
+    if sources.len() > 1 && !into {
+        anyhow::bail!(
+            "put: {} is not a directory on the server (several sources are copied into one)",
+            printable(dst)
+        );
+    }
+    let mut jobs = Vec::new();
+    for local in sources {
+        let tree = copy.recursive && local.is_dir();
+        let name = local.file_name().map(|n| n.as_encoded_bytes());
+        let remote = match name {
+            Some(name) if into && !tree => {
+                [dst.trim_end_matches('/').as_bytes(), b"/", name].concat()
+            }
+            _ => dst.as_bytes().to_vec(),
+        };
+        jobs.push(Job {
+            remote,
+            local: local.clone(),
+            tree,
+        });
+    }
+    Ok(jobs)
+}
+
+/// Runs every job, one after another; one that fails is printed and the rest go on.
+async fn copy_all(
+    sftp: &Sessions,
+    what: &str,
+    jobs: &[Job],
+    opts: &TransferOptions,
+) -> anyhow::Result<()> {
+    let mut failed = 0;
+    for job in jobs {
+        let done = match job.tree {
+            true => crate::sftp_tree::run(sftp, what, &job.remote, &job.local, opts).await,
+            false => one_file(sftp, what, job, opts).await,
+        };
+        match done {
+            Ok(()) => {}
+            // One source: its error is the command's.
+            Err(e) if jobs.len() == 1 => return Err(e),
+            Err(e) => {
+                failed += 1;
+                eprintln!("volley: {}", crate::chain(&e));
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} sources failed", jobs.len());
+    }
+    Ok(())
+}
+
+/// One file, with a progress bar on a terminal and its line when done.
+async fn one_file(
+    sftp: &Sessions,
+    what: &str,
+    job: &Job,
+    opts: &TransferOptions,
+) -> anyhow::Result<()> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let last = Arc::new(Mutex::new(Progress {
+        done: 0,
+        total: None,
+    }));
+    let (told, shown) = (last.clone(), bar.clone());
+    let opts = opts.clone().with_progress(move |p: Progress| {
+        if let Some(total) = p.total {
+            shown.set_length(total);
+        }
+        shown.set_position(p.done);
+        *told.lock().unwrap_or_else(PoisonError::into_inner) = p;
+    });
+    let start = Instant::now();
+    let moved = if what == "get" {
+        sftp.get(&job.remote, &job.local, &opts).await
+    } else {
+        sftp.put(&job.local, &job.remote, &opts).await
+    }
+    .map_err(|e| resumable(what, e))?;
+    let last = *last.lock().unwrap_or_else(PoisonError::into_inner);
+    if let ("get", Some(stated)) = (what, last.total) {
+        let reached = last.done;
+        if reached < stated {
+            eprintln!(
+                "volley: warning: {}: the server stated {stated} bytes but the file ended at {reached}; kept the short copy (--allow-shrink)",
+                printable(&String::from_utf8_lossy(&job.remote))
+            );
+        }
+    }
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    eprintln!(
+        "{moved} bytes in {:.1} ms, {:.1} MB/s",
+        elapsed.as_secs_f64() * 1e3,
+        moved as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
+
+/// Runs `transfer` until it ends or the user presses Ctrl-C (SIGINT; ssh ignores it, so
+/// the session is still up). Interrupted, the transfer is dropped, which keeps what
+/// arrived in the part files, and the command fails saying so.
+pub(crate) async fn interruptible<T>(
+    what: &str,
+    transfer: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        done = transfer => done,
+        _ = tokio::signal::ctrl_c() => Err(crate::Interrupted(format!(
+            "{what} interrupted; files that had bytes arrive keep them in a .volley-part \
+             beside their destination, and `{what} -a` resumes from them"
+        )).into()),
+    }
+}
+
+/// The error of a failed transfer, with how to resume it when bytes were kept.
+fn resumable(what: &str, e: volley_sftp::SftpError) -> anyhow::Error {
+    let hint = if matches!(e, volley_sftp::SftpError::Kept { .. }) {
+        format!(" (`{what} -a` resumes)")
+    } else {
+        String::new()
+    };
+    anyhow::Error::new(e).context(format!("{what} failed{hint}"))
+}
