@@ -421,11 +421,19 @@ async fn dash_l_follows_links_both_ways_and_stops_at_a_loop() {
     check(&there, &stderr);
 }
 
-/// Waits (30 s at most) until the directory `dir` holds a file, then interrupts `child`
-/// as a Ctrl-C would; returns its stderr once it exits (it must exit 130).
+/// Waits (30 s at most) until the directory `dir` holds a file with bytes in it, then
+/// interrupts `child` as a Ctrl-C would; returns its stderr once it exits (it must exit
+/// 130).
 async fn interrupt_once_begun(mut child: Child, dir: &Path) -> String {
+    let has_bytes = || {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.metadata().is_ok_and(|m| m.is_file() && m.len() > 0))
+        })
+    };
     let begun = async {
-        while std::fs::read_dir(dir).map_or(0, Iterator::count) == 0 {
+        while !has_bytes() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     };
