@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use volley_sftp::{Progress, Remote, Sessions, TransferOptions, printable};
+use volley_sftp::{Progress, Remote, Sessions, TransferOptions, printable, printable_bytes};
 
 use crate::sftp::{Copy, Server, SftpCommand, open_sessions};
 use crate::sftp_remote::{self as remote, Op};
@@ -192,7 +192,7 @@ async fn get_jobs(
     if (sources.len() > 1 || globbed) && !into {
         anyhow::bail!(
             "get: {} is not a directory (several sources are copied into one)",
-            dst.display()
+            printable_bytes(dst.as_os_str().as_encoded_bytes())
         );
     }
     let mut jobs = Vec::new();
@@ -321,7 +321,7 @@ async fn one_file(
         if reached < stated {
             eprintln!(
                 "volley: warning: {}: the server stated {stated} bytes but the file ended at {reached}; kept the short copy (--allow-shrink)",
-                printable(&String::from_utf8_lossy(&job.remote))
+                printable_bytes(&job.remote)
             );
         }
     }

@@ -2,7 +2,7 @@
 //! OpenSSH's `sftp -b` exit convention (0 when everything worked, 1 otherwise).
 
 use anyhow::Context;
-use volley_sftp::{FileAttrs, Remote, SftpClient, printable};
+use volley_sftp::{FileAttrs, Remote, SftpClient, printable_bytes};
 
 use crate::sftp::{Server, open};
 
@@ -53,7 +53,14 @@ async fn ls(sftp: &SftpClient, path: &str, long: bool) -> anyhow::Result<()> {
     let path = if path.is_empty() { "." } else { path };
     let attrs = sftp.stat(path.as_bytes()).await?;
     if !attrs.is_dir() {
-        println!("{}", printable(path));
+        let line = match long {
+            true => long_line(sftp, path.as_bytes()).await,
+            false => None,
+        };
+        println!(
+            "{}",
+            printable_bytes(line.as_deref().unwrap_or(path.as_bytes()))
+        );
         return Ok(());
     }
     let mut entries = sftp.read_dir(path.as_bytes()).await?;
@@ -62,11 +69,25 @@ async fn ls(sftp: &SftpClient, path: &str, long: bool) -> anyhow::Result<()> {
     let mut out = String::new();
     for e in entries {
         let line = if long { &e.longname } else { &e.name };
-        out.push_str(&printable(&String::from_utf8_lossy(line)));
+        out.push_str(&printable_bytes(line));
         out.push('\n');
     }
     print!("{out}");
     Ok(())
+}
+
+/// The server's `ls -l` line for the file at `path`, as its directory's listing gives
+/// it (SFTP v3 gives that line only in a listing); `None` if it cannot be had.
+async fn long_line(sftp: &SftpClient, path: &[u8]) -> Option<Vec<u8>> {
+    let at = path.iter().rposition(|&b| b == b'/');
+    let (dir, name): (&[u8], &[u8]) = match at {
+        Some(0) => (b"/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (b".", path),
+    };
+    let entries = sftp.read_dir(dir).await.ok()?;
+    let entry = entries.into_iter().find(|e| e.name == name)?;
+    Some(entry.longname)
 }
 
 async fn mkdir(sftp: &SftpClient, path: &str, parents: bool) -> anyhow::Result<()> {
@@ -74,15 +95,15 @@ async fn mkdir(sftp: &SftpClient, path: &str, parents: bool) -> anyhow::Result<(
     if !parents {
         return Ok(sftp.mkdir(path.as_bytes(), mode).await?);
     }
-    let mut at = String::new();
+    let mut at = String::from(if path.starts_with('/') { "/" } else { "" });
     for part in path.split('/') {
-        if !at.is_empty() || path.starts_with('/') {
-            at.push('/');
-        }
-        at.push_str(part);
         if part.is_empty() || part == "." {
             continue;
         }
+        if !at.is_empty() && !at.ends_with('/') {
+            at.push('/');
+        }
+        at.push_str(part);
         if let Err(e) = sftp.mkdir(at.as_bytes(), mode).await {
             // Already there as a directory is what -p wants.
             if !sftp.stat(at.as_bytes()).await.is_ok_and(|a| a.is_dir()) {
@@ -101,15 +122,12 @@ async fn rm(sftp: &SftpClient, path: &[u8], recursive: bool, depth: usize) -> an
         return Ok(sftp.remove(path).await?);
     }
     if !recursive {
-        anyhow::bail!(
-            "{}: is a directory (use -r)",
-            printable(&String::from_utf8_lossy(path))
-        );
+        anyhow::bail!("{}: is a directory (use -r)", printable_bytes(path));
     }
     if depth >= MAX_DEPTH {
         anyhow::bail!(
             "{}: more than {MAX_DEPTH} levels deep",
-            printable(&String::from_utf8_lossy(path))
+            printable_bytes(path)
         );
     }
     for e in sftp.read_dir(path).await? {

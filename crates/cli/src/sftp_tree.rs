@@ -141,8 +141,10 @@ fn local_target(local: &Path, remote: &[u8]) -> anyhow::Result<(PathBuf, Option<
         return Ok((target, None));
     }
     if !local.exists() {
-        std::fs::write(&mark, mark_text(remote))
-            .with_context(|| format!("cannot write {}", mark.display()))?;
+        std::fs::write(&mark, mark_text(remote)).with_context(|| {
+            let shown = volley_sftp::printable_bytes(mark.as_os_str().as_encoded_bytes());
+            format!("cannot write {shown}")
+        })?;
     }
     Ok((local.to_owned(), Some(mark)))
 }

@@ -78,3 +78,51 @@ async fn several_sources_and_wildcards_go_into_a_directory() {
     assert!(!ok && stderr.contains("is not a directory"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_show_escaped_alike_everywhere() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = scratch("sources-names");
+    let odd = dir.join(std::ffi::OsStr::from_bytes(b"a\xffb\\c\nd"));
+    std::fs::write(&odd, b"x").unwrap();
+    // U+FFFD itself: it must not print like the byte 0xff.
+    std::fs::write(dir.join("a\u{fffd}b"), b"y").unwrap();
+    let (ok, stdout, stderr) = run_out(&["sftp", "ls", arg(&dir)]).await;
+    assert!(ok, "{stderr}");
+    // Sorted by their bytes: U+FFFD's (ef bf bd) before 0xff.
+    assert_eq!(stdout, "a\u{fffd}b\na\\xffb\\\\c\\nd\n");
+    // ls -l of a file gives its line, name escaped as in the listing.
+    let (ok, stdout, stderr) = run_out(&["sftp", "ls", "-l", arg(&dir.join("a\u{fffd}b"))]).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.starts_with("-rw") && stdout.trim_end().ends_with("a\u{fffd}b"),
+        "{stdout}"
+    );
+    // An error names the file the same way, and holds no raw control byte.
+    let (ok, stderr) = run(&[
+        "sftp",
+        "get",
+        &format!("{}/\u{7}bell", dir.display()),
+        arg(&dir),
+    ])
+    .await;
+    assert!(
+        !ok && stderr.contains("\\u{7}bell") && !stderr.contains('\u{7}'),
+        "{stderr}"
+    );
+    // mkdir -p names the directory it could not make (a file is in the way), no `//`.
+    std::fs::write(dir.join("file"), b"").unwrap();
+    let (ok, stderr) = run(&[
+        "sftp",
+        "mkdir",
+        "-p",
+        &format!("{}/file/sub", dir.display()),
+    ])
+    .await;
+    assert!(!ok && !stderr.contains("//"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("mkdir {}/file: ", dir.display())),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -174,7 +174,7 @@ impl SftpClient {
         found.dedup();
         if found.is_empty() {
             return Err(SftpError::Local {
-                path: crate::printable(&String::from_utf8_lossy(pattern)),
+                path: crate::printable_bytes(pattern),
                 problem: "matches nothing on the server".into(),
             });
         }

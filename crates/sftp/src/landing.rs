@@ -76,7 +76,7 @@ impl LocalPart {
             _ => local.to_owned(),
         };
         let refuse = |path: &Path, problem: &str| SftpError::Local {
-            path: path.display().to_string(),
+            path: crate::client::shown_local(path),
             problem: problem.to_owned(),
         };
         let existing = std::fs::metadata(&path).ok();
@@ -96,7 +96,7 @@ impl LocalPart {
                     .write(true)
                     .open(&path)
                     .map_err(|source| SftpError::Io {
-                        what: format!("cannot open {}", path.display()),
+                        what: format!("cannot open {}", crate::client::shown_local(&path)),
                         source,
                     })?;
                 return Ok(Found::Part(Self {
@@ -158,7 +158,7 @@ impl LocalPart {
             .mode(mode)
             .open(&part)
             .map_err(|source| SftpError::Io {
-                what: format!("cannot create {}", part.display()),
+                what: format!("cannot create {}", crate::client::shown_local(&part)),
                 source,
             })?;
         if let (Some(meta), 0) = (&existing, start) {
@@ -228,7 +228,10 @@ impl LocalPart {
             .and_then(|()| crate::kept::remove(part))
             .and_then(|()| std::fs::rename(part, &self.path));
         placed.map_err(|source| SftpError::Io {
-            what: format!("cannot put the copy in place at {}", self.path.display()),
+            what: format!(
+                "cannot put the copy in place at {}",
+                crate::client::shown_local(&self.path)
+            ),
             source,
         })?;
         self.placed = true;
@@ -282,7 +285,7 @@ pub(crate) async fn put_target(
     remote: &[u8],
     len: Option<u64>,
 ) -> Result<PutTarget, SftpError> {
-    let shown = |p: &[u8]| crate::printable(&String::from_utf8_lossy(p));
+    let shown = |p: &[u8]| crate::printable_bytes(p);
     let target = sftp.stat(remote).await.ok();
     if target.is_some_and(|attrs| attrs.is_special()) {
         return Ok(PutTarget::Write {

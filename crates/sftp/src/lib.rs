@@ -63,7 +63,7 @@ mod tree;
 
 pub use client::{
     DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, MAX_CHUNK, MAX_PACKET, SftpClient, SftpError,
-    printable,
+    printable, printable_bytes,
 };
 pub use landing::PART_SUFFIX;
 pub use remote_file::RemoteFile;

@@ -33,7 +33,7 @@ pub(crate) fn new_local_mode(source: FileAttrs) -> u32 {
 /// Gives the local file at `path` the times and permission bits the server stated.
 pub(crate) fn to_local(path: &Path, attrs: FileAttrs) -> Result<(), SftpError> {
     let io = |what: &str| {
-        let what = format!("cannot {what} {}", path.display());
+        let what = format!("cannot {what} {}", crate::client::shown_local(path));
         move |source| SftpError::Io { what, source }
     };
     if let Some((atime, mtime)) = attrs.atime_mtime {

@@ -101,7 +101,7 @@ impl SftpClient {
 impl<'a> RemoteFile<'a> {
     fn handle(&self) -> Result<&Handle, SftpError> {
         self.handle.as_ref().ok_or_else(|| SftpError::Local {
-            path: crate::printable(&String::from_utf8_lossy(&self.path)),
+            path: crate::printable_bytes(&self.path),
             problem: "is closed".into(),
         })
     }

@@ -211,7 +211,10 @@ impl SftpClient {
                     span.file
                         .write_all_at(&data, offset)
                         .map_err(|source| SftpError::Io {
-                            what: format!("cannot write {}", span.local.display()),
+                            what: format!(
+                                "cannot write {}",
+                                crate::client::shown_local(span.local)
+                            ),
                             source,
                         })?;
                     done += data.len() as u64;
@@ -324,7 +327,10 @@ impl SftpClient {
                     Source::Stream(reader, ended) => {
                         let data = read_chunk(reader, span.chunk).await.map_err(|source| {
                             SftpError::Io {
-                                what: format!("cannot read {}", span.local.display()),
+                                what: format!(
+                                    "cannot read {}",
+                                    crate::client::shown_local(span.local)
+                                ),
                                 source,
                             }
                         })?;

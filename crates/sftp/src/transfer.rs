@@ -256,7 +256,7 @@ pub(crate) async fn get_on(
     listed: Option<FileAttrs>,
 ) -> Result<u64, SftpError> {
     let first = &clients[0];
-    let rpath = String::from_utf8_lossy(remote).into_owned();
+    let rpath = crate::printable_bytes(remote);
     let handle = first
         .open(remote, OpenFlags::READ, FileAttrs::default())
         .await?;
@@ -269,7 +269,7 @@ pub(crate) async fn get_on(
         };
         if stated.is_dir() {
             return Err(SftpError::Local {
-                path: crate::printable(&rpath),
+                path: rpath.clone(),
                 problem: "is a directory (a tree is copied whole with -r)".into(),
             });
         }
@@ -362,7 +362,7 @@ pub(crate) async fn get_on(
         (Ok(Some((done, end))), Some(target)) => {
             if opts.fsync {
                 target.file.sync_all().map_err(|source| SftpError::Io {
-                    what: format!("cannot flush {} to disk", local.display()),
+                    what: format!("cannot flush {} to disk", crate::client::shown_local(local)),
                     source,
                 })?;
             }
@@ -376,7 +376,7 @@ pub(crate) async fn get_on(
         (Err(e), Some(target)) => {
             return Err(match target.kept() {
                 Some((part, kept)) => SftpError::Kept {
-                    part: part.display().to_string(),
+                    part: crate::client::shown_local(part),
                     kept,
                     source: Box::new(e),
                 },
@@ -400,23 +400,23 @@ pub(crate) async fn put_on(
     opts: &TransferOptions,
 ) -> Result<u64, SftpError> {
     let first = &clients[0];
-    let rpath = String::from_utf8_lossy(remote).into_owned();
+    let rpath = crate::printable_bytes(remote);
     // Off the runtime's thread: opening a FIFO waits for a writer, and the caller must
     // stay free to give up on it (Ctrl-C, a deadline).
     let file = tokio::fs::File::open(local)
         .await
         .map_err(|source| SftpError::Io {
-            what: format!("cannot open {}", local.display()),
+            what: format!("cannot open {}", crate::client::shown_local(local)),
             source,
         })?;
     let file = file.into_std().await;
     let meta = file.metadata().map_err(|source| SftpError::Io {
-        what: format!("cannot stat {}", local.display()),
+        what: format!("cannot stat {}", crate::client::shown_local(local)),
         source,
     })?;
     if meta.is_dir() {
         return Err(SftpError::Local {
-            path: local.display().to_string(),
+            path: crate::client::shown_local(local),
             problem: "is a directory".to_owned(),
         });
     }
@@ -458,7 +458,7 @@ pub(crate) async fn put_on(
             Some(_) => None,
             None => Some(Source::Stream(
                 tokio::fs::File::from_std(file.try_clone().map_err(|source| SftpError::Io {
-                    what: format!("cannot read {}", local.display()),
+                    what: format!("cannot read {}", crate::client::shown_local(local)),
                     source,
                 })?),
                 false,
@@ -555,7 +555,7 @@ pub(crate) async fn put_on(
             };
             match first.setstat(&written, cut).await {
                 Ok(()) => Err(SftpError::Kept {
-                    part: crate::printable(&String::from_utf8_lossy(&written)),
+                    part: crate::printable_bytes(&written),
                     kept: acked,
                     source: Box::new(e),
                 }),

@@ -21,7 +21,7 @@ use futures::stream::FuturesUnordered;
 use crate::client::{SftpClient, SftpError};
 use crate::preserve::PERMISSION_BITS;
 use crate::transfer::{get_on, put_on};
-use crate::{FileAttrs, Progress, TransferOptions, printable};
+use crate::{FileAttrs, Progress, TransferOptions};
 
 /// Files moved at once when the server states no limit on open handles.
 pub const DEFAULT_FILES_AT_ONCE: usize = 16;
@@ -207,13 +207,13 @@ fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 }
 
 fn shown(path: &[u8]) -> String {
-    printable(&String::from_utf8_lossy(path))
+    crate::printable_bytes(path)
 }
 
 /// The real path of a local directory, as bytes.
 fn real_local(path: &Path) -> Result<Vec<u8>, SftpError> {
     let real = std::fs::canonicalize(path).map_err(|source| SftpError::Io {
-        what: format!("cannot resolve {}", path.display()),
+        what: format!("cannot resolve {}", crate::client::shown_local(path)),
         source,
     })?;
     Ok(real.into_os_string().into_vec())
@@ -304,7 +304,7 @@ pub(crate) async fn get_tree_on(
     let attrs = sftp.stat(remote).await?;
     if !attrs.is_dir() {
         return Err(SftpError::Local {
-            path: printable(&String::from_utf8_lossy(remote)),
+            path: crate::printable_bytes(remote),
             problem: "is not a directory (get -r copies directories)".into(),
         });
     }
@@ -343,7 +343,7 @@ pub(crate) async fn get_tree_on(
                 let entries = match made {
                     Ok(()) => sftp.read_dir_at_most(&remote, opts.max_entries).await,
                     Err(source) => Err(SftpError::Io {
-                        what: format!("cannot create {}", local.display()),
+                        what: format!("cannot create {}", crate::client::shown_local(&local)),
                         source,
                     }),
                 };
@@ -497,7 +497,7 @@ pub(crate) async fn get_tree_on(
         for (dir, attrs) in made.iter().rev().filter(|(d, _)| d.is_dir()) {
             if let Err(e) = crate::preserve::to_local(dir, *attrs) {
                 report.failed += 1;
-                event(TreeEvent::Failed(&dir.display().to_string(), &e));
+                event(TreeEvent::Failed(&crate::client::shown_local(dir), &e));
             }
         }
     }
@@ -526,14 +526,14 @@ pub(crate) async fn put_tree_on(
     let mut walk = VecDeque::from([(local.to_path_buf(), remote.to_vec(), 0usize, root_seen)]);
     while let Some((dir, rdir, depth, seen)) = walk.pop_front() {
         let listing = std::fs::read_dir(&dir).map_err(|source| SftpError::Io {
-            what: format!("cannot read {}", dir.display()),
+            what: format!("cannot read {}", crate::client::shown_local(&dir)),
             source,
         });
         let listing = match listing {
             Ok(l) => l,
             Err(e) if depth > 0 => {
                 report.failed += 1;
-                event(TreeEvent::Failed(&dir.display().to_string(), &e));
+                event(TreeEvent::Failed(&crate::client::shown_local(&dir), &e));
                 continue;
             }
             Err(e) => return Err(e),
@@ -546,7 +546,7 @@ pub(crate) async fn put_tree_on(
             let kind = match entry.file_type() {
                 Ok(t) if t.is_symlink() && opts.follow_links => {
                     let followed = std::fs::metadata(&path).map_err(|source| SftpError::Io {
-                        what: format!("cannot follow {}", path.display()),
+                        what: format!("cannot follow {}", crate::client::shown_local(&path)),
                         source,
                     });
                     let followed = followed.and_then(|meta| {
@@ -566,7 +566,7 @@ pub(crate) async fn put_tree_on(
                         Ok(t) => Ok(t),
                         Err(e) => {
                             report.failed += 1;
-                            event(TreeEvent::Failed(&path.display().to_string(), &e));
+                            event(TreeEvent::Failed(&crate::client::shown_local(&path), &e));
                             continue;
                         }
                     }
@@ -576,13 +576,16 @@ pub(crate) async fn put_tree_on(
             match kind {
                 Ok(t) if t.is_symlink() => {
                     report.skipped += 1;
-                    event(TreeEvent::Skipped(&path.display().to_string(), Skip::Link));
+                    event(TreeEvent::Skipped(
+                        &crate::client::shown_local(&path),
+                        Skip::Link,
+                    ));
                 }
                 Ok(t) if t.is_dir() => {
                     let problem = too_deep(depth + 1, opts, path.as_os_str().as_bytes());
                     if let Some(e) = problem {
                         report.failed += 1;
-                        event(TreeEvent::Failed(&path.display().to_string(), &e));
+                        event(TreeEvent::Failed(&crate::client::shown_local(&path), &e));
                         continue;
                     }
                     if levels.len() <= depth + 1 {
@@ -595,7 +598,7 @@ pub(crate) async fn put_tree_on(
                     // Opening a FIFO would wait for a writer, for ever.
                     report.skipped += 1;
                     event(TreeEvent::Skipped(
-                        &path.display().to_string(),
+                        &crate::client::shown_local(&path),
                         Skip::Special,
                     ));
                 }
@@ -640,7 +643,7 @@ pub(crate) async fn put_tree_on(
         })
         .buffer_unordered(clients.iter().map(SftpClient::files_at_once).sum());
     while let Some((local, result)) = copies.next().await {
-        report.file(&local.display().to_string(), result, &mut event);
+        report.file(&crate::client::shown_local(&local), result, &mut event);
     }
     if opts.preserve {
         // Deepest first, once every file is written (a write would change them).

@@ -11,11 +11,11 @@ use volley_proto::wire::sftp::{PacketType, StatusCode};
 pub enum SftpError {
     /// The server answered with a status other than OK. Printed with control characters
     /// escaped (the message is the server's, and may hold anything).
-    #[error("{op} {}: {code}: {}", printable(path), printable(message))]
+    #[error("{op} {path}: {code}: {}", printable(message))]
     Status {
         /// The operation.
         op: &'static str,
-        /// The path or handle it was about.
+        /// The path or handle it was about, as [`printable_bytes`] shows it.
         path: String,
         /// The status code.
         code: StatusCode,
@@ -56,14 +56,13 @@ pub enum SftpError {
     /// ([`SftpClient::set_timeout`](crate::SftpClient::set_timeout)): a server that
     /// stopped answering (a hung disk, a stalled process) while the stream stays open.
     #[error(
-        "{op} {}: no answer from the server in {} s (a longer timeout waits longer)",
-        printable(path),
+        "{op} {path}: no answer from the server in {} s (a longer timeout waits longer)",
         after.as_secs_f64()
     )]
     TimedOut {
         /// The operation.
         op: &'static str,
-        /// The path (or handle) it was about.
+        /// The path (or handle) it was about, as [`printable_bytes`] shows it.
         path: String,
         /// How long it waited.
         after: core::time::Duration,
@@ -100,15 +99,15 @@ pub enum SftpError {
     /// A local file or process error.
     #[error("{what}: {source}")]
     Io {
-        /// What was being done.
+        /// What was being done (paths in it as [`printable_bytes`] shows them).
         what: String,
         /// The error.
         source: io::Error,
     },
     /// A local path that cannot take part in the transfer (a directory, a FIFO).
-    #[error("{} {problem}", printable(path))]
+    #[error("{path} {problem}")]
     Local {
-        /// The local path.
+        /// The path, as [`printable_bytes`] shows it.
         path: String,
         /// What is wrong with it.
         problem: String,
@@ -117,11 +116,10 @@ pub enum SftpError {
     /// remote file shrank, or the server lies); the partial copy was not kept (see
     /// [`TransferOptions::allow_shrink`](crate::TransferOptions::allow_shrink)).
     #[error(
-        "{}: the server stated {stated} bytes but the file ended at {got}; the short copy was discarded (allow a shrinking file to keep it)",
-        printable(path)
+        "{path}: the server stated {stated} bytes but the file ended at {got}; the short copy was discarded (allow a shrinking file to keep it)"
     )]
     Shrank {
-        /// The remote path.
+        /// The remote path, as [`printable_bytes`] shows it.
         path: String,
         /// The size FSTAT gave at the start.
         stated: u64,
@@ -131,9 +129,10 @@ pub enum SftpError {
     /// A transfer failed after bytes arrived: they are kept in the part file, for a
     /// transfer with [`TransferOptions::resume`](crate::TransferOptions::resume) to
     /// continue from.
-    #[error("{source}; {kept} bytes kept in {} to resume from", printable(part))]
+    #[error("{source}; {kept} bytes kept in {part} to resume from")]
     Kept {
-        /// The part file (a local path for a get, a remote one for a put).
+        /// The part file (a local path for a get, a remote one for a put), as
+        /// [`printable_bytes`] shows it.
         part: String,
         /// Its length: the bytes it holds with no gap before them.
         kept: u64,
@@ -143,7 +142,7 @@ pub enum SftpError {
     /// A transfer ended with a different size than the server reported.
     #[error("{path}: transfer ended at {got} bytes, but {expected} were expected")]
     SizeMismatch {
-        /// The remote path.
+        /// The remote path, as [`printable_bytes`] shows it.
         path: String,
         /// Bytes moved.
         got: u64,
@@ -152,19 +151,34 @@ pub enum SftpError {
     },
 }
 
-/// `text` with every control character escaped (`\u{1b}`, `\0`, `\n`), so a string a
-/// server sent cannot drive the terminal it is printed on.
+/// `text` with every control character and backslash escaped (`\u{1b}`, `\u{0}`,
+/// `\n`, `\\`), so a string a server sent cannot drive the terminal it is printed on,
+/// nor two different strings print alike.
 pub fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_owned();
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
+    printable_bytes(text.as_bytes())
+}
+
+/// `bytes` as [`printable`] shows text, and each byte that is not UTF-8 as `\xff`: how
+/// volley shows a name (SFTP names are bytes) in listings, progress and errors.
+pub fn printable_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() || c == '\\' {
+                out.extend(c.escape_default());
             } else {
-                c.to_string()
+                out.push(c);
             }
-        })
-        .collect()
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// A local path as [`printable_bytes`] shows it.
+pub(crate) fn shown_local(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    printable_bytes(path.as_os_str().as_bytes())
 }

@@ -18,7 +18,8 @@ mod error;
 mod ops;
 mod types;
 
-pub use error::{SftpError, printable};
+pub(crate) use error::shown_local;
+pub use error::{SftpError, printable, printable_bytes};
 pub use types::{DirEntry, FileAttrs, Handle};
 
 /// An SFTP v3 session.
@@ -354,10 +355,8 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<(), SftpError> {
-        let reply = self
-            .round_trip(request, op, &String::from_utf8_lossy(path))
-            .await?;
-        expect_ok(&reply, op, &String::from_utf8_lossy(path))
+        let reply = self.round_trip(request, op, &printable_bytes(path)).await?;
+        expect_ok(&reply, op, &printable_bytes(path))
     }
 
     async fn handle_reply(
@@ -366,16 +365,10 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<Handle, SftpError> {
-        let reply = self
-            .round_trip(request, op, &String::from_utf8_lossy(path))
-            .await?;
+        let reply = self.round_trip(request, op, &printable_bytes(path)).await?;
         match parse(&reply, op)? {
             Response::Handle { handle, .. } => Ok(Handle(reply.body.slice_ref(handle))),
-            other => Err(status_or_unexpected(
-                op,
-                &String::from_utf8_lossy(path),
-                &other,
-            )),
+            other => Err(status_or_unexpected(op, &printable_bytes(path), &other)),
         }
     }
 
@@ -385,16 +378,10 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<FileAttrs, SftpError> {
-        let reply = self
-            .round_trip(request, op, &String::from_utf8_lossy(path))
-            .await?;
+        let reply = self.round_trip(request, op, &printable_bytes(path)).await?;
         match parse(&reply, op)? {
             Response::Attrs { attrs, .. } => Ok(FileAttrs::from_wire(&attrs)),
-            other => Err(status_or_unexpected(
-                op,
-                &String::from_utf8_lossy(path),
-                &other,
-            )),
+            other => Err(status_or_unexpected(op, &printable_bytes(path), &other)),
         }
     }
 
@@ -404,9 +391,7 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<Vec<u8>, SftpError> {
-        let reply = self
-            .round_trip(request, op, &String::from_utf8_lossy(path))
-            .await?;
+        let reply = self.round_trip(request, op, &printable_bytes(path)).await?;
         match parse(&reply, op)? {
             Response::Name { names, .. } => {
                 names
@@ -418,11 +403,7 @@ impl SftpClient {
                         found: PacketType::NAME,
                     })
             }
-            other => Err(status_or_unexpected(
-                op,
-                &String::from_utf8_lossy(path),
-                &other,
-            )),
+            other => Err(status_or_unexpected(op, &printable_bytes(path), &other)),
         }
     }
 }

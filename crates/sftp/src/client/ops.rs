@@ -200,7 +200,7 @@ impl SftpClient {
                 entries.extend(batch);
                 if entries.len() > max {
                     return Err(SftpError::Local {
-                        path: crate::printable(&String::from_utf8_lossy(path)),
+                        path: crate::printable_bytes(path),
                         problem: format!(
                             "lists more than {max} entries; refused (raise the limit on entries in one listing to go on)"
                         ),
