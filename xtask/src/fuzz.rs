@@ -81,6 +81,8 @@ fn max_len(target: &str) -> usize {
     match target {
         "window_reply" => 256,
         "emulator" => 1024,
+        // A reply stream: a few dozen frames reach listings, attributes and data.
+        "sftp_client" => 8192,
         _ => 4096,
     }
 }

@@ -170,6 +170,12 @@ pub(crate) struct Copy {
     /// reported as failed and not copied (it bounds what a listing holds in memory).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000), requires = "recursive")]
     pub(crate) max_entries: u64,
+    /// Write into the destination itself, as OpenSSH's sftp does, instead of into
+    /// DST.volley-part renamed over it: an existing file keeps its inode, owner, mode
+    /// and hard links; a copy that fails part way leaves it holding the new bytes up to
+    /// where they arrived without a gap.
+    #[arg(long)]
+    pub(crate) inplace: bool,
     /// Resume: continue from DST.volley-part, left by a copy that failed or was
     /// interrupted (for put, else from the end of the remote file, as `reput`); a
     /// destination that already has the source's size is left as it is. Only the

@@ -163,6 +163,7 @@ fn options(
         preserve: copy.preserve,
         fsync: copy.fsync,
         resume: copy.resume,
+        inplace: copy.inplace,
         follow_links: copy.follow_links,
         // Both are range-checked by the parser, far below usize's range.
         max_depth: copy.max_depth as usize,

@@ -37,8 +37,12 @@ pub const PART_SUFFIX: &[u8] = b".volley-part";
 #[derive(Debug)]
 pub(crate) struct LocalPart {
     pub(crate) file: File,
-    /// The part file, or `None` when writing a device in place.
+    /// The part file, or `None` when writing the destination itself (a device, or with
+    /// `inplace`).
     part: Option<PathBuf>,
+    /// Writing a regular file in place: cut to its length when complete, to what
+    /// arrived without a gap when not.
+    inplace: bool,
     path: PathBuf,
     /// What the part held when it was opened (resumed from): sorted, apart.
     had: Vec<(u64, u64)>,
@@ -63,9 +67,11 @@ impl LocalPart {
     /// part longer than `size`, the source's, is refused and left alone). A `local` that
     /// is a symbolic link is followed, so it stays a link to the new copy. A new part is
     /// created with `mode` (under the umask), or, when `local` exists, given its mode.
+    /// With `inplace`, a regular file (or a new one) is written itself, without a part.
     pub(crate) fn open(
         local: &Path,
         resume: bool,
+        inplace: bool,
         size: Option<u64>,
         mode: u32,
     ) -> Result<Found, SftpError> {
@@ -102,6 +108,7 @@ impl LocalPart {
                 return Ok(Found::Part(Self {
                     file,
                     part: None,
+                    inplace: false,
                     path,
                     had: Vec::new(),
                     ranges: OnceLock::new(),
@@ -109,6 +116,9 @@ impl LocalPart {
                     placed: false,
                 }));
             }
+        }
+        if inplace {
+            return Self::in_place(path, resume, existing.map(|m| m.len()), size, mode);
         }
         let mut name: OsString = path
             .file_name()
@@ -168,8 +178,56 @@ impl LocalPart {
         Ok(Found::Part(Self {
             file,
             part: Some(part),
+            inplace: false,
             path,
             had,
+            ranges: OnceLock::new(),
+            discarded: false,
+            placed: false,
+        }))
+    }
+
+    /// `path` (a regular file, or none yet) opened to be written itself; with `resume`,
+    /// its `existing` bytes are taken as the copy's start, as `sftp -a` takes them.
+    fn in_place(
+        path: PathBuf,
+        resume: bool,
+        existing: Option<u64>,
+        size: Option<u64>,
+        mode: u32,
+    ) -> Result<Found, SftpError> {
+        let have = existing.filter(|_| resume).unwrap_or(0);
+        if resume && existing.is_some() && existing == size {
+            return Ok(Found::Complete);
+        }
+        if let Some(size) = size.filter(|&s| have > s) {
+            return Err(SftpError::Local {
+                path: crate::client::shown_local(&path),
+                problem: format!(
+                    "is longer than the source ({have} > {size} bytes): not resumed in place"
+                ),
+            });
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(mode)
+            .open(&path)
+            .map_err(|source| SftpError::Io {
+                what: format!("cannot open {}", crate::client::shown_local(&path)),
+                source,
+            })?;
+        Ok(Found::Part(Self {
+            file,
+            part: None,
+            inplace: true,
+            path,
+            had: if have > 0 {
+                vec![(0, have)]
+            } else {
+                Vec::new()
+            },
             ranges: OnceLock::new(),
             discarded: false,
             placed: false,
@@ -205,10 +263,23 @@ impl LocalPart {
         crate::kept::merge(all)
     }
 
-    /// The part file and the bytes it keeps if dropped now, when it would keep any.
+    /// The part file (or the file written in place) and the bytes it keeps if dropped
+    /// now, when it would keep any.
     pub(crate) fn kept(&self) -> Option<(&Path, u64)> {
+        if self.inplace {
+            let prefix = self.prefix();
+            return (prefix > 0).then_some((&self.path, prefix));
+        }
         let kept = crate::kept::total(&self.holds());
         self.part.as_deref().filter(|_| kept > 0).map(|p| (p, kept))
+    }
+
+    /// The bytes from the start held with no gap.
+    fn prefix(&self) -> u64 {
+        match self.holds().first() {
+            Some(&(0, end)) => end,
+            _ => 0,
+        }
     }
 
     /// Drops the part whatever it holds (the source changed under it).
@@ -220,6 +291,13 @@ impl LocalPart {
     pub(crate) fn commit(mut self, len: u64) -> Result<(), SftpError> {
         let Some(part) = &self.part else {
             self.placed = true;
+            if self.inplace {
+                // An old file longer than the copy keeps no tail.
+                self.file.set_len(len).map_err(|source| SftpError::Io {
+                    what: format!("cannot cut {}", crate::client::shown_local(&self.path)),
+                    source,
+                })?;
+            }
             return Ok(());
         };
         let placed = self
@@ -245,6 +323,12 @@ impl Drop for LocalPart {
             return;
         }
         let Some(part) = &self.part else {
+            // In place: cut to what arrived without a gap, as `sftp` cuts it, when
+            // anything did; a file nothing was written to is left as it was.
+            let arrived = self.ranges.get().is_some_and(|r| !r.arrived().is_empty());
+            if self.inplace && arrived && !self.discarded {
+                let _ = self.file.set_len(self.prefix());
+            }
             return;
         };
         let holds = match self.discarded {

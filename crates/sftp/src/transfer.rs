@@ -55,6 +55,13 @@ pub struct TransferOptions {
     /// Only the missing bytes travel; a part longer than the source is refused. Off by
     /// default: a copy starts from nothing (an old part is overwritten).
     pub resume: bool,
+    /// Write into the destination itself, as OpenSSH's `sftp` does, instead of into a
+    /// part file renamed over it: an existing file keeps its inode, owner, mode and hard
+    /// links, and is cut to the copy's length at the end. A copy that fails part way
+    /// leaves the file holding new bytes up to where they arrived without a gap (cut
+    /// there, as `sftp` cuts it, for [`resume`](Self::resume) to go on from) and the old
+    /// ones nowhere past it. Off by default: a copy lands whole or not at all.
+    pub inplace: bool,
     /// Trees: follow symbolic links (to files and directories) instead of skipping
     /// them, as `cp -L` does; a link back into a directory the walk is inside is
     /// reported as a loop. Off by default.
@@ -81,6 +88,7 @@ impl fmt::Debug for TransferOptions {
             .field("preserve", &self.preserve)
             .field("fsync", &self.fsync)
             .field("resume", &self.resume)
+            .field("inplace", &self.inplace)
             .field("follow_links", &self.follow_links)
             .field("max_depth", &self.max_depth)
             .field("max_entries", &self.max_entries)
@@ -148,6 +156,7 @@ impl Default for TransferOptions {
             preserve: false,
             fsync: false,
             resume: false,
+            inplace: false,
             follow_links: false,
             max_depth: crate::MAX_DEPTH,
             max_entries: crate::MAX_ENTRIES,
@@ -275,7 +284,7 @@ pub(crate) async fn get_on(
         }
         let size = stated.size;
         let mode = crate::preserve::new_local_mode(stated);
-        let part = match LocalPart::open(local, opts.resume, size, mode)? {
+        let part = match LocalPart::open(local, opts.resume, opts.inplace, size, mode)? {
             Found::Part(part) => &*target.insert(part),
             Found::Complete => return Ok(None),
         };
@@ -425,7 +434,26 @@ pub(crate) async fn put_on(
     let sized = meta.is_file().then_some(meta.len());
     // A new copy is created with the source's permission bits, under the server's umask.
     let new_remote = FileAttrs::with_permissions(meta.mode() & PERMISSION_BITS);
-    let (written, is_part, start, handle) = if opts.resume {
+    let (written, is_part, start, handle) = if opts.inplace {
+        // Into `remote` itself: created if missing, never emptied up front.
+        let start = match opts.resume {
+            true => first
+                .stat(remote)
+                .await
+                .ok()
+                .and_then(|a| a.size)
+                .unwrap_or(0),
+            false => 0,
+        };
+        let flags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0);
+        let handle = first.open(remote, flags, new_remote).await?;
+        (
+            remote.to_vec(),
+            false,
+            start.min(sized.unwrap_or(u64::MAX)),
+            handle,
+        )
+    } else if opts.resume {
         let (name, part, start) = match crate::landing::put_target(first, remote, sized).await? {
             PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
             PutTarget::Write { name, part, start } => (name, part, start),
@@ -447,7 +475,8 @@ pub(crate) async fn put_on(
     // The first handle's CLOSE has gone out with the last WRITE (one piece only, and no
     // fsync to come first).
     let closing = AtomicBool::new(false);
-    let close_when_sent = (ranges.bounds().len() == 1 && !fsync).then_some(&closing);
+    let close_when_sent =
+        (ranges.bounds().len() == 1 && !fsync && !opts.inplace).then_some(&closing);
     // Bytes from the start acknowledged with no gap before them.
     let acked = AtomicU64::new(start);
     let result = async {
@@ -545,8 +574,19 @@ pub(crate) async fn put_on(
         return Box::pin(put_on(clients, local, remote, &again)).await;
     }
     let result = match result {
+        Ok(done) if opts.inplace => {
+            // An old file longer than the copy keeps no tail.
+            let end = FileAttrs {
+                size: Some(start + done),
+                ..FileAttrs::default()
+            };
+            match (first.fsetstat(&handle, end).await, fsync) {
+                (Ok(()), true) => first.fsync(&handle).await.map(|()| done),
+                (cut, _) => cut.map(|()| done),
+            }
+        }
         Ok(done) if fsync => first.fsync(&handle).await.map(|()| done),
-        Err(e) if is_part && acked > 0 => {
+        Err(e) if (is_part || opts.inplace) && acked > 0 => {
             // Keep what was acknowledged without a gap, cut to that, for a resume (by
             // name: the handle may be closed).
             let cut = FileAttrs {

@@ -162,3 +162,42 @@ async fn a_tree_without_preserve_keeps_its_directories_bits_under_the_umask() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_keeps_the_inode_links_and_mode_both_ways() {
+    use std::os::unix::fs::MetadataExt;
+    within(60, async {
+        let sftp = sftp().await;
+        let dir = scratch("modes-inplace");
+        let opts = TransferOptions {
+            inplace: true,
+            ..TransferOptions::default()
+        };
+        let src = dir.join("src");
+        std::fs::write(&src, b"new and short").unwrap();
+        for (what, target) in [("put", dir.join("put")), ("get", dir.join("get"))] {
+            std::fs::write(&target, b"an old copy that is longer than the new one").unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o751)).unwrap();
+            let link = dir.join(format!("{what}-link"));
+            std::fs::hard_link(&target, &link).unwrap();
+            let inode = std::fs::metadata(&target).unwrap().ino();
+            match what {
+                "put" => sftp.put(&src, bytes(&target), &opts).await.unwrap(),
+                _ => sftp.get(bytes(&src), &target, &opts).await.unwrap(),
+            };
+            let meta = std::fs::metadata(&target).unwrap();
+            assert_eq!(meta.ino(), inode, "{what} made a new file");
+            assert_eq!(std::fs::read(&link).unwrap(), b"new and short", "{what}");
+            assert_eq!(mode(&target), 0o751, "{what}");
+            assert!(!dir.join(format!("{what}.volley-part")).exists());
+        }
+        // A new file in place is made with its source's bits, under the umask.
+        std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let fresh = dir.join("fresh");
+        sftp.get(bytes(&src), &fresh, &opts).await.unwrap();
+        assert_eq!(mode(&fresh), 0o700 & !umask());
+        sftp.shutdown().await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
