@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use volley_sftp::{Progress, Remote, Sessions, TransferOptions, printable, printable_bytes};
 
 use crate::sftp::{Copy, Server, SftpCommand, open_sessions};
@@ -75,20 +76,28 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         open_sessions(server, what, remote_args[0], usize::from(copy.sessions)).await?;
     warn_of_chunk(&sftp, server, what);
     let opts = options(server, copy, send_from_file, allow_shrink);
-    let done = interruptible(what, async {
-        let jobs = match &command {
-            SftpCommand::Get { dst, .. } => {
-                let mut paths = vec![first_path.clone()];
-                for arg in &remote_args[1..] {
-                    paths.push(crate::sftp::remote_path(server, arg)?);
+    // Taken for the whole command, so a Ctrl-C between two files is not missed.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let done = async {
+        let jobs = until_interrupted(&mut sigint, async {
+            Ok(match &command {
+                SftpCommand::Get { dst, .. } => {
+                    let mut paths = vec![first_path.clone()];
+                    for arg in &remote_args[1..] {
+                        paths.push(crate::sftp::remote_path(server, arg)?);
+                    }
+                    get_jobs(&sftp, &paths, dst, copy).await?
                 }
-                get_jobs(&sftp, &paths, dst, copy).await?
-            }
-            SftpCommand::Put { src, .. } => put_jobs(&sftp, src, &first_path, copy).await?,
-            _ => unreachable!("remote operations returned above"),
-        };
-        copy_all(&sftp, what, &jobs, &opts).await
-    })
+                SftpCommand::Put { src, .. } => put_jobs(&sftp, src, &first_path, copy).await?,
+                _ => unreachable!("remote operations returned above"),
+            })
+        })
+        .await
+        .map_err(|Interrupted| {
+            interrupted(format!("{what} interrupted before any copy began"))
+        })??;
+        copy_all(&sftp, what, &jobs, &opts, &mut sigint).await
+    }
     .await;
     sftp.shutdown().await?;
     done
@@ -256,12 +265,20 @@ async fn copy_all(
     what: &str,
     jobs: &[Job],
     opts: &TransferOptions,
+    sigint: &mut Signal,
 ) -> anyhow::Result<()> {
     let mut failed = 0;
     for job in jobs {
-        let done = match job.tree {
-            true => crate::sftp_tree::run(sftp, what, &job.remote, &job.local, opts).await,
-            false => one_file(sftp, what, job, opts).await,
+        let done = until_interrupted(sigint, async {
+            match job.tree {
+                true => crate::sftp_tree::run(sftp, what, &job.remote, &job.local, opts).await,
+                false => one_file(sftp, what, job, opts).await,
+            }
+        })
+        .await;
+        let done = match done {
+            Ok(done) => done,
+            Err(Interrupted) => return Err(interrupted(left_behind(sftp, what, job, opts).await)),
         };
         match done {
             Ok(()) => {}
@@ -336,19 +353,61 @@ async fn one_file(
     Ok(())
 }
 
-/// Runs `transfer` until it ends or the user presses Ctrl-C (SIGINT; ssh ignores it, so
-/// the session is still up). Interrupted, the transfer is dropped, which keeps what
-/// arrived in the part files, and the command fails saying so.
-pub(crate) async fn interruptible<T>(
-    what: &str,
-    transfer: impl Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
+/// A command's work ended by Ctrl-C (SIGINT; ssh ignores it, so the session is still
+/// up). The work is dropped, which keeps what arrived in the part files.
+struct Interrupted;
+
+/// Runs `work` until it ends or the user presses Ctrl-C.
+async fn until_interrupted<T>(
+    sigint: &mut Signal,
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> Result<anyhow::Result<T>, Interrupted> {
     tokio::select! {
-        done = transfer => done,
-        _ = tokio::signal::ctrl_c() => Err(crate::Interrupted(format!(
-            "{what} interrupted; files that had bytes arrive keep them in a .volley-part \
-             beside their destination, and `{what} -a` resumes from them"
-        )).into()),
+        done = work => Ok(done),
+        _ = sigint.recv() => Err(Interrupted),
+    }
+}
+
+/// The command's error for a Ctrl-C: `message`, exit status 130.
+fn interrupted(message: String) -> anyhow::Error {
+    crate::Interrupted(message).into()
+}
+
+/// What an interrupted `job` left, and how to go on: the part it kept and its bytes.
+async fn left_behind(sftp: &Sessions, what: &str, job: &Job, opts: &TransferOptions) -> String {
+    let resume = format!("`{what} -a` with the same arguments resumes");
+    if job.tree {
+        return format!(
+            "{what} -r interrupted; each file that had bytes arrive keeps them in a .volley-part beside its destination, and {resume}"
+        );
+    }
+    let kept = match what {
+        "get" if opts.inplace => std::fs::metadata(&job.local).ok().map(|m| {
+            (
+                printable_bytes(job.local.as_os_str().as_encoded_bytes()),
+                m.len(),
+            )
+        }),
+        "get" => volley_sftp::kept_part(&job.local)
+            .map(|(part, n)| (printable_bytes(part.as_os_str().as_encoded_bytes()), n)),
+        _ => {
+            let part = match opts.inplace {
+                true => job.remote.clone(),
+                false => [&job.remote[..], volley_sftp::PART_SUFFIX].concat(),
+            };
+            let stat = sftp.first().stat(&part);
+            let size = tokio::time::timeout(core::time::Duration::from_secs(5), stat).await;
+            match size {
+                Ok(Ok(attrs)) => attrs.size.map(|n| (printable_bytes(&part), n)),
+                _ => None,
+            }
+        }
+    };
+    match kept {
+        Some((part, n)) if n > 0 => {
+            format!("{what} interrupted; {n} bytes kept in {part}, and {resume}")
+        }
+        _ => format!("{what} interrupted; no bytes had arrived, so nothing was kept"),
     }
 }
 

@@ -98,6 +98,9 @@ async fn get_interrupted_halfway_resumes_with_only_the_rest() {
     assert!(!local.exists(), "nothing lands under the name itself");
     let kept = std::fs::read(&part).unwrap_or_else(|e| panic!("part kept: {e}; {stderr}"));
     assert!(kept.len() < SIZE && !kept.is_empty(), "{}", kept.len());
+    // Ctrl-C names the part and what it holds.
+    let named = format!("{} bytes kept in {}", kept.len(), part.display());
+    assert!(stderr.contains(&named), "{stderr}");
     assert!(
         kept == data[..kept.len()],
         "the part is the source's prefix"
@@ -179,8 +182,13 @@ async fn put_interrupted_halfway_resumes_with_only_the_rest() {
         local.to_str().unwrap(),
         &to,
     ];
-    interrupt_at(start(&args), &part, 1 << 20).await;
+    let stderr = interrupt_at(start(&args), &part, 1 << 20).await;
     assert!(!remote.exists());
+    // Ctrl-C names the remote part it kept, with its bytes.
+    assert!(
+        stderr.contains(&format!(" bytes kept in {}", part.display())),
+        "{stderr}"
+    );
     let kept = std::fs::read(&part).unwrap();
     assert!(kept.len() < SIZE && !kept.is_empty(), "{}", kept.len());
     assert!(

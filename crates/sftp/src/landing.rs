@@ -347,6 +347,22 @@ impl Drop for LocalPart {
     }
 }
 
+/// The part file a get of `local` keeps while unfinished, and how many bytes it holds
+/// (those its ranges record names, else its length); `None` when there is none. For
+/// telling a user what an interrupted get left.
+pub fn kept_part(local: &Path) -> Option<(PathBuf, u64)> {
+    let mut name = local.as_os_str().to_owned();
+    name.push(std::ffi::OsStr::from_bytes(PART_SUFFIX));
+    let part = PathBuf::from(name);
+    let len = std::fs::metadata(&part).ok().filter(|m| m.is_file())?.len();
+    let held = match crate::kept::read(&part, len) {
+        Some(Some(ranges)) => crate::kept::total(&ranges),
+        Some(None) => 0,
+        None => len,
+    };
+    Some((part, held))
+}
+
 /// Where a put writes.
 pub(crate) enum PutTarget {
     /// Write `name` from `start` (truncating it first when `start` is 0); `part` says it

@@ -65,7 +65,7 @@ pub use client::{
     DEFAULT_TIMEOUT, DirEntry, FileAttrs, Handle, MAX_CHUNK, MAX_PACKET, SftpClient, SftpError,
     printable, printable_bytes,
 };
-pub use landing::PART_SUFFIX;
+pub use landing::{PART_SUFFIX, kept_part};
 pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
