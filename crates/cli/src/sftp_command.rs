@@ -177,6 +177,7 @@ fn options(
         // Both are range-checked by the parser, far below usize's range.
         max_depth: copy.max_depth as usize,
         max_entries: copy.max_entries as usize,
+        stop: volley_sftp::Stop::new(),
         progress: None,
     }
 }
@@ -269,16 +270,27 @@ async fn copy_all(
 ) -> anyhow::Result<()> {
     let mut failed = 0;
     for job in jobs {
-        let done = until_interrupted(sigint, async {
+        let work = async {
             match job.tree {
                 true => crate::sftp_tree::run(sftp, what, &job.remote, &job.local, opts).await,
                 false => one_file(sftp, what, job, opts).await,
             }
-        })
-        .await;
-        let done = match done {
-            Ok(done) => done,
-            Err(Interrupted) => return Err(interrupted(left_behind(sftp, what, job, opts).await)),
+        };
+        let done = match until_stopped(sigint, &opts.stop, work).await {
+            Ended::Done(done) => done,
+            Ended::Stopped(done) => {
+                let kept = done.err().as_ref().and_then(kept_in);
+                let said = match kept {
+                    Some((part, n)) => format!(
+                        "{what} interrupted; {n} bytes kept in {part}, and `{what} -a` with the same arguments resumes"
+                    ),
+                    None => left_behind(sftp, what, job, opts).await,
+                };
+                return Err(interrupted(said));
+            }
+            Ended::Abandoned => {
+                return Err(interrupted(left_behind(sftp, what, job, opts).await));
+            }
         };
         match done {
             Ok(()) => {}
@@ -368,6 +380,47 @@ async fn until_interrupted<T>(
     }
 }
 
+/// How a copy ended.
+enum Ended<T> {
+    /// By itself.
+    Done(T),
+    /// Stopped by a Ctrl-C, once the requests out were answered: what it gave then.
+    Stopped(T),
+    /// Dropped at a second Ctrl-C.
+    Abandoned,
+}
+
+/// Runs `work` until it ends; a Ctrl-C stops it as OpenSSH's `sftp` stops a transfer (no
+/// new requests, those out answered, the part holding exactly what arrived), a second
+/// one drops it at once.
+async fn until_stopped<T>(
+    sigint: &mut Signal,
+    stop: &volley_sftp::Stop,
+    work: impl Future<Output = T>,
+) -> Ended<T> {
+    let mut work = core::pin::pin!(work);
+    tokio::select! {
+        done = &mut work => return Ended::Done(done),
+        _ = sigint.recv() => {}
+    }
+    stop.stop();
+    eprintln!("volley: stopping once the requests out are answered (Ctrl-C again to quit now)");
+    tokio::select! {
+        done = &mut work => Ended::Stopped(done),
+        _ = sigint.recv() => Ended::Abandoned,
+    }
+}
+
+/// The part an error says bytes were kept in, and how many.
+fn kept_in(e: &anyhow::Error) -> Option<(String, u64)> {
+    e.chain().find_map(
+        |cause| match cause.downcast_ref::<volley_sftp::SftpError>() {
+            Some(volley_sftp::SftpError::Kept { part, kept, .. }) => Some((part.clone(), *kept)),
+            _ => None,
+        },
+    )
+}
+
 /// The command's error for a Ctrl-C: `message`, exit status 130.
 fn interrupted(message: String) -> anyhow::Error {
     crate::Interrupted(message).into()
@@ -378,7 +431,7 @@ async fn left_behind(sftp: &Sessions, what: &str, job: &Job, opts: &TransferOpti
     let resume = format!("`{what} -a` with the same arguments resumes");
     if job.tree {
         return format!(
-            "{what} -r interrupted; each file that had bytes arrive keeps them in a .volley-part beside its destination, and {resume}"
+            "{what} -r interrupted; each file that had bytes arrive keeps them (named above), and {resume}"
         );
     }
     let kept = match what {

@@ -69,7 +69,7 @@ pub use landing::{PART_SUFFIX, kept_part};
 pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
-pub use transfer::{PIECE, Progress, ProgressFn, TransferOptions};
+pub use transfer::{PIECE, Progress, ProgressFn, Stop, TransferOptions};
 pub use tree::{
     DEFAULT_FILES_AT_ONCE, MAX_DEPTH, MAX_ENTRIES, MAX_FILES_AT_ONCE, Skip, TreeEvent, TreeReport,
 };

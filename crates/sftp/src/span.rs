@@ -123,6 +123,8 @@ pub(crate) struct ReadSpan<'a> {
     pub stated: Option<u64>,
     pub requests: usize,
     pub chunk: u64,
+    /// Once set, no new READ goes out; those out are waited for.
+    pub stop: &'a crate::Stop,
 }
 
 /// One range of a put.
@@ -134,6 +136,8 @@ pub(crate) struct WriteSpan<'a> {
     pub requests: usize,
     pub chunk: usize,
     pub send_from_file: bool,
+    /// Once set, no new WRITE goes out; those out are waited for.
+    pub stop: &'a crate::Stop,
     /// Send the handle's CLOSE right after the last WRITE, not once every WRITE is
     /// answered (a round trip less per file), and set this once it is sent: the handle
     /// must then not be closed again (the server may have given its id to another file).
@@ -171,6 +175,7 @@ impl SftpClient {
             while in_flight.len() < span.requests.max(1)
                 && next < eof.unwrap_or(u64::MAX)
                 && next < horizon
+                && !span.stop.is_stopped()
             {
                 let len = span.chunk.min(horizon - next).max(1) as u32;
                 self.issue_read(&mut pipeline, &mut in_flight, span.handle, next, len)
@@ -180,6 +185,7 @@ impl SftpClient {
             if span.to.is_none()
                 && eof.is_none()
                 && !probing
+                && !span.stop.is_stopped()
                 && next >= horizon
                 && in_flight.len() < span.requests.max(1)
             {
@@ -242,6 +248,10 @@ impl SftpClient {
             let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(next);
             on_data(got, gapless.min(eof.unwrap_or(u64::MAX)));
         }
+        let complete = eof.is_some() || span.to == Some(span.from + done);
+        if span.stop.is_stopped() && !complete {
+            return Err(SftpError::Stopped);
+        }
         let end = eof
             .unwrap_or(span.from + done)
             .min(span.to.unwrap_or(u64::MAX));
@@ -301,7 +311,7 @@ impl SftpClient {
         let mut close: Option<u32> = None;
         let mut closed = false;
         loop {
-            while in_flight.len() < span.requests.max(1) {
+            while in_flight.len() < span.requests.max(1) && !span.stop.is_stopped() {
                 let sent = match source {
                     Source::Regions(file, to) => {
                         let left = to.saturating_sub(offset);
@@ -372,6 +382,9 @@ impl SftpClient {
                 );
             }
             if in_flight.is_empty() && close.is_none_or(|_| closed) {
+                if span.stop.is_stopped() && !sent_all {
+                    return Err(SftpError::Stopped);
+                }
                 break;
             }
             let reply = self.recv(&mut pipeline, "write", span.rpath).await?;

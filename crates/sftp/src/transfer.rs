@@ -15,6 +15,31 @@ use crate::landing::{Found, LocalPart, PutTarget};
 use crate::preserve::PERMISSION_BITS;
 use crate::span::{Ranges, ReadSpan, Source, WriteSpan};
 
+/// Asks transfers to stop, as OpenSSH's `sftp` stops on Ctrl-C: no new READ or WRITE
+/// goes out, those already out are answered, and the transfer ends with
+/// [`SftpError::Stopped`] (inside [`SftpError::Kept`] when bytes were kept), its part
+/// cut or recorded to hold exactly what arrived, for a resume. Clones stop together; a
+/// tree starts no new file or listing.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A handle not yet stopped.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks every transfer holding a clone to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Told where a transfer is, from whichever task moved the bytes.
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
@@ -73,6 +98,8 @@ pub struct TransferOptions {
     /// Trees: how many entries one directory may list; one that lists more is reported
     /// as failed and not copied. [`MAX_ENTRIES`](crate::MAX_ENTRIES) by default.
     pub max_entries: usize,
+    /// Stops the transfer gracefully when asked (see [`Stop`]); never by default.
+    pub stop: Stop,
     /// Told the position in the file as bytes arrive or are acknowledged (first with
     /// where the transfer starts). `None` by default.
     pub progress: Option<ProgressFn>,
@@ -92,6 +119,7 @@ impl fmt::Debug for TransferOptions {
             .field("follow_links", &self.follow_links)
             .field("max_depth", &self.max_depth)
             .field("max_entries", &self.max_entries)
+            .field("stop", &self.stop.is_stopped())
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -160,6 +188,7 @@ impl Default for TransferOptions {
             follow_links: false,
             max_depth: crate::MAX_DEPTH,
             max_entries: crate::MAX_ENTRIES,
+            stop: Stop::new(),
             progress: None,
         }
     }
@@ -299,14 +328,22 @@ pub(crate) async fn get_on(
         let ranges = &*ranges;
         let moved = AtomicU64::new(0);
         let (next_piece, end_at) = (AtomicUsize::new(0), AtomicU64::new(part.end()));
+        let halted = AtomicBool::new(false);
         // Workers taking the next piece until none is left, so a slow session takes fewer:
         // two a session when there are pieces, so one keeps the session busy while the
         // other waits out the last replies of its piece.
         let lanes = lanes(ranges);
         let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
         let workers = workers.map(|(w, client)| {
-            let (handle, ranges, moved, rpath, next_piece, end_at) =
-                (&handle, &ranges, &moved, &rpath, &next_piece, &end_at);
+            let (handle, ranges, moved, rpath, next_piece, end_at, halted) = (
+                &handle,
+                &ranges,
+                &moved,
+                &rpath,
+                &next_piece,
+                &end_at,
+                &halted,
+            );
             async move {
                 let mut own = None;
                 let result = async {
@@ -315,6 +352,12 @@ pub(crate) async fn get_on(
                         let Some(&(from, to)) = ranges.bounds().get(i) else {
                             return Ok(());
                         };
+                        if opts.stop.is_stopped() {
+                            return Err(SftpError::Stopped);
+                        }
+                        if halted.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
                         if w > 0 && own.is_none() {
                             let flags = OpenFlags::READ;
                             own = Some(client.open(remote, flags, FileAttrs::default()).await?);
@@ -329,6 +372,7 @@ pub(crate) async fn get_on(
                             stated: size,
                             requests: opts.requests,
                             chunk: client.read_len(opts.chunk) as u64,
+                            stop: &opts.stop,
                         };
                         let end = client
                             .read_span(span, |n, gapless| {
@@ -352,7 +396,7 @@ pub(crate) async fn get_on(
                 }
             }
         });
-        futures::future::try_join_all(workers).await?;
+        run_workers(workers, &halted).await?;
         let end = end_at.load(Ordering::Relaxed);
         if let Some(stated) = size.filter(|&s| end < s && !opts.allow_shrink) {
             return Err(SftpError::Shrank {
@@ -495,6 +539,7 @@ pub(crate) async fn put_on(
         };
         let stream = std::sync::Mutex::new(stream);
         let next_piece = AtomicUsize::new(0);
+        let halted = AtomicBool::new(false);
         // Workers taking the next piece until none is left, as for a get.
         let lanes = lanes(&ranges);
         let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
@@ -510,6 +555,7 @@ pub(crate) async fn put_on(
                 &next_piece,
                 &stream,
             );
+            let halted = &halted;
             async move {
                 let mut own = None;
                 let result = async {
@@ -519,6 +565,12 @@ pub(crate) async fn put_on(
                         let Some(&(from, to)) = ranges.bounds().get(i) else {
                             return Ok(done);
                         };
+                        if opts.stop.is_stopped() {
+                            return Err(SftpError::Stopped);
+                        }
+                        if halted.load(Ordering::Relaxed) {
+                            return Ok(done);
+                        }
                         if w > 0 && own.is_none() {
                             let flags = OpenFlags::WRITE;
                             own = Some(client.open(written, flags, FileAttrs::default()).await?);
@@ -534,6 +586,7 @@ pub(crate) async fn put_on(
                             requests: opts.requests,
                             chunk: client.write_len(opts.chunk),
                             send_from_file: opts.send_from_file,
+                            stop: &opts.stop,
                             close_when_sent: close_when_sent.filter(|_| w == 0),
                         };
                         done += client
@@ -555,7 +608,7 @@ pub(crate) async fn put_on(
                 }
             }
         });
-        let done: u64 = futures::future::try_join_all(workers).await?.iter().sum();
+        let done: u64 = run_workers(workers, &halted).await?.iter().sum();
         Ok(done)
     };
     let result = result.await;
@@ -623,6 +676,37 @@ pub(crate) async fn put_on(
         crate::landing::land(first, &written, remote).await?;
     }
     put_done(first, remote, opts, &meta, done).await
+}
+
+/// Runs a transfer's workers to the end, each finishing the piece it has, so every
+/// request out is answered and what arrived is known (dropping the others at the first
+/// failure, as `try_join_all` would, leaves requests out and their bytes unaccounted
+/// for). A worker that fails sets `halted`, which the others look at between pieces.
+/// The error is the first failure other than a stop, else the stop.
+async fn run_workers<T>(
+    workers: impl Iterator<Item = impl Future<Output = Result<T, SftpError>>>,
+    halted: &AtomicBool,
+) -> Result<Vec<T>, SftpError> {
+    let workers = workers.map(|worker| async move {
+        let result = worker.await;
+        if result.is_err() {
+            halted.store(true, Ordering::Relaxed);
+        }
+        result
+    });
+    let mut done = Vec::new();
+    let mut stopped = None;
+    for result in futures::future::join_all(workers).await {
+        match result {
+            Ok(value) => done.push(value),
+            Err(SftpError::Stopped) => stopped = Some(SftpError::Stopped),
+            Err(e) => return Err(e),
+        }
+    }
+    match stopped {
+        Some(stop) => Err(stop),
+        None => Ok(done),
+    }
 }
 
 /// Workers a session: two when the file is cut into pieces, else one.

@@ -96,6 +96,8 @@ impl TreeReport {
                 self.bytes += n;
                 event(TreeEvent::Done(path, n));
             }
+            // Not begun, or stopped with nothing kept: the tree's own error says so.
+            Err(SftpError::Stopped) => {}
             Err(e) => {
                 self.failed += 1;
                 event(TreeEvent::Failed(path, &e));
@@ -327,7 +329,7 @@ pub(crate) async fn get_tree_on(
 
     let mut turn = 0usize;
     loop {
-        while listing < LISTINGS_AT_ONCE {
+        while listing < LISTINGS_AT_ONCE && !opts.stop.is_stopped() {
             let Some((remote, local, seen, attrs, depth)) = dirs.pop_front() else {
                 break;
             };
@@ -356,7 +358,7 @@ pub(crate) async fn get_tree_on(
                 }
             }));
         }
-        while copying < files_at_once {
+        while copying < files_at_once && !opts.stop.is_stopped() {
             let Some((remote, local, listed)) = files.pop_front() else {
                 break;
             };
@@ -490,6 +492,9 @@ pub(crate) async fn get_tree_on(
                 report.file(&path, result, &mut event);
             }
         }
+    }
+    if opts.stop.is_stopped() {
+        return Err(SftpError::Stopped);
     }
     if opts.preserve {
         // Deepest first: setting a directory's times before its last entry was
@@ -636,6 +641,9 @@ pub(crate) async fn put_tree_on(
     let moved = &moved;
     let mut copies = futures::stream::iter(files.into_iter().enumerate())
         .map(|(i, (local, remote))| async move {
+            if opts.stop.is_stopped() {
+                return (local, Err(SftpError::Stopped));
+            }
             let client = core::slice::from_ref(&clients[i % clients.len()]);
             let opts = per_file(opts, quiet, moved);
             let result = put_on(client, &local, &remote, &opts).await;
@@ -644,6 +652,9 @@ pub(crate) async fn put_tree_on(
         .buffer_unordered(clients.iter().map(SftpClient::files_at_once).sum());
     while let Some((local, result)) = copies.next().await {
         report.file(&crate::client::shown_local(&local), result, &mut event);
+    }
+    if opts.stop.is_stopped() {
+        return Err(SftpError::Stopped);
     }
     if opts.preserve {
         // Deepest first, once every file is written (a write would change them).

@@ -70,3 +70,86 @@ async fn a_stalled_session_costs_only_its_own_range() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_copy_keeps_what_arrived_both_ways_and_resumes() {
+    within(60, async {
+        let size = 2 * PIECE as usize + 777;
+        let data = pattern(size, 8);
+        let written: volley_sftp::testing::Written = std::sync::Arc::default();
+        written.lock().unwrap().insert(b"/f".to_vec(), data.clone());
+        let script = Script {
+            content: data.clone(),
+            written: Some(written.clone()),
+            ..Script::default()
+        };
+        let dir = scratch("stopped");
+        let local = dir.join("copy");
+        // Two sessions, stopped once a quarter has arrived.
+        let stop = volley_sftp::Stop::new();
+        let told = stop.clone();
+        let quarter = (size / 4) as u64;
+        let opts = TransferOptions {
+            chunk: Some(8192),
+            stop: stop.clone(),
+            ..TransferOptions::default()
+        }
+        .with_progress(move |p| {
+            if p.done >= quarter {
+                told.stop();
+            }
+        });
+        let mut sessions = Sessions::new(client(script.clone()).await);
+        sessions.push(client(script.clone()).await);
+        let err = sessions.get(b"/f", &local, &opts).await.unwrap_err();
+        let SftpError::Kept { kept, source, .. } = &err else {
+            panic!("{err}");
+        };
+        assert!(matches!(**source, SftpError::Stopped), "{err}");
+        assert!(*kept >= quarter && *kept < size as u64, "{err}");
+        let resume = TransferOptions {
+            resume: true,
+            ..TransferOptions::default()
+        };
+        let sftp = client(script.clone()).await;
+        let moved = sftp.get(b"/f", &local, &resume).await.unwrap();
+        assert_eq!(moved, size as u64 - kept);
+        assert!(std::fs::read(&local).unwrap() == data);
+        // A put stopped the same way: the part on the server holds exactly what was
+        // acknowledged, and the resume sends the rest.
+        std::fs::write(dir.join("src"), &data).unwrap();
+        let stop = volley_sftp::Stop::new();
+        let told = stop.clone();
+        let opts = TransferOptions {
+            chunk: Some(8192),
+            stop,
+            ..TransferOptions::default()
+        }
+        .with_progress(move |p| {
+            if p.done >= quarter {
+                told.stop();
+            }
+        });
+        let err = sftp.put(dir.join("src"), b"/up", &opts).await.unwrap_err();
+        let SftpError::Kept { kept, source, .. } = &err else {
+            panic!("{err}");
+        };
+        assert!(matches!(**source, SftpError::Stopped), "{err}");
+        let part = written
+            .lock()
+            .unwrap()
+            .get(&b"/up.volley-part"[..])
+            .cloned();
+        let part = part.expect("the part is kept");
+        assert_eq!(part.len() as u64, *kept);
+        assert!(
+            part == data[..part.len()],
+            "the part is the source's prefix"
+        );
+        let moved = sftp.put(dir.join("src"), b"/up", &resume).await.unwrap();
+        assert_eq!(moved, size as u64 - kept);
+        assert!(written.lock().unwrap().get(&b"/up"[..]) == Some(&data));
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}

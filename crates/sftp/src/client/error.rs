@@ -67,6 +67,10 @@ pub enum SftpError {
         /// How long it waited.
         after: core::time::Duration,
     },
+    /// The transfer was asked to stop ([`Stop`](crate::Stop)) before it was complete;
+    /// the requests already out were answered first, so what arrived is kept whole.
+    #[error("stopped on request")]
+    Stopped,
     /// The server this client spawned exited: the connection closed under `op`, and
     /// the process had ended by then (or within a second).
     #[error("{op}: the server exited ({status})")]
