@@ -48,10 +48,12 @@
 //! ```
 
 mod client;
+mod get;
 mod glob;
 mod kept;
 mod landing;
 mod preserve;
+mod put;
 mod remote_file;
 mod sessions;
 mod span;

@@ -9,8 +9,9 @@ use futures::StreamExt;
 
 use crate::TransferOptions;
 use crate::client::{SftpClient, SftpError};
+use crate::get::get_on;
+use crate::put::put_on;
 use crate::ssh::{Destination, SshOptions};
-use crate::transfer::{get_on, put_on};
 use crate::tree::{TreeEvent, TreeReport, get_tree_on, put_tree_on};
 
 /// At most this many ssh logins are started at once (OpenSSH's `MaxStartups` begins

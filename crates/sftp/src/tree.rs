@@ -19,8 +19,9 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use crate::client::{SftpClient, SftpError};
+use crate::get::get_on;
 use crate::preserve::PERMISSION_BITS;
-use crate::transfer::{get_on, put_on};
+use crate::put::put_on;
 use crate::{FileAttrs, Progress, TransferOptions};
 
 /// Files moved at once when the server states no limit on open handles.

@@ -1,0 +1,301 @@
+//! A put: a local file copied to the server with many WRITEs in flight, on one session
+//! or, cut into ranges, on several.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use volley_proto::wire::sftp::{FSYNC_EXTENSION, OpenFlags};
+
+use crate::FileAttrs;
+use crate::client::{SftpClient, SftpError};
+use crate::landing::PutTarget;
+use crate::preserve::PERMISSION_BITS;
+use crate::span::{Ranges, Source, WriteSpan};
+use crate::transfer::{FRESH, PIECE, TransferOptions, lanes, run_workers};
+
+impl SftpClient {
+    /// Copies the local file `local` to `remote`, `opts.requests` WRITEs in flight;
+    /// returns the bytes moved (with [`TransferOptions::resume`], only the missing ones).
+    /// The copy is written as `remote` + [`PART_SUFFIX`](crate::PART_SUFFIX) and renamed
+    /// over `remote` once complete (see the crate's landing rules); a put that fails
+    /// after bytes were acknowledged keeps them in the part ([`SftpError::Kept`]). Each
+    /// WRITE's data is a region of the file that the connection's writer reads in
+    /// itself, a piece at a time as the socket takes it, or, with
+    /// [`TransferOptions::send_from_file`], that the kernel sends from the page cache.
+    /// The file's size is taken at the start; a file that shrinks during the transfer
+    /// fails it, and the connection with it (the WRITE's length is already on the wire
+    /// when its data turns out missing).
+    ///
+    /// A source whose size is not known up front (a pipe, a FIFO, a device, or a
+    /// `/proc` file that stats as empty) is read to its end instead, one chunk per WRITE,
+    /// with at most `opts.requests` chunks in memory. A directory is refused.
+    ///
+    /// A resume whose first WRITE is refused (by a server that can write a file only
+    /// from its start, as rclone's without its write cache) sends the whole file again.
+    pub async fn put(
+        &self,
+        local: impl AsRef<Path>,
+        remote: impl AsRef<[u8]>,
+        opts: &TransferOptions,
+    ) -> Result<u64, SftpError> {
+        put_on(
+            core::slice::from_ref(self),
+            local.as_ref(),
+            remote.as_ref(),
+            opts,
+        )
+        .await
+    }
+}
+
+/// [`SftpClient::put`] over `clients` (at least one), each writing a range of the file
+/// when it is a regular file large enough.
+pub(crate) async fn put_on(
+    clients: &[SftpClient],
+    local: &Path,
+    remote: &[u8],
+    opts: &TransferOptions,
+) -> Result<u64, SftpError> {
+    let first = &clients[0];
+    let rpath = crate::printable_bytes(remote);
+    // Off the runtime's thread: opening a FIFO waits for a writer, and the caller must
+    // stay free to give up on it (Ctrl-C, a deadline).
+    let file = tokio::fs::File::open(local)
+        .await
+        .map_err(|source| SftpError::Io {
+            what: format!("cannot open {}", crate::client::shown_local(local)),
+            source,
+        })?;
+    let file = file.into_std().await;
+    let meta = file.metadata().map_err(|source| SftpError::Io {
+        what: format!("cannot stat {}", crate::client::shown_local(local)),
+        source,
+    })?;
+    if meta.is_dir() {
+        return Err(SftpError::Local {
+            path: crate::client::shown_local(local),
+            problem: "is a directory".to_owned(),
+        });
+    }
+    // Stat's size is the truth only for a regular file that has one.
+    let total = Some(meta.len()).filter(|&n| meta.is_file() && n > 0);
+    let sized = meta.is_file().then_some(meta.len());
+    // A new copy is created with the source's permission bits, under the server's umask.
+    let new_remote = FileAttrs::with_permissions(meta.mode() & PERMISSION_BITS);
+    let (written, is_part, start, handle) = if opts.inplace {
+        // Into `remote` itself: created if missing, never emptied up front.
+        let start = match opts.resume {
+            true => first
+                .stat(remote)
+                .await
+                .ok()
+                .and_then(|a| a.size)
+                .unwrap_or(0),
+            false => 0,
+        };
+        let flags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0);
+        let handle = first.open(remote, flags, new_remote).await?;
+        (
+            remote.to_vec(),
+            false,
+            start.min(sized.unwrap_or(u64::MAX)),
+            handle,
+        )
+    } else if opts.resume {
+        let (name, part, start) = match crate::landing::put_target(first, remote, sized).await? {
+            PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
+            PutTarget::Write { name, part, start } => (name, part, start),
+        };
+        let flags = if start == 0 { FRESH } else { OpenFlags::WRITE };
+        let handle = first.open(&name, flags, new_remote).await?;
+        (name, part, start, handle)
+    } else {
+        let (name, part, handle) =
+            crate::landing::open_part(first, remote, FRESH, meta.mode() & PERMISSION_BITS).await?;
+        (name, part, 0, handle)
+    };
+    let ranges = match total {
+        Some(total) if clients.len() > 1 => Ranges::pieces(start, total, PIECE),
+        _ => Ranges::whole(start, total),
+    };
+    let file = Arc::new(file);
+    let fsync = opts.fsync && first.has_extension(FSYNC_EXTENSION);
+    // The first handle's CLOSE has gone out with the last WRITE (one piece only, and no
+    // fsync to come first).
+    let closing = AtomicBool::new(false);
+    let close_when_sent =
+        (ranges.bounds().len() == 1 && !fsync && !opts.inplace).then_some(&closing);
+    // Bytes from the start acknowledged with no gap before them.
+    let acked = AtomicU64::new(start);
+    let result = async {
+        opts.report(start, total);
+        let moved = AtomicU64::new(0);
+        // Only a sized source is cut into pieces: a stream is the one piece there is.
+        let stream = match total {
+            Some(_) => None,
+            None => Some(Source::Stream(
+                tokio::fs::File::from_std(file.try_clone().map_err(|source| SftpError::Io {
+                    what: format!("cannot read {}", crate::client::shown_local(local)),
+                    source,
+                })?),
+                false,
+            )),
+        };
+        let stream = std::sync::Mutex::new(stream);
+        let next_piece = AtomicUsize::new(0);
+        let halted = AtomicBool::new(false);
+        // Workers taking the next piece until none is left, as for a get.
+        let lanes = lanes(&ranges);
+        let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
+        let workers = workers.map(|(w, client)| {
+            let (handle, ranges, moved, acked, rpath, written, file, next_piece, stream) = (
+                &handle,
+                &ranges,
+                &moved,
+                &acked,
+                &rpath,
+                &written,
+                &file,
+                &next_piece,
+                &stream,
+            );
+            let halted = &halted;
+            async move {
+                let mut own = None;
+                let result = async {
+                    let mut done = 0;
+                    loop {
+                        let i = next_piece.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(from, to)) = ranges.bounds().get(i) else {
+                            return Ok(done);
+                        };
+                        if opts.stop.is_stopped() {
+                            return Err(SftpError::Stopped);
+                        }
+                        if halted.load(Ordering::Relaxed) {
+                            return Ok(done);
+                        }
+                        if w > 0 && own.is_none() {
+                            let flags = OpenFlags::WRITE;
+                            own = Some(client.open(written, flags, FileAttrs::default()).await?);
+                        }
+                        let taken = stream.lock().ok().and_then(|mut s| s.take());
+                        let mut source = taken
+                            .unwrap_or_else(|| Source::Regions(file.clone(), to.unwrap_or(from)));
+                        let span = WriteSpan {
+                            handle: own.as_ref().unwrap_or(handle),
+                            local,
+                            rpath,
+                            from,
+                            requests: opts.requests,
+                            chunk: client.write_len(opts.chunk),
+                            send_from_file: opts.send_from_file,
+                            stop: &opts.stop,
+                            close_when_sent: close_when_sent.filter(|_| w == 0),
+                        };
+                        done += client
+                            .write_span(span, &mut source, |n, gapless| {
+                                acked.store(ranges.mark(i, gapless), Ordering::Relaxed);
+                                let now = moved.fetch_add(n, Ordering::Relaxed) + n;
+                                opts.report(start + now, total);
+                            })
+                            .await?;
+                    }
+                }
+                .await;
+                match own {
+                    Some(own) => {
+                        let closed = client.close_named(&own, written).await;
+                        result.and_then(|done| closed.map(|()| done))
+                    }
+                    None => result,
+                }
+            }
+        });
+        let done: u64 = run_workers(workers, &halted).await?.iter().sum();
+        Ok(done)
+    };
+    let result = result.await;
+    let acked = acked.load(Ordering::Relaxed);
+    if let (Err(SftpError::Status { .. }), true) = (&result, start > 0 && acked == start) {
+        // The first WRITE past the old end was refused: a server that can write a file
+        // only from its start (rclone's, without its write cache, which also empties it
+        // when opened). Nothing is left to resume from; the whole file goes again.
+        if !closing.load(Ordering::Relaxed) {
+            let _ = first.close_named(&handle, &written).await;
+        }
+        let again = TransferOptions {
+            resume: false,
+            ..opts.clone()
+        };
+        return Box::pin(put_on(clients, local, remote, &again)).await;
+    }
+    let result = match result {
+        Ok(done) if opts.inplace => {
+            // An old file longer than the copy keeps no tail.
+            let end = FileAttrs {
+                size: Some(start + done),
+                ..FileAttrs::default()
+            };
+            match (first.fsetstat(&handle, end).await, fsync) {
+                (Ok(()), true) => first.fsync(&handle).await.map(|()| done),
+                (cut, _) => cut.map(|()| done),
+            }
+        }
+        Ok(done) if fsync => first.fsync(&handle).await.map(|()| done),
+        Err(e) if (is_part || opts.inplace) && acked > 0 => {
+            // Keep what was acknowledged without a gap, cut to that, for a resume (by
+            // name: the handle may be closed).
+            let cut = FileAttrs {
+                size: Some(acked),
+                ..FileAttrs::default()
+            };
+            match first.setstat(&written, cut).await {
+                Ok(()) => Err(SftpError::Kept {
+                    part: crate::printable_bytes(&written),
+                    kept: acked,
+                    source: Box::new(e),
+                }),
+                Err(_) => Err(e),
+            }
+        }
+        other => other,
+    };
+    let closed = match closing.load(Ordering::Relaxed) {
+        // Sent with the last WRITE, and its answer checked.
+        true => Ok(()),
+        false => first.close_named(&handle, &written).await,
+    };
+    let done = match result.and_then(|done| closed.map(|()| done)) {
+        Ok(done) => done,
+        Err(e) => {
+            if is_part && acked == 0 {
+                // Nothing worth keeping: no half-written file under either name.
+                let _ = first.remove(&written).await;
+            }
+            return Err(e);
+        }
+    };
+    if is_part {
+        crate::landing::land(first, &written, remote).await?;
+    }
+    put_done(first, remote, opts, &meta, done).await
+}
+
+/// What follows a put's last byte: with `opts.preserve`, the source's times and
+/// permission bits set on `remote`.
+async fn put_done(
+    sftp: &SftpClient,
+    remote: &[u8],
+    opts: &TransferOptions,
+    meta: &std::fs::Metadata,
+    done: u64,
+) -> Result<u64, SftpError> {
+    if opts.preserve {
+        sftp.setstat(remote, crate::preserve::of_local(meta))
+            .await?;
+    }
+    Ok(done)
+}
