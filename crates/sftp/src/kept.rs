@@ -1,9 +1,12 @@
 //! What a part file keeps when a copy on several sessions stops: the byte ranges that
 //! arrived, which need not start at 0 nor follow one another (each session had a range
-//! of its own). They are recorded beside the part, in `PART.ranges`, so that a resume
-//! fetches only what is missing instead of cutting the part back to its first gap. A
-//! part that holds one run of bytes from its start needs no record.
+//! of its own). They are recorded beside the part, in `PART.ranges` (on this side for a
+//! get, on the server for a put), so that a resume fetches only what is missing instead
+//! of cutting the part back to its first gap. A part that holds one run of bytes from
+//! its start needs no record; a put on several sessions writes one before its first
+//! WRITE, so a put dropped mid-way leaves a part whose holes are never taken for data.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The record's first line; the ranges follow, `FROM TO` a line.
@@ -12,11 +15,58 @@ const HEAD: &str = "volley-part ranges";
 /// A record longer than this is not one of ours.
 const MAX_RECORD: u64 = 1 << 20;
 
+/// Appended to a part's name for its record.
+const SUFFIX: &[u8] = b".ranges";
+
 /// The record of `part`.
 pub(crate) fn record_of(part: &Path) -> PathBuf {
     let mut name = part.as_os_str().to_owned();
-    name.push(".ranges");
+    name.push(std::ffi::OsStr::from_bytes(SUFFIX));
     PathBuf::from(name)
+}
+
+/// The record of the remote part `part`.
+pub(crate) fn remote_record_of(part: &[u8]) -> Vec<u8> {
+    [part, SUFFIX].concat()
+}
+
+/// The ranges a record's `text` names, for a part of `len` bytes; `None` when it cannot
+/// be trusted (malformed, overlapping, or past the part's end).
+pub(crate) fn parse(text: &[u8], len: u64) -> Option<Vec<(u64, u64)>> {
+    let text = core::str::from_utf8(text).ok()?;
+    let mut lines = text.lines();
+    if lines.next() != Some(HEAD) {
+        return None;
+    }
+    let mut ranges = Vec::new();
+    let mut end = 0;
+    for line in lines {
+        let mut words = line.split(' ').map(str::parse::<u64>);
+        let (Some(Ok(from)), Some(Ok(to)), None) = (words.next(), words.next(), words.next())
+        else {
+            return None;
+        };
+        if from < end || to <= from || to > len {
+            return None;
+        }
+        ranges.push((from, to));
+        end = to;
+    }
+    Some(ranges)
+}
+
+/// The record naming `ranges` (sorted, apart).
+pub(crate) fn render(ranges: &[(u64, u64)]) -> String {
+    let mut text = format!("{HEAD}\n");
+    for (from, to) in ranges {
+        text.push_str(&format!("{from} {to}\n"));
+    }
+    text
+}
+
+/// Whether `ranges` need a record: anything but one run from 0, or nothing.
+pub(crate) fn needs_record(ranges: &[(u64, u64)]) -> bool {
+    !matches!(ranges, [] | [(0, _)])
 }
 
 /// The ranges the record of `part` names, if it has a record: `Some(None)` for a record
@@ -28,41 +78,19 @@ pub(crate) fn read(part: &Path, len: u64) -> Option<Option<Vec<(u64, u64)>>> {
     if meta.len() > MAX_RECORD {
         return Some(None);
     }
-    let Ok(text) = std::fs::read_to_string(&record) else {
+    let Ok(text) = std::fs::read(&record) else {
         return Some(None);
     };
-    let mut lines = text.lines();
-    if lines.next() != Some(HEAD) {
-        return Some(None);
-    }
-    let mut ranges = Vec::new();
-    let mut end = 0;
-    for line in lines {
-        let mut words = line.split(' ').map(str::parse::<u64>);
-        let (Some(Ok(from)), Some(Ok(to)), None) = (words.next(), words.next(), words.next())
-        else {
-            return Some(None);
-        };
-        if from < end || to <= from || to > len {
-            return Some(None);
-        }
-        ranges.push((from, to));
-        end = to;
-    }
-    Some(Some(ranges))
+    Some(parse(&text, len))
 }
 
 /// Records `ranges` (sorted, apart) for `part`; or, when they are one run from 0 (or
 /// nothing), removes any record, as the part's length then says it all.
 pub(crate) fn write(part: &Path, ranges: &[(u64, u64)]) -> std::io::Result<()> {
-    if matches!(ranges, [] | [(0, _)]) {
+    if !needs_record(ranges) {
         return remove(part);
     }
-    let mut text = format!("{HEAD}\n");
-    for (from, to) in ranges {
-        text.push_str(&format!("{from} {to}\n"));
-    }
-    std::fs::write(record_of(part), text)
+    std::fs::write(record_of(part), render(ranges))
 }
 
 /// Removes the record of `part`, if there is one.

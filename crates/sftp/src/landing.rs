@@ -365,21 +365,22 @@ pub fn kept_part(local: &Path) -> Option<(PathBuf, u64)> {
 
 /// Where a put writes.
 pub(crate) enum PutTarget {
-    /// Write `name` from `start` (truncating it first when `start` is 0); `part` says it
-    /// is the part file, renamed over the target once complete.
+    /// Write `name` where it does not hold `have` yet (truncating it first when it holds
+    /// nothing); `part` says it is the part file, renamed over the target once complete.
     Write {
         name: Vec<u8>,
         part: bool,
-        start: u64,
+        have: Vec<(u64, u64)>,
     },
     /// With resume: the remote file already has every byte.
     Complete,
 }
 
 /// Where a resumed put of a source of `len` bytes (`None`: not known up front) to
-/// `remote` continues: from the end of its part, else from the end of `remote` itself,
-/// as OpenSSH's `reput` does; either one longer than the source is refused. A `remote`
-/// that is not a regular file is written in place, from the start.
+/// `remote` continues: from what its part holds (the ranges its record names, else all
+/// of it; a record that cannot be trusted starts it over), else from the end of `remote`
+/// itself, as OpenSSH's `reput` does; either one longer than the source is refused. A
+/// `remote` that is not a regular file is written in place, from the start.
 pub(crate) async fn put_target(
     sftp: &SftpClient,
     remote: &[u8],
@@ -391,7 +392,7 @@ pub(crate) async fn put_target(
         return Ok(PutTarget::Write {
             name: remote.to_vec(),
             part: false,
-            start: 0,
+            have: Vec::new(),
         });
     }
     let part = part_name(remote);
@@ -411,10 +412,11 @@ pub(crate) async fn put_target(
         if have > len {
             return Err(longer(&part, have));
         }
+        let have = remote_holds(sftp, &part, have).await;
         return Ok(PutTarget::Write {
             name: part,
             part: true,
-            start: have,
+            have,
         });
     }
     match target.and_then(|a| a.size) {
@@ -423,14 +425,65 @@ pub(crate) async fn put_target(
         Some(have) => Ok(PutTarget::Write {
             name: remote.to_vec(),
             part: false,
-            start: have,
+            have: vec![(0, have)],
         }),
         None => Ok(PutTarget::Write {
             name: part,
             part: true,
-            start: 0,
+            have: Vec::new(),
         }),
     }
+}
+
+/// What the remote part `part` of `len` bytes holds: the ranges its record names, else
+/// all of it; nothing when its record cannot be trusted.
+async fn remote_holds(sftp: &SftpClient, part: &[u8], len: u64) -> Vec<(u64, u64)> {
+    let record = crate::kept::remote_record_of(part);
+    let Ok(handle) = sftp
+        .open(&record, OpenFlags::READ, FileAttrs::default())
+        .await
+    else {
+        return crate::kept::merge(vec![(0, len)]);
+    };
+    let mut text = Vec::new();
+    let read = async {
+        while let Some(chunk) = sftp.read(&handle, text.len() as u64, 64 * 1024).await? {
+            text.extend_from_slice(&chunk);
+            if text.len() > 1 << 20 {
+                break;
+            }
+        }
+        Ok::<_, SftpError>(())
+    }
+    .await;
+    let _ = sftp.close_named(&handle, &record).await;
+    match read {
+        Ok(()) => crate::kept::parse(&text, len).unwrap_or_default(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Records on the server which ranges the part `part` holds; with `always` unset and
+/// `ranges` one run from the start (or nothing), removes any record instead, as the
+/// part's length then says it.
+pub(crate) async fn record_remote(
+    sftp: &SftpClient,
+    part: &[u8],
+    ranges: &[(u64, u64)],
+    always: bool,
+) -> Result<(), SftpError> {
+    let record = crate::kept::remote_record_of(part);
+    if !always && !crate::kept::needs_record(ranges) {
+        // None there is as good.
+        let _ = sftp.remove(&record).await;
+        return Ok(());
+    }
+    let flags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0 | OpenFlags::TRUNC.0);
+    let handle = sftp.open(&record, flags, FileAttrs::default()).await?;
+    let text = bytes::Bytes::from(crate::kept::render(ranges));
+    let written = sftp.write(&handle, 0, text).await;
+    sftp.close_named(&handle, &record).await?;
+    written
 }
 
 /// `remote` + [`PART_SUFFIX`].

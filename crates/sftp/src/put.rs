@@ -84,7 +84,7 @@ pub(crate) async fn put_on(
     let sized = meta.is_file().then_some(meta.len());
     // A new copy is created with the source's permission bits, under the server's umask.
     let new_remote = FileAttrs::with_permissions(meta.mode() & PERMISSION_BITS);
-    let (written, is_part, start, handle) = if opts.inplace {
+    let (written, is_part, have, handle) = if opts.inplace {
         // Into `remote` itself: created if missing, never emptied up front.
         let start = match opts.resume {
             true => first
@@ -97,29 +97,48 @@ pub(crate) async fn put_on(
         };
         let flags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0);
         let handle = first.open(remote, flags, new_remote).await?;
-        (
-            remote.to_vec(),
-            false,
-            start.min(sized.unwrap_or(u64::MAX)),
-            handle,
-        )
-    } else if opts.resume {
-        let (name, part, start) = match crate::landing::put_target(first, remote, sized).await? {
-            PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
-            PutTarget::Write { name, part, start } => (name, part, start),
+        let start = start.min(sized.unwrap_or(u64::MAX));
+        let have = if start > 0 {
+            vec![(0, start)]
+        } else {
+            Vec::new()
         };
-        let flags = if start == 0 { FRESH } else { OpenFlags::WRITE };
+        (remote.to_vec(), false, have, handle)
+    } else if opts.resume {
+        let (name, part, have) = match crate::landing::put_target(first, remote, sized).await? {
+            PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
+            PutTarget::Write { name, part, have } => (name, part, have),
+        };
+        let flags = if have.is_empty() {
+            FRESH
+        } else {
+            OpenFlags::WRITE
+        };
         let handle = first.open(&name, flags, new_remote).await?;
-        (name, part, start, handle)
+        (name, part, have, handle)
     } else {
         let (name, part, handle) =
             crate::landing::open_part(first, remote, FRESH, meta.mode() & PERMISSION_BITS).await?;
-        (name, part, 0, handle)
+        (name, part, Vec::new(), handle)
     };
-    let ranges = match total {
-        Some(total) if clients.len() > 1 => Ranges::pieces(start, total, PIECE),
-        _ => Ranges::whole(start, total),
-    };
+    // What the target holds already (a resume's), and from where a source of no known
+    // size goes on.
+    let held = crate::kept::total(&have);
+    let start = have.last().map_or(0, |&(_, end)| end);
+    let ranges = Arc::new(match total {
+        Some(total) => {
+            let piece = if clients.len() > 1 { PIECE } else { u64::MAX };
+            Ranges::cut(&crate::kept::gaps(&have, total), piece)
+        }
+        None => Ranges::whole(start, None),
+    });
+    let ranges = &*ranges;
+    // Several pieces at once leave holes if the put is dropped mid-way: say up front
+    // what the part can be trusted to hold, and a resume takes no hole for data.
+    let recorded = is_part && ranges.bounds().len() > 1;
+    if recorded {
+        crate::landing::record_remote(first, &written, &have, true).await?;
+    }
     let file = Arc::new(file);
     let fsync = opts.fsync && first.has_extension(FSYNC_EXTENSION);
     // The first handle's CLOSE has gone out with the last WRITE (one piece only, and no
@@ -127,10 +146,8 @@ pub(crate) async fn put_on(
     let closing = AtomicBool::new(false);
     let close_when_sent =
         (ranges.bounds().len() == 1 && !fsync && !opts.inplace).then_some(&closing);
-    // Bytes from the start acknowledged with no gap before them.
-    let acked = AtomicU64::new(start);
     let result = async {
-        opts.report(start, total);
+        opts.report(held, total);
         let moved = AtomicU64::new(0);
         // Only a sized source is cut into pieces: a stream is the one piece there is.
         let stream = match total {
@@ -147,14 +164,13 @@ pub(crate) async fn put_on(
         let next_piece = AtomicUsize::new(0);
         let halted = AtomicBool::new(false);
         // Workers taking the next piece until none is left, as for a get.
-        let lanes = lanes(&ranges);
+        let lanes = lanes(ranges);
         let workers = (0..clients.len() * lanes).map(|w| (w, &clients[w / lanes]));
         let workers = workers.map(|(w, client)| {
-            let (handle, ranges, moved, acked, rpath, written, file, next_piece, stream) = (
+            let (handle, ranges, moved, rpath, written, file, next_piece, stream) = (
                 &handle,
-                &ranges,
+                ranges,
                 &moved,
-                &acked,
                 &rpath,
                 &written,
                 &file,
@@ -197,9 +213,9 @@ pub(crate) async fn put_on(
                         };
                         done += client
                             .write_span(span, &mut source, |n, gapless| {
-                                acked.store(ranges.mark(i, gapless), Ordering::Relaxed);
+                                ranges.mark(i, gapless);
                                 let now = moved.fetch_add(n, Ordering::Relaxed) + n;
-                                opts.report(start + now, total);
+                                opts.report(held + now, total);
                             })
                             .await?;
                     }
@@ -218,8 +234,11 @@ pub(crate) async fn put_on(
         Ok(done)
     };
     let result = result.await;
-    let acked = acked.load(Ordering::Relaxed);
-    if let (Err(SftpError::Status { .. }), true) = (&result, start > 0 && acked == start) {
+    // What the target holds now: what it held and what was acknowledged since.
+    let arrived = ranges.arrived();
+    let holds = crate::kept::merge([have.clone(), arrived.clone()].concat());
+    let kept = crate::kept::total(&holds);
+    if let (Err(SftpError::Status { .. }), true) = (&result, held > 0 && arrived.is_empty()) {
         // The first WRITE past the old end was refused: a server that can write a file
         // only from its start (rclone's, without its write cache, which also empties it
         // when opened). Nothing is left to resume from; the whole file goes again.
@@ -245,20 +264,29 @@ pub(crate) async fn put_on(
             }
         }
         Ok(done) if fsync => first.fsync(&handle).await.map(|()| done),
-        Err(e) if (is_part || opts.inplace) && acked > 0 => {
-            // Keep what was acknowledged without a gap, cut to that, for a resume (by
-            // name: the handle may be closed).
+        Err(e) if (is_part || opts.inplace) && kept > 0 => {
+            // Keep what was acknowledged: cut past its last range (by name: the handle
+            // may be closed), and on a part, record its ranges when they are not one run
+            // from the start. In place only the run from the start can be kept.
+            let keep = match opts.inplace {
+                true => holds.first().filter(|r| r.0 == 0).map_or(0, |r| r.1),
+                false => holds.last().map_or(0, |r| r.1),
+            };
             let cut = FileAttrs {
-                size: Some(acked),
+                size: Some(keep),
                 ..FileAttrs::default()
             };
-            match first.setstat(&written, cut).await {
-                Ok(()) => Err(SftpError::Kept {
+            let recorded = match is_part {
+                true => crate::landing::record_remote(first, &written, &holds, false).await,
+                false => Ok(()),
+            };
+            match (first.setstat(&written, cut).await, recorded) {
+                (Ok(()), Ok(())) => Err(SftpError::Kept {
                     part: crate::printable_bytes(&written),
-                    kept: acked,
+                    kept: if opts.inplace { keep } else { kept },
                     source: Box::new(e),
                 }),
-                Err(_) => Err(e),
+                _ => Err(e),
             }
         }
         other => other,
@@ -271,15 +299,19 @@ pub(crate) async fn put_on(
     let done = match result.and_then(|done| closed.map(|()| done)) {
         Ok(done) => done,
         Err(e) => {
-            if is_part && acked == 0 {
+            if is_part && kept == 0 {
                 // Nothing worth keeping: no half-written file under either name.
                 let _ = first.remove(&written).await;
+                let _ = crate::landing::record_remote(first, &written, &[], false).await;
             }
             return Err(e);
         }
     };
     if is_part {
         crate::landing::land(first, &written, remote).await?;
+        if recorded || !have.is_empty() {
+            let _ = crate::landing::record_remote(first, &written, &[], false).await;
+        }
     }
     put_done(first, remote, opts, &meta, done).await
 }

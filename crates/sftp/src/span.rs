@@ -32,18 +32,10 @@ impl Ranges {
         Self::of(vec![(from, to)])
     }
 
-    /// `[from, to)` cut into pieces of `piece` bytes (the last one shorter), or one
-    /// piece if it is shorter than two.
-    pub(crate) fn pieces(from: u64, to: u64, piece: u64) -> Self {
-        let len = to.saturating_sub(from);
-        let piece = piece.max(1);
-        if len < 2 * piece {
-            return Self::whole(from, Some(to));
-        }
-        let bounds = (0..len.div_ceil(piece))
-            .map(|i| (from + i * piece, Some((from + (i + 1) * piece).min(to))))
-            .collect();
-        Self::of(bounds)
+    /// `gaps` (sorted, apart) cut into pieces of `piece` bytes when they add up to two
+    /// pieces or more, else one range a gap.
+    pub(crate) fn cut(gaps: &[(u64, u64)], piece: u64) -> Self {
+        Self::of(cut_bounds(gaps, piece))
     }
 
     /// What a get still needs of a file of `size` bytes: `gaps` (sorted, apart, within
@@ -52,22 +44,7 @@ impl Ranges {
     /// file as on one session): when the last gap ends before `size`, a range of its
     /// own from `size` looks for the end.
     pub(crate) fn missing(gaps: &[(u64, u64)], piece: u64, size: u64) -> Self {
-        let piece = piece.max(1);
-        let total: u64 = gaps.iter().map(|&(a, b)| b - a).sum();
-        let piece = if total < piece.saturating_mul(2) {
-            u64::MAX
-        } else {
-            piece
-        };
-        let mut bounds = Vec::new();
-        for &(from, to) in gaps {
-            let mut at = from;
-            while at < to {
-                let next = at.saturating_add(piece).min(to);
-                bounds.push((at, Some(next)));
-                at = next;
-            }
-        }
+        let mut bounds = cut_bounds(gaps, piece);
         match bounds.last_mut() {
             Some(last) if last.1 == Some(size) => last.1 = None,
             _ => bounds.push((size, None)),
@@ -108,6 +85,27 @@ impl Ranges {
         }
         marks.last().copied().unwrap_or(0)
     }
+}
+
+/// `gaps` cut as [`Ranges::cut`] cuts them.
+fn cut_bounds(gaps: &[(u64, u64)], piece: u64) -> Vec<(u64, Option<u64>)> {
+    let piece = piece.max(1);
+    let total: u64 = gaps.iter().map(|&(a, b)| b - a).sum();
+    let piece = if total < piece.saturating_mul(2) {
+        u64::MAX
+    } else {
+        piece
+    };
+    let mut bounds = Vec::new();
+    for &(from, to) in gaps {
+        let mut at = from;
+        while at < to {
+            let next = at.saturating_add(piece).min(to);
+            bounds.push((at, Some(next)));
+            at = next;
+        }
+    }
+    bounds
 }
 
 /// One range of a get.
@@ -426,7 +424,7 @@ mod tests {
 
     #[test]
     fn pieces_report_the_gapless_prefix() {
-        let r = Ranges::pieces(100, 1100, 250);
+        let r = Ranges::cut(&[(100, 1100)], 250);
         assert_eq!(
             r.bounds(),
             [
@@ -442,10 +440,10 @@ mod tests {
         assert_eq!(r.mark(0, 350), 350);
         assert_eq!(r.mark(1, 600), 850, "pieces 0-2 complete, 3 not begun");
         // Shorter than two pieces: one; the last piece shorter.
-        assert_eq!(Ranges::pieces(0, 300, 200).bounds(), [(0, Some(300))]);
-        assert_eq!(Ranges::pieces(5, 5, 200).bounds(), [(5, Some(5))]);
+        assert_eq!(Ranges::cut(&[(0, 300)], 200).bounds(), [(0, Some(300))]);
+        assert_eq!(Ranges::cut(&[(5, 5)], 200).bounds(), []);
         assert_eq!(
-            Ranges::pieces(0, 500, 200).bounds().last(),
+            Ranges::cut(&[(0, 500)], 200).bounds().last(),
             Some(&(400, Some(500)))
         );
     }

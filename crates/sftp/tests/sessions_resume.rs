@@ -153,3 +153,61 @@ async fn a_stopped_copy_keeps_what_arrived_both_ways_and_resumes() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_on_sessions_keeps_every_range_acknowledged() {
+    within(60, async {
+        let size = 3 * PIECE as usize + 4321;
+        let data = pattern(size, 11);
+        let dir = scratch("put-ranges");
+        std::fs::write(dir.join("src"), &data).unwrap();
+        let written: volley_sftp::testing::Written = std::sync::Arc::default();
+        let healthy = Script {
+            written: Some(written.clone()),
+            ..Script::default()
+        };
+        // The first session never answers the part's WRITE at offset 0: a hole at its start.
+        let hole: volley_sftp::testing::Hook = std::sync::Arc::new(|request| match *request {
+            // The part's data, not the small ranges record.
+            volley_proto::wire::sftp::Request::Write {
+                offset: 0, data, ..
+            } if data.len() > 4096 => Some(Vec::new()),
+            _ => None,
+        });
+        let stalled = Script {
+            hook: Some(hole),
+            ..healthy.clone()
+        };
+        let mut sessions = Sessions::new(client(stalled).await);
+        sessions.push(client(healthy.clone()).await);
+        let err = sessions
+            .put(dir.join("src"), b"/up", &TransferOptions::default())
+            .await
+            .unwrap_err();
+        let SftpError::Kept { kept, .. } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(*kept, (size - PIECE as usize) as u64, "{err}");
+        let record = written
+            .lock()
+            .unwrap()
+            .get(&b"/up.volley-part.ranges"[..])
+            .cloned();
+        let record = String::from_utf8(record.expect("a ranges record")).unwrap();
+        assert_eq!(record, format!("volley-part ranges\n{PIECE} {size}\n"));
+        // A resume on a healthy session writes the first piece only.
+        let sftp = client(healthy).await;
+        let resume = TransferOptions {
+            resume: true,
+            ..TransferOptions::default()
+        };
+        let moved = sftp.put(dir.join("src"), b"/up", &resume).await.unwrap();
+        assert_eq!(moved, PIECE);
+        let files = written.lock().unwrap();
+        assert!(files.get(&b"/up"[..]) == Some(&data), "resumed put differs");
+        assert_eq!(files.len(), 1, "part or record left: {:?}", files.keys());
+        drop(files);
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .await;
+}
