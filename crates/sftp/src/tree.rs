@@ -395,7 +395,7 @@ pub(crate) async fn get_tree_on(
                         continue;
                     }
                 };
-                let mut found = 0;
+                let mut found = 0u64;
                 for entry in entries {
                     let own = entry.name == b"." || entry.name == b"..";
                     if own && (entry.attrs.is_dir() || entry.attrs.permissions.is_none()) {
@@ -446,7 +446,7 @@ pub(crate) async fn get_tree_on(
                         report.skipped += 1;
                         event(TreeEvent::Skipped(&shown(&child), Skip::Special));
                     } else {
-                        found += entry.attrs.size.unwrap_or(0);
+                        found = found.saturating_add(entry.attrs.size.unwrap_or(0));
                         files.push_back((child, local, Some(entry.attrs)));
                     }
                 }
@@ -544,7 +544,7 @@ pub(crate) async fn put_tree_on(
             }
             Err(e) => return Err(e),
         };
-        let mut found = 0;
+        let mut found = 0u64;
         for entry in listing.flatten() {
             let path = entry.path();
             let rpath = join(&rdir, entry.file_name().as_bytes());
@@ -609,7 +609,7 @@ pub(crate) async fn put_tree_on(
                     ));
                 }
                 _ => {
-                    found += std::fs::metadata(&path).map_or(0, |m| m.len());
+                    found = found.saturating_add(std::fs::metadata(&path).map_or(0, |m| m.len()));
                     files.push_back((path, rpath));
                 }
             }

@@ -567,3 +567,33 @@ async fn a_server_that_stops_answering_times_out_naming_the_request() {
     })
     .await;
 }
+
+/// Found by the sftp_client fuzz target: sizes that add up past 2^64 overflowed the
+/// tree's running total (a panic in a debug build).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sizes_that_add_up_past_u64_do_not_overflow() {
+    within(30, async {
+        let list = |_: &[u8]| {
+            vec![
+                (b"a".to_vec(), file(u64::MAX)),
+                (b"b".to_vec(), file(u64::MAX)),
+            ]
+        };
+        let sftp = tree_server(b"tiny", list, None).await;
+        let out = scratch("huge-sizes");
+        let mut found = 0u64;
+        let report = sftp
+            .get_tree(b"/t", out.join("t"), &TransferOptions::default(), |e| {
+                if let TreeEvent::Found(n) = e {
+                    found = found.saturating_add(n);
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(found, u64::MAX);
+        // Each file ends long before the size stated: refused, as a file that shrank.
+        assert_eq!((report.files, report.failed), (0, 2));
+        std::fs::remove_dir_all(&out).unwrap();
+    })
+    .await;
+}
