@@ -81,15 +81,7 @@ async fn trees_resume_modes_and_sessions_against_asyncssh() {
     let dir = server.dir().to_owned();
     // A tree with files past a request's size, a private file and a script.
     let tree = dir.join("tree");
-    std::fs::create_dir_all(tree.join("a/b")).unwrap();
-    let files: Vec<_> = (0..20)
-        .map(|i| {
-            let at = ["", "a", "a/b"][i % 3];
-            let path = tree.join(at).join(format!("f {i}"));
-            std::fs::write(&path, pattern(i * 150_001)).unwrap();
-            path
-        })
-        .collect();
+    let files = tree_of(&tree, 20, |i| i * 150_001);
     std::fs::set_permissions(&files[0], std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&files[1], std::fs::Permissions::from_mode(0o755)).unwrap();
     let up = dir.join("up");

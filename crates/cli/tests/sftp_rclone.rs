@@ -83,16 +83,8 @@ async fn files_trees_and_resume_against_rclone() {
     assert!(!part(&again).exists());
     // A tree of 100 files both ways: more files than the open-file cap at once.
     let tree = dir.join("tree");
-    std::fs::create_dir_all(tree.join("a/b")).unwrap();
     std::fs::create_dir_all(tree.join("empty")).unwrap();
-    let files: Vec<_> = (0..100)
-        .map(|i| {
-            let at = ["", "a", "a/b"][i % 3];
-            let path = tree.join(at).join(format!("f {i}"));
-            std::fs::write(&path, pattern(i * 97)).unwrap();
-            path
-        })
-        .collect();
+    let files = tree_of(&tree, 100, |i| i * 97);
     let up = dir.join("up");
     let (ok, stderr) = run(&[
         "sftp",

@@ -27,7 +27,7 @@ fn start(args: &[&str]) -> Child {
 
 /// Waits (30 s at most) until `part` holds at least `bytes`, then interrupts `child` as
 /// a Ctrl-C would, and returns its stderr once it exits (it must fail).
-async fn interrupt_at(mut child: Child, part: &Path, bytes: u64) -> String {
+async fn interrupt_at(child: Child, part: &Path, bytes: u64) -> String {
     let grown = async {
         while std::fs::metadata(part).map_or(0, |m| m.len()) < bytes {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -36,6 +36,15 @@ async fn interrupt_at(mut child: Child, part: &Path, bytes: u64) -> String {
     timeout(Duration::from_secs(30), grown)
         .await
         .unwrap_or_else(|_| panic!("{} reached {bytes} bytes within 30 s", part.display()));
+    let (status, stderr) = ctrl_c(child).await;
+    assert!(!status.success(), "an interrupted transfer fails: {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    stderr
+}
+
+/// Interrupts `child` as a Ctrl-C would; its exit status and stderr once it exits (20 s
+/// at most).
+async fn ctrl_c(mut child: Child) -> (std::process::ExitStatus, String) {
     let pid = child.id().expect("still running").to_string();
     let sent = Command::new("kill").args(["-INT", &pid]).status().await;
     assert!(sent.expect("kill runs").success());
@@ -47,9 +56,7 @@ async fn interrupt_at(mut child: Child, part: &Path, bytes: u64) -> String {
     })
     .await
     .expect("volley exited within 20 s of Ctrl-C");
-    assert!(!status.success(), "an interrupted transfer fails: {stderr}");
-    assert!(stderr.contains("interrupted"), "{stderr}");
-    stderr
+    (status, stderr)
 }
 
 /// The bytes a `N bytes in T ms` line (or a tree's summary) says moved.
@@ -432,7 +439,7 @@ async fn dash_l_follows_links_both_ways_and_stops_at_a_loop() {
 /// Waits (30 s at most) until the directory `dir` holds a file with bytes in it, then
 /// interrupts `child` as a Ctrl-C would; returns its stderr once it exits (it must exit
 /// 130).
-async fn interrupt_once_begun(mut child: Child, dir: &Path) -> String {
+async fn interrupt_once_begun(child: Child, dir: &Path) -> String {
     let has_bytes = || {
         std::fs::read_dir(dir).is_ok_and(|entries| {
             entries
@@ -448,17 +455,7 @@ async fn interrupt_once_begun(mut child: Child, dir: &Path) -> String {
     timeout(Duration::from_secs(30), begun)
         .await
         .unwrap_or_else(|_| panic!("{} received a file within 30 s", dir.display()));
-    let pid = child.id().expect("still running").to_string();
-    let sent = Command::new("kill").args(["-INT", &pid]).status().await;
-    assert!(sent.expect("kill runs").success());
-    let mut stderr = String::new();
-    let mut pipe = child.stderr.take().expect("piped");
-    let status = timeout(Duration::from_secs(20), async {
-        pipe.read_to_string(&mut stderr).await.expect("stderr");
-        child.wait().await.expect("waits")
-    })
-    .await
-    .expect("volley exited within 20 s of Ctrl-C");
+    let (status, stderr) = ctrl_c(child).await;
     assert_eq!(status.code(), Some(130), "{stderr}");
     stderr
 }

@@ -4,6 +4,7 @@
 //! nor a leading `.` unless the pattern's component starts with one.
 
 use crate::client::{SftpClient, SftpError};
+use crate::tree::join;
 
 /// Whether `pattern` holds a wildcard (one not escaped by `\`).
 pub(crate) fn has_wildcard(pattern: &[u8]) -> bool {
@@ -180,15 +181,6 @@ impl SftpClient {
         }
         Ok(found)
     }
-}
-
-fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut path = dir.to_vec();
-    if !path.is_empty() && !path.ends_with(b"/") {
-        path.push(b'/');
-    }
-    path.extend_from_slice(name);
-    path
 }
 
 #[cfg(test)]

@@ -105,16 +105,7 @@ impl LocalPart {
                         what: format!("cannot open {}", crate::client::shown_local(&path)),
                         source,
                     })?;
-                return Ok(Found::Part(Self {
-                    file,
-                    part: None,
-                    inplace: false,
-                    path,
-                    had: Vec::new(),
-                    ranges: OnceLock::new(),
-                    discarded: false,
-                    placed: false,
-                }));
+                return Ok(Found::Part(Self::new(file, None, false, path, Vec::new())));
             }
         }
         if inplace {
@@ -175,16 +166,26 @@ impl LocalPart {
             // The copy keeps the mode of the file it replaces.
             let _ = file.set_permissions(meta.permissions());
         }
-        Ok(Found::Part(Self {
+        Ok(Found::Part(Self::new(file, Some(part), false, path, had)))
+    }
+
+    fn new(
+        file: File,
+        part: Option<PathBuf>,
+        inplace: bool,
+        path: PathBuf,
+        had: Vec<(u64, u64)>,
+    ) -> Self {
+        Self {
             file,
-            part: Some(part),
-            inplace: false,
+            part,
+            inplace,
             path,
             had,
             ranges: OnceLock::new(),
             discarded: false,
             placed: false,
-        }))
+        }
     }
 
     /// `path` (a regular file, or none yet) opened to be written itself; with `resume`,
@@ -218,20 +219,12 @@ impl LocalPart {
                 what: format!("cannot open {}", crate::client::shown_local(&path)),
                 source,
             })?;
-        Ok(Found::Part(Self {
-            file,
-            part: None,
-            inplace: true,
-            path,
-            had: if have > 0 {
-                vec![(0, have)]
-            } else {
-                Vec::new()
-            },
-            ranges: OnceLock::new(),
-            discarded: false,
-            placed: false,
-        }))
+        let had = if have > 0 {
+            vec![(0, have)]
+        } else {
+            Vec::new()
+        };
+        Ok(Found::Part(Self::new(file, None, true, path, had)))
     }
 
     /// The bytes the part held when it was opened.

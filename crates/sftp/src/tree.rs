@@ -200,7 +200,8 @@ impl SftpClient {
     }
 }
 
-fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+/// `name` in the remote directory `dir`.
+pub(crate) fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
     let mut path = dir.to_vec();
     if !path.is_empty() && !path.ends_with(b"/") {
         path.push(b'/');

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use volley_proto::wire::sftp::{Attrs, Limits, NameEntry, Names, Request, Response, StatusCode};
 use volley_sftp::testing::{Hook, Listing, Script, Written, serve};
-use volley_sftp::{FileAttrs, MAX_CHUNK, SftpClient, SftpError, Skip, TransferOptions, TreeEvent};
+use volley_sftp::{
+    FileAttrs, MAX_CHUNK, SftpClient, SftpError, Skip, TransferOptions, TreeEvent, TreeReport,
+};
 
 mod common;
 
@@ -157,6 +159,24 @@ async fn tree_server(
     .await
 }
 
+/// The tree `/t` copied to `dst`, and each failure it reported, as `PATH: ERROR`.
+async fn get_tree_failures(
+    sftp: &SftpClient,
+    dst: impl AsRef<Path>,
+    opts: &TransferOptions,
+) -> (TreeReport, Vec<String>) {
+    let mut failed = Vec::new();
+    let report = sftp
+        .get_tree(b"/t", dst, opts, |e| {
+            if let TreeEvent::Failed(path, e) = e {
+                failed.push(format!("{path}: {e}"));
+            }
+        })
+        .await
+        .unwrap();
+    (report, failed)
+}
+
 /// Every path under `root`, relative, sorted.
 fn everything(root: &Path) -> Vec<String> {
     let mut found = Vec::new();
@@ -184,15 +204,8 @@ async fn an_empty_name_is_refused_not_listed_for_ever() {
         )
         .await;
         let out = scratch("empty-name");
-        let mut failed = Vec::new();
-        let report = sftp
-            .get_tree(b"/t", out.join("t"), &TransferOptions::default(), |e| {
-                if let TreeEvent::Failed(path, e) = e {
-                    failed.push(format!("{path}: {e}"));
-                }
-            })
-            .await
-            .unwrap();
+        let (report, failed) =
+            get_tree_failures(&sftp, out.join("t"), &TransferOptions::default()).await;
         assert_eq!((report.files, report.failed), (1, 1), "{failed:?}");
         assert!(failed[0].contains("empty name"), "{failed:?}");
         assert_eq!(everything(&out), ["t", "t/f"]);
@@ -217,16 +230,8 @@ async fn a_tree_without_end_stops_at_the_depth_limit() {
                 },
             ),
         ] {
-            let mut failed = Vec::new();
             let root = out.join(format!("t{limit}"));
-            let report = sftp
-                .get_tree(b"/t", &root, &opts, |e| {
-                    if let TreeEvent::Failed(path, e) = e {
-                        failed.push(format!("{path}: {e}"));
-                    }
-                })
-                .await
-                .unwrap();
+            let (report, failed) = get_tree_failures(&sftp, &root, &opts).await;
             assert_eq!(report.failed, 1, "{failed:?}");
             let deepest = format!("/t{}", "/d".repeat(limit + 1));
             assert!(failed[0].starts_with(&deepest), "{failed:?}");
@@ -291,15 +296,8 @@ async fn names_that_lead_elsewhere_are_refused() {
         };
         let sftp = tree_server(b"data", list, None).await;
         let out = scratch("names");
-        let mut failed = Vec::new();
-        let report = sftp
-            .get_tree(b"/t", out.join("t"), &TransferOptions::default(), |e| {
-                if let TreeEvent::Failed(path, e) = e {
-                    failed.push(format!("{path}: {e}"));
-                }
-            })
-            .await
-            .unwrap();
+        let (report, failed) =
+            get_tree_failures(&sftp, out.join("t"), &TransferOptions::default()).await;
         assert_eq!((report.files, report.failed), (1, 3), "{failed:?}");
         assert!(failed.iter().all(|f| f.contains("refused")), "{failed:?}");
         // Nothing landed outside the destination, nor under an odd name inside it.
@@ -336,15 +334,7 @@ async fn a_listing_without_end_is_cut_at_its_limit() {
             ..TransferOptions::default()
         };
         let out = scratch("endless");
-        let mut failed = Vec::new();
-        let report = sftp
-            .get_tree(b"/t", out.join("t"), &opts, |e| {
-                if let TreeEvent::Failed(path, e) = e {
-                    failed.push(format!("{path}: {e}"));
-                }
-            })
-            .await
-            .unwrap();
+        let (report, failed) = get_tree_failures(&sftp, out.join("t"), &opts).await;
         assert_eq!((report.files, report.failed), (0, 1), "{failed:?}");
         assert!(failed[0].contains("more than 5000 entries"), "{failed:?}");
         std::fs::remove_dir_all(&out).unwrap();

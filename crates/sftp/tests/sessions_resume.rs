@@ -71,6 +71,22 @@ async fn a_stalled_session_costs_only_its_own_range() {
     .await;
 }
 
+/// Options that stop the copy (gracefully) once `at` bytes have moved.
+fn stopped_at(at: u64) -> TransferOptions {
+    let stop = volley_sftp::Stop::new();
+    let told = stop.clone();
+    TransferOptions {
+        chunk: Some(8192),
+        stop,
+        ..TransferOptions::default()
+    }
+    .with_progress(move |p| {
+        if p.done >= at {
+            told.stop();
+        }
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_copy_keeps_what_arrived_both_ways_and_resumes() {
     within(60, async {
@@ -86,19 +102,8 @@ async fn a_stopped_copy_keeps_what_arrived_both_ways_and_resumes() {
         let dir = scratch("stopped");
         let local = dir.join("copy");
         // Two sessions, stopped once a quarter has arrived.
-        let stop = volley_sftp::Stop::new();
-        let told = stop.clone();
         let quarter = (size / 4) as u64;
-        let opts = TransferOptions {
-            chunk: Some(8192),
-            stop: stop.clone(),
-            ..TransferOptions::default()
-        }
-        .with_progress(move |p| {
-            if p.done >= quarter {
-                told.stop();
-            }
-        });
+        let opts = stopped_at(quarter);
         let mut sessions = Sessions::new(client(script.clone()).await);
         sessions.push(client(script.clone()).await);
         let err = sessions.get(b"/f", &local, &opts).await.unwrap_err();
@@ -118,18 +123,7 @@ async fn a_stopped_copy_keeps_what_arrived_both_ways_and_resumes() {
         // A put stopped the same way: the part on the server holds exactly what was
         // acknowledged, and the resume sends the rest.
         std::fs::write(dir.join("src"), &data).unwrap();
-        let stop = volley_sftp::Stop::new();
-        let told = stop.clone();
-        let opts = TransferOptions {
-            chunk: Some(8192),
-            stop,
-            ..TransferOptions::default()
-        }
-        .with_progress(move |p| {
-            if p.done >= quarter {
-                told.stop();
-            }
-        });
+        let opts = stopped_at(quarter);
         let err = sftp.put(dir.join("src"), b"/up", &opts).await.unwrap_err();
         let SftpError::Kept { kept, source, .. } = &err else {
             panic!("{err}");

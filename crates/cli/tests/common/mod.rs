@@ -152,3 +152,21 @@ pub async fn rclone() -> volley_sftp::testing::sshd::Sshd {
     .expect("rclone started within 20 s")
     .expect("rclone serve sftp starts")
 }
+
+/// A tree of `n` files under `root`, spread over `root`, `a` and `a/b`, file `i` named
+/// `f i` and holding `pattern(len(i))`; returns their paths in order.
+pub fn tree_of(
+    root: &std::path::Path,
+    n: usize,
+    len: impl Fn(usize) -> usize,
+) -> Vec<std::path::PathBuf> {
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    (0..n)
+        .map(|i| {
+            let at = ["", "a", "a/b"][i % 3];
+            let path = root.join(at).join(format!("f {i}"));
+            std::fs::write(&path, pattern(len(i))).unwrap();
+            path
+        })
+        .collect()
+}
