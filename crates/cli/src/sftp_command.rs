@@ -230,11 +230,14 @@ async fn put_jobs(
     dst: &str,
     copy: &Copy,
 ) -> anyhow::Result<Vec<Job>> {
-    let into = sftp
-        .first()
-        .stat(dst.as_bytes())
-        .await
-        .is_ok_and(|a| a.is_dir());
+    // One tree decides where it lands itself: no STAT here for it.
+    let lone_tree = matches!(sources, [one] if copy.recursive && one.is_dir());
+    let into = !lone_tree
+        && sftp
+            .first()
+            .stat(dst.as_bytes())
+            .await
+            .is_ok_and(|a| a.is_dir());
     if sources.len() > 1 && !into {
         anyhow::bail!(
             "put: {} is not a directory on the server (several sources are copied into one)",

@@ -77,11 +77,21 @@ pub(crate) async fn run(
         report
     } else {
         let source = std::fs::canonicalize(local).unwrap_or_else(|_| local.to_owned());
-        let (target, mark) = remote_target(sftp.first(), remote, local, &source).await?;
-        let report = sftp.put_tree(local, &target, &opts, on_event).await;
+        let (target, mark, new) = remote_target(sftp.first(), remote, local, &source).await;
+        // A new mark is written beside the tree's first requests, not before them.
+        let marked = async {
+            if let (Some(mark), Some(text)) = (&mark, new) {
+                let _ = write_small(sftp.first(), mark, text).await;
+            }
+        };
+        let (report, ()) = futures::join!(sftp.put_tree(local, &target, &opts, on_event), marked);
         if let Some(mark) = mark {
-            let made = sftp.first().stat(&target).await.is_ok();
-            if report.as_ref().map_or(!made, |r| r.failed == 0) {
+            let done = match &report {
+                Ok(r) => r.failed == 0,
+                // Nothing was made to come back to.
+                Err(_) => sftp.first().stat(&target).await.is_err(),
+            };
+            if done {
                 let _ = sftp.first().remove(&mark).await;
             }
         }
@@ -150,40 +160,56 @@ fn local_target(local: &Path, remote: &[u8]) -> anyhow::Result<(PathBuf, Option<
 }
 
 /// Where a put of the local tree `local` (really `source`) to `remote` lands, and the
-/// mark to remove once it is complete, as [`local_target`] decides it.
+/// mark to remove once it is complete, as [`local_target`] decides it; with the mark's
+/// text when it is still to be written. The STAT and the mark's read go out together.
 async fn remote_target(
     sftp: &SftpClient,
     remote: &[u8],
     local: &Path,
     source: &Path,
-) -> anyhow::Result<(Vec<u8>, Option<Vec<u8>>)> {
+) -> (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>) {
     let text = mark_text(source.as_os_str().as_encoded_bytes());
     let mark = mark_of(remote);
-    let is_dir = sftp.stat(remote).await.is_ok_and(|a| a.is_dir());
-    if is_dir && read_small(sftp, &mark).await.as_deref() != Some(&text[..]) {
+    let (attrs, held) = futures::join!(sftp.stat(remote), read_small(sftp, &mark));
+    let is_dir = attrs.is_ok_and(|a| a.is_dir());
+    if is_dir && held.as_deref() != Some(&text[..]) {
         let name = local.file_name().map(|n| n.as_encoded_bytes());
         let target = match name {
             Some(name) => [remote.strip_suffix(b"/").unwrap_or(remote), b"/", name].concat(),
             None => remote.to_vec(),
         };
-        return Ok((target, None));
+        return (target, None, None);
     }
-    if !is_dir {
-        let file = sftp.create_file(&mark).await?;
-        let written = file.write_at(0, Bytes::from(text)).await;
-        file.close().await?;
-        written?;
-    }
-    Ok((remote.to_vec(), Some(mark)))
+    let new = (!is_dir).then_some(text);
+    (remote.to_vec(), Some(mark), new)
 }
 
-/// The remote file at `path` if it is a small one.
+/// Writes the small remote file `path`: its OPEN, then its WRITE and CLOSE together.
+async fn write_small(sftp: &SftpClient, path: &[u8], text: Vec<u8>) -> anyhow::Result<()> {
+    let flags = volley_sftp::OpenFlags(
+        volley_sftp::OpenFlags::WRITE.0
+            | volley_sftp::OpenFlags::CREAT.0
+            | volley_sftp::OpenFlags::TRUNC.0,
+    );
+    let handle = sftp
+        .open(path, flags, volley_sftp::FileAttrs::default())
+        .await?;
+    let (written, closed) = futures::join!(
+        sftp.write(&handle, 0, Bytes::from(text)),
+        sftp.close(&handle)
+    );
+    written?;
+    Ok(closed?)
+}
+
+/// The remote file at `path` if it is a small one: its OPEN, then its READ and CLOSE
+/// together.
 async fn read_small(sftp: &SftpClient, path: &[u8]) -> Option<Vec<u8>> {
-    let file = sftp
-        .open_file(path, volley_sftp::OpenFlags::READ)
+    let flags = volley_sftp::OpenFlags::READ;
+    let handle = sftp
+        .open(path, flags, volley_sftp::FileAttrs::default())
         .await
         .ok()?;
-    let read = file.read_at(0, MARK_MAX).await;
-    let _ = file.close().await;
+    let (read, _) = futures::join!(sftp.read(&handle, 0, MARK_MAX), sftp.close(&handle));
     read.ok().flatten().map(|b| b.to_vec())
 }

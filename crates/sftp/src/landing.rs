@@ -474,9 +474,12 @@ pub(crate) async fn record_remote(
     let flags = OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0 | OpenFlags::TRUNC.0);
     let handle = sftp.open(&record, flags, FileAttrs::default()).await?;
     let text = bytes::Bytes::from(crate::kept::render(ranges));
-    let written = sftp.write(&handle, 0, text).await;
-    sftp.close_named(&handle, &record).await?;
-    written
+    // The WRITE and the CLOSE go out together: the server takes them in order.
+    let (written, closed) = futures::join!(
+        sftp.write(&handle, 0, text),
+        sftp.close_named(&handle, &record)
+    );
+    written.and(closed)
 }
 
 /// `remote` + [`PART_SUFFIX`].

@@ -134,11 +134,16 @@ pub(crate) async fn put_on(
     });
     let ranges = &*ranges;
     // Several pieces at once leave holes if the put is dropped mid-way: say up front
-    // what the part can be trusted to hold, and a resume takes no hole for data.
+    // what the part can be trusted to hold, and a resume takes no hole for data. Sent
+    // beside the first WRITEs rather than before them (a server takes one session's
+    // requests in order, so it lands with them), at no round trip of its own.
     let recorded = is_part && ranges.bounds().len() > 1;
-    if recorded {
-        crate::landing::record_remote(first, &written, &have, true).await?;
-    }
+    let record_first = async {
+        if recorded {
+            // Best effort: a failed put records its ranges again at its end.
+            let _ = crate::landing::record_remote(first, &written, &have, true).await;
+        }
+    };
     let file = Arc::new(file);
     let fsync = opts.fsync && first.has_extension(FSYNC_EXTENSION);
     // The first handle's CLOSE has gone out with the last WRITE (one piece only, and no
@@ -233,7 +238,7 @@ pub(crate) async fn put_on(
         let done: u64 = run_workers(workers, &halted).await?.iter().sum();
         Ok(done)
     };
-    let result = result.await;
+    let ((), result) = futures::join!(record_first, result);
     // What the target holds now: what it held and what was acknowledged since.
     let arrived = ranges.arrived();
     let holds = crate::kept::merge([have.clone(), arrived.clone()].concat());
@@ -308,10 +313,14 @@ pub(crate) async fn put_on(
         }
     };
     if is_part {
-        crate::landing::land(first, &written, remote).await?;
-        if recorded || !have.is_empty() {
-            let _ = crate::landing::record_remote(first, &written, &[], false).await;
-        }
+        // The record goes beside the rename, in the same round trip.
+        let unrecord = async {
+            if recorded || !have.is_empty() {
+                let _ = crate::landing::record_remote(first, &written, &[], false).await;
+            }
+        };
+        let (landed, ()) = futures::join!(crate::landing::land(first, &written, remote), unrecord);
+        landed?;
     }
     put_done(first, remote, opts, &meta, done).await
 }
