@@ -130,14 +130,9 @@ impl SftpClient {
             .framed()
             .send(PacketType::INIT.0, sftp::VERSION, &[], Bytes::new())
             .await;
-        client.connection_result("init", sent).await?;
+        client.init_result(sent).await?;
         let reply = incoming.recv_timeout(client.timeout).await;
-        if let Err(e) = &reply {
-            if let Some(text) = text_before_version(e) {
-                return Err(SftpError::NotSftp { first: text });
-            }
-        }
-        let reply = client.connection_result("init", reply).await?;
+        let reply = client.init_result(reply).await?;
         // Nothing else the server sends answers no request: from here on such frames
         // are counted and dropped.
         drop(incoming);
@@ -177,6 +172,21 @@ impl SftpClient {
             };
         }
         Ok(client)
+    }
+
+    /// `result` of a step of the handshake, a failure made an [`SftpError`]: text where
+    /// the server's VERSION should be is [`SftpError::NotSftp`], whichever step saw the
+    /// connection fail on it (the reader may fail it while INIT is still being sent).
+    async fn init_result<T>(
+        &self,
+        result: Result<T, volley_transport_tcp::Error>,
+    ) -> Result<T, SftpError> {
+        if let Err(e) = &result {
+            if let Some(first) = text_before_version(e) {
+                return Err(SftpError::NotSftp { first });
+            }
+        }
+        self.connection_result("init", result).await
     }
 
     /// Sets how long each reply may take before the operation fails.
