@@ -35,14 +35,13 @@ async fn files_of_every_size_both_ways_against_asyncssh() {
         let local = dir.join(format!("src{i}"));
         std::fs::write(&local, &data).unwrap();
         let remote = dir.join(format!("remote{i}"));
-        let (ok, stderr) = run(&[
-            "sftp",
-            "put",
-            "-F",
+        let (ok, stderr) = sftp_via(
             cfg,
+            "put",
+            &[],
             local.to_str().unwrap(),
             &Sshd::remote(&remote),
-        ])
+        )
         .await;
         assert!(
             ok && stderr.starts_with(&format!("{len} bytes in ")),
@@ -53,14 +52,13 @@ async fn files_of_every_size_both_ways_against_asyncssh() {
             "put of {len} differs"
         );
         let back = dir.join(format!("back{i}"));
-        let (ok, stderr) = run(&[
-            "sftp",
-            "get",
-            "-F",
+        let (ok, stderr) = sftp_via(
             cfg,
+            "get",
+            &[],
             &Sshd::remote(&remote),
             back.to_str().unwrap(),
-        ])
+        )
         .await;
         assert!(ok, "{len}: {stderr}");
         assert!(
@@ -85,29 +83,23 @@ async fn trees_resume_modes_and_sessions_against_asyncssh() {
     std::fs::set_permissions(&files[0], std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&files[1], std::fs::Permissions::from_mode(0o755)).unwrap();
     let up = dir.join("up");
-    let (ok, stderr) = run(&[
-        "sftp",
-        "put",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-r",
+        "put",
+        &["-r"],
         tree.to_str().unwrap(),
         &Sshd::remote(&up),
-    ])
+    )
     .await;
     assert!(ok && stderr.contains("20 files, "), "{stderr}");
     let down = dir.join("down");
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-r",
-        "--sessions",
-        "3",
+        "get",
+        &["-r", "--sessions", "3"],
         &Sshd::remote(&up),
         down.to_str().unwrap(),
-    ])
+    )
     .await;
     assert!(ok && stderr.contains("20 files, "), "{stderr}");
     for (i, path) in files.iter().enumerate() {
@@ -137,15 +129,13 @@ async fn trees_resume_modes_and_sessions_against_asyncssh() {
     std::fs::write(&suid, b"#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
     let got = dir.join("suid-got");
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-p",
+        "get",
+        &["-p"],
         &Sshd::remote(&suid),
         got.to_str().unwrap(),
-    ])
+    )
     .await;
     assert!(ok, "{stderr}");
     assert_eq!(mode(&got), 0o755);
@@ -155,17 +145,13 @@ async fn trees_resume_modes_and_sessions_against_asyncssh() {
     std::fs::write(&local, &data).unwrap();
     let back = dir.join("big-back");
     std::fs::write(part(&back), &data[..5_000_000]).unwrap();
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-a",
-        "--sessions",
-        "2",
+        "get",
+        &["-a", "--sessions", "2"],
         &Sshd::remote(&local),
         back.to_str().unwrap(),
-    ])
+    )
     .await;
     let rest = data.len() - 5_000_000;
     assert!(
@@ -175,15 +161,13 @@ async fn trees_resume_modes_and_sessions_against_asyncssh() {
     assert!(std::fs::read(&back).unwrap() == data, "resumed get differs");
     let remote = dir.join("big-up");
     std::fs::write(part(&remote), &data[..7_000_000]).unwrap();
-    let (ok, stderr) = run(&[
-        "sftp",
-        "put",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-a",
+        "put",
+        &["-a"],
         local.to_str().unwrap(),
         &Sshd::remote(&remote),
-    ])
+    )
     .await;
     let rest = data.len() - 7_000_000;
     assert!(

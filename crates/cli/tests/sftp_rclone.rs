@@ -21,26 +21,24 @@ async fn files_trees_and_resume_against_rclone() {
     std::fs::write(&local, &data).unwrap();
     let remote = dir.join("remote one");
     std::fs::write(&remote, b"an old copy").unwrap();
-    let (ok, stderr) = run(&[
-        "sftp",
-        "put",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
+        "put",
+        &[],
         local.to_str().unwrap(),
         &Sshd::remote(&remote),
-    ])
+    )
     .await;
     assert!(ok && stderr.starts_with("3000001 bytes in "), "{stderr}");
     assert!(std::fs::read(&remote).unwrap() == data, "put differs");
     let back = dir.join("back");
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
+        "get",
+        &[],
         &Sshd::remote(&remote),
         back.to_str().unwrap(),
-    ])
+    )
     .await;
     assert!(ok, "{stderr}");
     assert!(std::fs::read(&back).unwrap() == data, "get differs");
@@ -86,27 +84,23 @@ async fn files_trees_and_resume_against_rclone() {
     std::fs::create_dir_all(tree.join("empty")).unwrap();
     let files = tree_of(&tree, 100, |i| i * 97);
     let up = dir.join("up");
-    let (ok, stderr) = run(&[
-        "sftp",
-        "put",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-r",
+        "put",
+        &["-r"],
         tree.to_str().unwrap(),
         &Sshd::remote(&up),
-    ])
+    )
     .await;
     assert!(ok && stderr.contains("100 files, "), "{stderr}");
     let down = dir.join("down");
-    let (ok, stderr) = run(&[
-        "sftp",
-        "get",
-        "-F",
+    let (ok, stderr) = sftp_via(
         cfg,
-        "-r",
+        "get",
+        &["-r"],
         &Sshd::remote(&up),
         down.to_str().unwrap(),
-    ])
+    )
     .await;
     assert!(ok && stderr.contains("100 files, "), "{stderr}");
     for (i, path) in files.iter().enumerate() {

@@ -170,3 +170,18 @@ pub fn tree_of(
         })
         .collect()
 }
+
+/// `volley sftp WHAT -F CFG [EXTRA..] FROM TO` (a server reached through the ssh_config
+/// `cfg`), as [`run`] gives it.
+pub async fn sftp_via(
+    cfg: &str,
+    what: &str,
+    extra: &[&str],
+    from: &str,
+    to: &str,
+) -> (bool, String) {
+    let mut args = vec!["sftp", what, "-F", cfg];
+    args.extend_from_slice(extra);
+    args.extend([from, to]);
+    run(&args).await
+}
