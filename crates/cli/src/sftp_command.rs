@@ -230,9 +230,9 @@ async fn put_jobs(
     dst: &str,
     copy: &Copy,
 ) -> anyhow::Result<Vec<Job>> {
-    // One tree decides where it lands itself: no STAT here for it.
-    let lone_tree = matches!(sources, [one] if copy.recursive && one.is_dir());
-    let into = !lone_tree
+    // One source decides where it lands itself (a file into a directory, a tree into
+    // an existing one, by the STAT it makes anyway): no round trip here for it.
+    let into = sources.len() > 1
         && sftp
             .first()
             .stat(dst.as_bytes())

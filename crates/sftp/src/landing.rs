@@ -20,9 +20,9 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use volley_proto::wire::sftp::OpenFlags;
+use volley_proto::wire::sftp::{OpenFlags, Request};
 
-use crate::client::{SftpClient, SftpError};
+use crate::client::{Sent, SftpClient, SftpError, printable_bytes};
 use crate::span::Ranges;
 use crate::{FileAttrs, Handle};
 
@@ -367,6 +367,8 @@ pub(crate) enum PutTarget {
     },
     /// With resume: the remote file already has every byte.
     Complete,
+    /// `remote` is a directory.
+    Directory,
 }
 
 /// Where a resumed put of a source of `len` bytes (`None`: not known up front) to
@@ -379,8 +381,11 @@ pub(crate) async fn put_target(
     remote: &[u8],
     len: Option<u64>,
 ) -> Result<PutTarget, SftpError> {
-    let shown = |p: &[u8]| crate::printable_bytes(p);
+    let shown = |p: &[u8]| printable_bytes(p);
     let target = sftp.stat(remote).await.ok();
+    if target.is_some_and(|attrs| attrs.is_dir()) {
+        return Ok(PutTarget::Directory);
+    }
     if target.is_some_and(|attrs| attrs.is_special()) {
         return Ok(PutTarget::Write {
             name: remote.to_vec(),
@@ -495,42 +500,89 @@ fn part_name(remote: &[u8]) -> Vec<u8> {
 /// and the part's OPEN go out together, so the check costs no round trip. A new part
 /// is created with permission bits `mode` (under the server's umask); over an existing
 /// `remote`, it is given that file's permission bits before anything is written, so the
-/// copy keeps them. Returns the name written, whether it is the part, and the handle.
+/// copy keeps them, its FSETSTAT sent ahead of the data rather than waited for.
+/// `None`: `remote` is a directory (the part opened beside it is removed again).
 pub(crate) async fn open_part(
     sftp: &SftpClient,
     remote: &[u8],
     flags: OpenFlags,
     mode: u32,
-) -> Result<(Vec<u8>, bool, Handle), SftpError> {
+) -> Result<Option<OpenedPart>, SftpError> {
     let part = part_name(remote);
     let (target, opened) = futures::join!(
         sftp.stat(remote),
         sftp.open(&part, flags, FileAttrs::with_permissions(mode))
     );
+    let unopen = async |opened: Result<Handle, SftpError>| {
+        if let Ok(handle) = opened {
+            let _ = sftp.close_named(&handle, &part).await;
+            let _ = sftp.remove(&part).await;
+        }
+    };
     match target {
+        Ok(attrs) if attrs.is_dir() => {
+            unopen(opened).await;
+            Ok(None)
+        }
         Ok(attrs) if attrs.is_special() => {
-            if let Ok(handle) = opened {
-                let _ = sftp.close_named(&handle, &part).await;
-                let _ = sftp.remove(&part).await;
-            }
+            unopen(opened).await;
             let handle = sftp.open(remote, flags, FileAttrs::default()).await?;
-            Ok((remote.to_vec(), false, handle))
+            Ok(Some(OpenedPart {
+                name: remote.to_vec(),
+                is_part: false,
+                handle,
+                mode_kept: None,
+            }))
         }
         Ok(FileAttrs {
             permissions: Some(existing),
             ..
         }) => {
             let handle = opened?;
-            let kept = FileAttrs::with_permissions(existing & crate::preserve::PERMISSION_BITS);
-            if let Err(e) = sftp.fsetstat(&handle, kept).await {
-                let _ = sftp.close_named(&handle, &part).await;
-                let _ = sftp.remove(&part).await;
-                return Err(e);
+            // Sent now, answered while the data goes: a server takes one session's
+            // requests in order, so the mode is set before the first WRITE lands.
+            let kept = Request::Fsetstat {
+                id: 0,
+                handle: &handle.0,
+                attrs: FileAttrs::with_permissions(existing & crate::preserve::PERMISSION_BITS)
+                    .to_wire(),
+            };
+            match sftp
+                .send_alone(&kept, "fsetstat", &printable_bytes(&part))
+                .await
+            {
+                Ok(sent) => Ok(Some(OpenedPart {
+                    name: part,
+                    is_part: true,
+                    handle,
+                    mode_kept: Some(sent),
+                })),
+                Err(e) => {
+                    unopen(Ok(handle)).await;
+                    Err(e)
+                }
             }
-            Ok((part, true, handle))
         }
-        _ => Ok((part, true, opened?)),
+        _ => Ok(Some(OpenedPart {
+            name: part,
+            is_part: true,
+            handle: opened?,
+            mode_kept: None,
+        })),
     }
+}
+
+/// A file [`open_part`] opened for a put.
+pub(crate) struct OpenedPart {
+    /// The name written: the part, or the target itself when it is not a regular file.
+    pub name: Vec<u8>,
+    /// Whether `name` is a part renamed over the target at the end.
+    pub is_part: bool,
+    /// The open handle.
+    pub handle: Handle,
+    /// The FSETSTAT that gives the part an existing target's mode, its answer unread:
+    /// [`SftpClient::status_of`] says whether it took.
+    pub mode_kept: Option<Sent>,
 }
 
 /// Renames the finished `part` over `remote`.

@@ -34,6 +34,9 @@ impl SftpClient {
     ///
     /// A resume whose first WRITE is refused (by a server that can write a file only
     /// from its start, as rclone's without its write cache) sends the whole file again.
+    ///
+    /// A `remote` that is an existing directory gets the copy inside it, under the
+    /// source's file name, as `sftp`'s `put` does.
     pub async fn put(
         &self,
         local: impl AsRef<Path>,
@@ -45,9 +48,19 @@ impl SftpClient {
             local.as_ref(),
             remote.as_ref(),
             opts,
+            OnDirectory::PutInside,
         )
         .await
     }
+}
+
+/// What a put does when its `remote` is an existing directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnDirectory {
+    /// Copies into it, under the source's file name (a put the user named).
+    PutInside,
+    /// Fails (a tree's file, whose name is the tree's).
+    Refuse,
 }
 
 /// [`SftpClient::put`] over `clients` (at least one), each writing a range of the file
@@ -57,6 +70,7 @@ pub(crate) async fn put_on(
     local: &Path,
     remote: &[u8],
     opts: &TransferOptions,
+    on_directory: OnDirectory,
 ) -> Result<u64, SftpError> {
     let first = &clients[0];
     let rpath = crate::printable_bytes(remote);
@@ -84,6 +98,7 @@ pub(crate) async fn put_on(
     let sized = meta.is_file().then_some(meta.len());
     // A new copy is created with the source's permission bits, under the server's umask.
     let new_remote = FileAttrs::with_permissions(meta.mode() & PERMISSION_BITS);
+    let mut mode_kept = None;
     let (written, is_part, have, handle) = if opts.inplace {
         // Into `remote` itself: created if missing, never emptied up front.
         let start = match opts.resume {
@@ -107,6 +122,9 @@ pub(crate) async fn put_on(
     } else if opts.resume {
         let (name, part, have) = match crate::landing::put_target(first, remote, sized).await? {
             PutTarget::Complete => return put_done(first, remote, opts, &meta, 0).await,
+            PutTarget::Directory => {
+                return put_inside(clients, local, remote, opts, on_directory).await;
+            }
             PutTarget::Write { name, part, have } => (name, part, have),
         };
         let flags = if have.is_empty() {
@@ -117,9 +135,12 @@ pub(crate) async fn put_on(
         let handle = first.open(&name, flags, new_remote).await?;
         (name, part, have, handle)
     } else {
-        let (name, part, handle) =
-            crate::landing::open_part(first, remote, FRESH, meta.mode() & PERMISSION_BITS).await?;
-        (name, part, Vec::new(), handle)
+        let mode = meta.mode() & PERMISSION_BITS;
+        let Some(opened) = crate::landing::open_part(first, remote, FRESH, mode).await? else {
+            return put_inside(clients, local, remote, opts, on_directory).await;
+        };
+        mode_kept = opened.mode_kept;
+        (opened.name, opened.is_part, Vec::new(), opened.handle)
     };
     // What the target holds already (a resume's), and from where a source of no known
     // size goes on.
@@ -239,6 +260,14 @@ pub(crate) async fn put_on(
         Ok(done)
     };
     let ((), result) = futures::join!(record_first, result);
+    // An existing target's mode, given to the part before the first WRITE went out.
+    let result = match mode_kept {
+        Some(sent) => match first.status_of(sent).await {
+            Ok(()) => result,
+            Err(e) => result.and(Err(e)),
+        },
+        None => result,
+    };
     // What the target holds now: what it held and what was acknowledged since.
     let arrived = ranges.arrived();
     let holds = crate::kept::merge([have.clone(), arrived.clone()].concat());
@@ -254,7 +283,7 @@ pub(crate) async fn put_on(
             resume: false,
             ..opts.clone()
         };
-        return Box::pin(put_on(clients, local, remote, &again)).await;
+        return Box::pin(put_on(clients, local, remote, &again, on_directory)).await;
     }
     let result = match result {
         Ok(done) if opts.inplace => {
@@ -323,6 +352,28 @@ pub(crate) async fn put_on(
         landed?;
     }
     put_done(first, remote, opts, &meta, done).await
+}
+
+/// A put whose `remote` turned out to be a directory: into it under `local`'s name when
+/// `on_directory` says so, else refused.
+async fn put_inside(
+    clients: &[SftpClient],
+    local: &Path,
+    remote: &[u8],
+    opts: &TransferOptions,
+    on_directory: OnDirectory,
+) -> Result<u64, SftpError> {
+    let name = local.file_name().map(|n| n.as_encoded_bytes());
+    match (on_directory, name) {
+        (OnDirectory::PutInside, Some(name)) => {
+            let inside = crate::tree::join(remote, name);
+            Box::pin(put_on(clients, local, &inside, opts, OnDirectory::Refuse)).await
+        }
+        _ => Err(SftpError::Local {
+            path: crate::printable_bytes(remote),
+            problem: "is a directory on the server".to_owned(),
+        }),
+    }
 }
 
 /// What follows a put's last byte: with `opts.preserve`, the source's times and

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use crate::TransferOptions;
 use crate::client::{SftpClient, SftpError};
 use crate::get::get_on;
-use crate::put::put_on;
+use crate::put::{OnDirectory, put_on};
 use crate::ssh::{Destination, SshOptions};
 use crate::tree::{TreeEvent, TreeReport, get_tree_on, put_tree_on};
 
@@ -111,7 +111,14 @@ impl Sessions {
         remote: impl AsRef<[u8]>,
         opts: &TransferOptions,
     ) -> Result<u64, SftpError> {
-        put_on(&self.clients, local.as_ref(), remote.as_ref(), opts).await
+        put_on(
+            &self.clients,
+            local.as_ref(),
+            remote.as_ref(),
+            opts,
+            OnDirectory::PutInside,
+        )
+        .await
     }
 
     /// [`SftpClient::get_tree`], the files spread over the sessions.

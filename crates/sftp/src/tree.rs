@@ -21,7 +21,7 @@ use futures::stream::FuturesUnordered;
 use crate::client::{SftpClient, SftpError};
 use crate::get::get_on;
 use crate::preserve::PERMISSION_BITS;
-use crate::put::put_on;
+use crate::put::{OnDirectory, put_on};
 use crate::{FileAttrs, Progress, TransferOptions};
 
 /// Files moved at once when the server states no limit on open handles.
@@ -648,7 +648,7 @@ pub(crate) async fn put_tree_on(
             }
             let client = core::slice::from_ref(&clients[i % clients.len()]);
             let opts = per_file(opts, quiet, moved);
-            let result = put_on(client, &local, &remote, &opts).await;
+            let result = put_on(client, &local, &remote, &opts, OnDirectory::Refuse).await;
             (local, result)
         })
         .buffer_unordered(clients.iter().map(SftpClient::files_at_once).sum());

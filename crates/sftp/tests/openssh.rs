@@ -470,6 +470,78 @@ async fn sources_without_a_size_are_read_to_their_end() {
     .await;
 }
 
+/// A put to an existing directory lands inside it under the source's name, as `sftp`'s
+/// put does, fresh and resumed; a tree's file whose target is a directory is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_to_a_directory_lands_inside_it() {
+    within(60, async {
+        let dir = TempDir::new("put-into");
+        let sftp = SftpClient::spawn(&mut server()).await.unwrap();
+        let data = pattern(300_000, 3);
+        std::fs::write(dir.path("src.bin"), &data).unwrap();
+        std::fs::create_dir(dir.path("into")).unwrap();
+        for resume in [false, true] {
+            let opts = TransferOptions {
+                resume,
+                ..TransferOptions::default()
+            };
+            let _ = std::fs::remove_file(dir.path("into/src.bin"));
+            let sent = sftp
+                .put(&dir.path("src.bin"), &dir.bytes("into"), &opts)
+                .await
+                .unwrap();
+            assert_eq!(sent, data.len() as u64, "resume: {resume}");
+            assert_eq!(std::fs::read(dir.path("into/src.bin")).unwrap(), data);
+            assert!(dir.path("into").is_dir());
+        }
+        // Only one level: a directory where the copy would land inside is refused.
+        std::fs::remove_file(dir.path("into/src.bin")).unwrap();
+        std::fs::create_dir(dir.path("into/src.bin")).unwrap();
+        let err = sftp
+            .put(
+                &dir.path("src.bin"),
+                &dir.bytes("into"),
+                &TransferOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("is a directory on the server"),
+            "{err}"
+        );
+        assert!(
+            std::fs::read_dir(dir.path("into/src.bin"))
+                .unwrap()
+                .next()
+                .is_none()
+        );
+
+        // In a tree, a directory where a file belongs fails that file.
+        std::fs::create_dir_all(dir.path("tree/a")).unwrap();
+        std::fs::write(dir.path("tree/a/f"), b"tree file").unwrap();
+        std::fs::create_dir_all(dir.path("dst/a/f")).unwrap();
+        let report = sftp
+            .put_tree(
+                dir.path("tree"),
+                dir.bytes("dst"),
+                &TransferOptions::default(),
+                |_| {},
+            )
+            .await
+            .unwrap();
+        assert_eq!((report.files, report.failed), (0, 1), "{report:?}");
+        assert!(dir.path("dst/a/f").is_dir());
+        assert!(
+            std::fs::read_dir(dir.path("dst/a/f"))
+                .unwrap()
+                .next()
+                .is_none()
+        );
+        sftp.shutdown().await.unwrap();
+    })
+    .await;
+}
+
 /// A path of more than 1100 bytes (OPEN's head used to be encoded into a fixed 1024-byte
 /// buffer: "output buffer too small").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

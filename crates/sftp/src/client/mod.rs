@@ -34,6 +34,14 @@ pub struct SftpClient {
     pub(crate) timeout: Duration,
 }
 
+/// A request on the wire whose reply is still to be read.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    pipeline: Pipeline,
+    op: &'static str,
+    path: String,
+}
+
 /// How long a closed connection waits for the spawned server's exit status.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
@@ -354,9 +362,37 @@ impl SftpClient {
         op: &'static str,
         path: &str,
     ) -> Result<Reply, SftpError> {
+        let sent = self.send_alone(request, op, path).await?;
+        self.reply_to(sent).await
+    }
+
+    /// Sends `request` on a pipeline of its own, its reply read later by
+    /// [`Self::reply_to`]: requests sent after it go out behind it without waiting.
+    pub(crate) async fn send_alone(
+        &self,
+        request: &Request<'_>,
+        op: &'static str,
+        path: &str,
+    ) -> Result<Sent, SftpError> {
         let mut pipeline = self.conn.pipeline();
         self.send(&mut pipeline, request, Bytes::new(), op).await?;
-        self.recv(&mut pipeline, op, path).await
+        Ok(Sent {
+            pipeline,
+            op,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The reply to a request [`Self::send_alone`] sent.
+    pub(crate) async fn reply_to(&self, mut sent: Sent) -> Result<Reply, SftpError> {
+        self.recv(&mut sent.pipeline, sent.op, &sent.path).await
+    }
+
+    /// The answer to a request `sent` that is answered by a status alone.
+    pub(crate) async fn status_of(&self, sent: Sent) -> Result<(), SftpError> {
+        let (op, path) = (sent.op, sent.path.clone());
+        let reply = self.reply_to(sent).await?;
+        expect_ok(&reply, op, &path)
     }
 
     async fn status_reply(
@@ -365,8 +401,8 @@ impl SftpClient {
         op: &'static str,
         path: &[u8],
     ) -> Result<(), SftpError> {
-        let reply = self.round_trip(request, op, &printable_bytes(path)).await?;
-        expect_ok(&reply, op, &printable_bytes(path))
+        let sent = self.send_alone(request, op, &printable_bytes(path)).await?;
+        self.status_of(sent).await
     }
 
     async fn handle_reply(
