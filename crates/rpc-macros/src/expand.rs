@@ -125,25 +125,26 @@ fn client(d: &Declaration) -> Tokens {
         quote! {
             #(#attrs)*
             #vis fn #method(&self, #(#params),*) -> #ret {
-                <#ret>::new(&self.peer, #args)
+                <#ret>::new(&self.caller, #args)
             }
         }
     });
     quote! {
         #[doc = #about]
         #vis struct #client<C: #krate::Codec = #krate::Bincode> {
-            peer: #krate::Peer<#name, C>,
+            caller: #krate::Caller<#name, C>,
         }
 
         impl<C: #krate::Codec> #client<C> {
-            /// Calls through `peer`.
-            #vis fn new(peer: #krate::Peer<#name, C>) -> Self {
-                Self { peer }
+            /// Calls through `caller`: a [`Peer`](volley_rpc::Peer) (one connection) or a
+            /// [`Reconnecting`](volley_rpc::Reconnecting) client (made again when lost).
+            #vis fn new(caller: impl ::core::convert::Into<#krate::Caller<#name, C>>) -> Self {
+                Self { caller: caller.into() }
             }
 
-            /// The connection the calls go over.
-            #vis fn peer(&self) -> &#krate::Peer<#name, C> {
-                &self.peer
+            /// What the calls go through.
+            #vis fn caller(&self) -> &#krate::Caller<#name, C> {
+                &self.caller
             }
 
             #(#calls)*
@@ -155,18 +156,24 @@ fn client(d: &Declaration) -> Tokens {
             }
         }
 
+        impl<C: #krate::Codec> ::core::convert::From<#krate::Reconnecting<#name, C>> for #client<C> {
+            fn from(client: #krate::Reconnecting<#name, C>) -> Self {
+                Self::new(client)
+            }
+        }
+
         impl<C> ::core::clone::Clone for #client<C>
         where
             C: #krate::Codec,
         {
             fn clone(&self) -> Self {
-                Self { peer: self.peer.clone() }
+                Self { caller: self.caller.clone() }
             }
         }
 
         impl<C: #krate::Codec> ::core::fmt::Debug for #client<C> {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.debug_struct(::core::stringify!(#client)).field("peer", &self.peer).finish()
+                f.debug_struct(::core::stringify!(#client)).field("caller", &self.caller).finish()
             }
         }
     }

@@ -81,7 +81,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     let sum = hub_client.subscribe("weather".into(), 3).await?;
     assert_eq!(sum, 10 + 20, "the subscriber's answers, summed by the hub");
     // `done` is one way and may still be on its way: the hub's reply does not wait for it.
-    hub_client.peer().shutdown().await;
+    hub_client.caller().shutdown().await;
     let seen = notes.seen.lock().unwrap().clone();
     assert_eq!(&seen[..3], ["weather 0", "weather 1", "weather 2"]);
     println!("the hub called back: {}", seen.join(", "));

@@ -154,7 +154,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
         .deadline(core::time::Duration::from_secs(5))
         .await?;
     assert_eq!(left, 3);
-    kv.peer().shutdown().await;
+    kv.caller().shutdown().await;
     server.shutdown().await?;
     println!("ok");
     Ok(())

@@ -72,7 +72,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
         other => return Err(format!("expected the deadline to pass, got {other:?}").into()),
     }
 
-    kv.peer().shutdown().await;
+    kv.caller().shutdown().await;
     server.shutdown().await?;
     println!("ok");
     Ok(())

@@ -104,14 +104,41 @@ pub enum CallError {
         /// The peer's explanation.
         detail: String,
     },
-    /// The connection ended before the reply came; nothing reconnects by itself.
-    #[error("rpc {method}: the connection is lost: {cause}")]
+    /// A [`Reconnecting`](crate::Reconnecting) client had no connection within the time
+    /// the call could wait (its deadline): the call was never sent.
+    #[error("rpc {method}: no connection to the server within {after:?} ({why})")]
+    Unavailable {
+        /// The method called.
+        method: &'static str,
+        /// How long the call waited.
+        after: Duration,
+        /// Why there was none: the last try's error.
+        why: String,
+    },
+    /// The connection ended before the reply came. A [`Peer`](crate::Peer) does not
+    /// reconnect; a [`Reconnecting`](crate::Reconnecting) client does, and fails with
+    /// this only the calls that were in flight when the connection was lost.
+    #[error("rpc {method}: the connection is lost {}: {cause}", if *.sent { "with the call in flight (it may have run)" } else { "before the call was sent" })]
     ConnectionLost {
         /// The method called.
         method: &'static str,
         /// Why the connection ended.
         cause: LinkError,
+        /// Whether the call had gone to the link: if so the peer may have run it.
+        sent: bool,
     },
+}
+
+impl CallError {
+    /// Whether the peer may have run the call: it failed after it was sent, on a lost
+    /// connection or at a deadline, so it may or may not have run. Errors that say the
+    /// call never ran, or ran and failed, are `false`.
+    pub fn may_have_run(&self) -> bool {
+        matches!(
+            self,
+            Self::ConnectionLost { sent: true, .. } | Self::DeadlineExceeded { .. }
+        )
+    }
 }
 
 /// Why a connection could not start.

@@ -104,6 +104,7 @@ pub mod link;
 pub mod log;
 pub mod peer;
 pub mod pool;
+pub mod reconnecting;
 #[cfg(feature = "quic")]
 pub mod quic;
 pub mod request;
@@ -124,6 +125,7 @@ pub use context::Context;
 pub use error::{CallError, ConnectError, HandlerError};
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
+pub use reconnecting::{Caller, Reconnecting};
 pub use request::{OneWay, ReplyFuture, Request, SendFuture, ValueFuture, WithSegments};
 pub use router::{Call, Reply, Router};
 pub use server::{Incoming, Links, ServerHandle, serve};

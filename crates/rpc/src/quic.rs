@@ -131,7 +131,7 @@ pub async fn connect(
     };
     let (connection, send, recv) = within(
         DEFAULT_HANDSHAKE_TIMEOUT,
-        format_args!("the QUIC handshake with {addr}"),
+        format!("the QUIC handshake with {addr}"),
         handshake,
     )
     .await?;
@@ -376,7 +376,7 @@ async fn handshake(
         }
     };
     let (connection, send, recv) =
-        within(timeout, format_args!("the QUIC handshake"), accept).await?;
+        within(timeout, "the QUIC handshake".to_owned(), accept).await?;
     Ok(link(
         connection,
         send,

@@ -14,7 +14,8 @@ use tokio::time::Sleep;
 use crate::codec::Codec;
 use crate::error::CallError;
 use crate::link::Message;
-use crate::peer::{Peer, Pending, deadline_exceeded};
+use crate::peer::{Pending, deadline_exceeded};
+use crate::reconnecting::Caller;
 use crate::router::Reply;
 use crate::service::Method;
 
@@ -42,17 +43,17 @@ use crate::service::Method;
 /// ```
 #[must_use = "a request does nothing until it is awaited"]
 pub struct Request<'a, M: Method, C: Codec> {
-    peer: &'a Peer<M::Service, C>,
+    caller: &'a Caller<M::Service, C>,
     args: M::Args,
     segments: Vec<Bytes>,
     deadline: Option<Duration>,
 }
 
 impl<'a, M: Method, C: Codec> Request<'a, M, C> {
-    /// A call of `M` with `args` on `peer`, no segments, the configured deadline.
-    pub fn new(peer: &'a Peer<M::Service, C>, args: M::Args) -> Self {
+    /// A call of `M` with `args` through `caller`, no segments, the configured deadline.
+    pub fn new(caller: &'a Caller<M::Service, C>, args: M::Args) -> Self {
         Self {
-            peer,
+            caller,
             args,
             segments: Vec::new(),
             deadline: None,
@@ -108,12 +109,12 @@ impl<M: Method, C: Codec> IntoFuture for WithSegments<'_, M, C> {
 
     fn into_future(self) -> Self::IntoFuture {
         let Request {
-            peer,
+            caller,
             args,
             segments,
             deadline,
         } = self.0;
-        peer.start_call::<M>(args, segments, deadline)
+        caller.start_call::<M>(args, segments, deadline)
     }
 }
 
@@ -234,16 +235,16 @@ impl<M: Method, C: Codec> Future for ValueFuture<M, C> {
 /// peer's credit, not for the call to run).
 #[must_use = "a one-way call does nothing until it is awaited"]
 pub struct OneWay<'a, M: Method, C: Codec> {
-    peer: &'a Peer<M::Service, C>,
+    caller: &'a Caller<M::Service, C>,
     args: M::Args,
     segments: Vec<Bytes>,
 }
 
 impl<'a, M: Method, C: Codec> OneWay<'a, M, C> {
-    /// A one-way call of `M` with `args` on `peer`, no segments.
-    pub fn new(peer: &'a Peer<M::Service, C>, args: M::Args) -> Self {
+    /// A one-way call of `M` with `args` through `caller`, no segments.
+    pub fn new(caller: &'a Caller<M::Service, C>, args: M::Args) -> Self {
         Self {
-            peer,
+            caller,
             args,
             segments: Vec::new(),
         }
@@ -268,7 +269,7 @@ impl<M: Method, C: Codec> IntoFuture for OneWay<'_, M, C> {
 
     /// Starts the call: in the common case it is on the link before the first poll.
     fn into_future(self) -> Self::IntoFuture {
-        self.peer.start_send::<M>(self.args, self.segments)
+        self.caller.start_send::<M>(self.args, self.segments)
     }
 }
 

@@ -338,6 +338,14 @@ impl ServerHandle {
         self.join().await
     }
 
+    /// Stops at once, as a crash would: the listener and every connection are dropped
+    /// without waiting for running calls (each peer sees its connection close, its calls
+    /// in flight lost). For tests of clients, and for a process that must go now.
+    pub async fn abort(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
     /// Waits for the server to end: after [`ServerHandle::shutdown`], or when accepting
     /// fails (an error a server cannot go on from, returned here).
     pub async fn join(self) -> io::Result<()> {

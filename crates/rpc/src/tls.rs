@@ -274,7 +274,7 @@ pub async fn connect(
     };
     let stream = within(
         DEFAULT_HANDSHAKE_TIMEOUT,
-        format_args!("the TLS handshake with {addr}"),
+        format!("the TLS handshake with {addr}"),
         handshake,
     )
     .await?;
@@ -293,13 +293,13 @@ pub async fn connect(
 }
 
 /// `handshake`'s outcome, or, past `timeout`, an error saying that `what` did not finish
-/// within it.
+/// within it. (`what` is a `String`, not `fmt::Arguments`: a caller's future must stay
+/// `Send`, and arguments held across the await are not.)
 pub(crate) fn within<T>(
     timeout: Duration,
-    what: core::fmt::Arguments<'_>,
+    what: String,
     handshake: impl Future<Output = io::Result<T>>,
 ) -> impl Future<Output = io::Result<T>> {
-    let what = what.to_string();
     async move {
         tokio::time::timeout(timeout, handshake)
             .await
@@ -502,7 +502,7 @@ where
 {
     let stream = within(
         timeout,
-        format_args!("the TLS handshake"),
+        "the TLS handshake".to_owned(),
         acceptor.accept(BufReader::with_capacity(READ_BUFFER, stream)),
     )
     .await?;

@@ -155,7 +155,7 @@ async fn a_handler_sees_the_callers_address_over_tcp() {
             .unwrap()
             .expect("a TCP peer has an address");
         assert!(seen.starts_with("127.0.0.1:"), "{seen}");
-        shop.peer().shutdown().await;
+        shop.caller().shutdown().await;
         server.shutdown().await.unwrap();
     })
     .await;

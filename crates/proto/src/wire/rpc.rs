@@ -6,11 +6,11 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit, 8 ping, 9 pong |
+//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit, 8 ping, 9 pong, 10 closing |
 //! | 1 | 1 | flags: bit 0 set when a deadline follows; other bits are 0 |
 //! | 2 | 2 | segments: how many bulk segments follow the arguments (at most [`MAX_SEGMENTS`]) |
 //! | 4 | 4 | call id: chosen by the caller, echoed by the reply, error reply or cancel |
-//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; calls finished for credit; a ping's number, echoed by its pong; else 0 |
+//! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; calls finished for credit; a ping's number, echoed by its pong; a [`CloseReason`] for closing; else 0 |
 //! | 12 | 4 | arguments' length in bytes |
 //! | 16 | 8 | only if flag bit 0: microseconds the caller will still wait for the reply |
 //! | then | 4 each | each segment's length |
@@ -31,7 +31,7 @@
 //! | 0 | 4 | magic `VRPC` |
 //! | 4 | 2 | wire version ([`WIRE_VERSION`]) |
 //! | 6 | 1 | codec id ([`CodecId`]) |
-//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`]; others 0 |
+//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`], bit 1 [`CAP_HEARS_CLOSING`]; others 0 |
 //! | 8 | 4 | the largest message this end takes, in bytes |
 //! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
 //! | 16 | 8 | fingerprint of the service this end serves: a hash of its method ids, kinds, names and types |
@@ -54,6 +54,12 @@
 //! in the method field; both have no arguments and no segments. An end sends pings only
 //! to a peer whose hello sets [`CAP_ANSWERS_PINGS`], so a version-1 peer, which would
 //! take an unknown kind as a protocol error, never sees one.
+//!
+//! A closing message (kind 10) tells the peer why this end is about to close the
+//! connection, so that it can say so and a reconnecting client need not report an error:
+//! its method field holds a [`CloseReason`], its arguments 8 bytes, the idle time that
+//! led to the close in milliseconds. It has no call id and no segments, and is sent only
+//! to a peer whose hello sets [`CAP_HEARS_CLOSING`].
 //!
 //! ```
 //! use volley_proto::wire::rpc::{Head, Kind, Message};
@@ -104,6 +110,11 @@ pub const MAGIC: [u8; 4] = *b"VRPC";
 pub const MAX_HELLO_FRAME: usize = 1024;
 /// Hello capability bit: this end answers [`Kind::PING`] with [`Kind::PONG`].
 pub const CAP_ANSWERS_PINGS: u8 = 0x01;
+/// Hello capability bit: this end takes a [`Kind::CLOSING`] message before the connection
+/// closes.
+pub const CAP_HEARS_CLOSING: u8 = 0x02;
+/// Bytes of a closing message's arguments: the idle time in milliseconds.
+pub const CLOSING_LEN: usize = 8;
 
 const FLAG_DEADLINE: u8 = 1;
 
@@ -130,6 +141,18 @@ open_enum! {
         PING = 8 => "ping",
         /// The answer to a ping.
         PONG = 9 => "pong",
+        /// This end closes the connection next, for the [`CloseReason`] in the method
+        /// field; sent only to a peer whose hello sets [`CAP_HEARS_CLOSING`].
+        CLOSING = 10 => "closing",
+    }
+}
+
+open_enum! {
+    /// Why an end closes a connection, carried in a [`Kind::CLOSING`] message's method
+    /// field.
+    pub struct CloseReason(u32) {
+        /// Nothing was in flight either way for the end's idle timeout.
+        IDLE = 1 => "idle",
     }
 }
 

@@ -216,9 +216,20 @@ pub enum LinkError {
     /// closed.
     #[error("the connection was idle for {0:?} with nothing in flight; closed")]
     Idle(core::time::Duration),
+    /// The peer said it closed the connection because nothing was in flight either way
+    /// for its idle timeout (the time given). Not a failure of the service: a
+    /// [`Reconnecting`](crate::Reconnecting) client connects again at its next call.
+    #[error("closed by the server after {} s idle", seconds(.0))]
+    IdleClosed(core::time::Duration),
     /// This end closed the connection.
     #[error("the connection was closed by this end")]
     Local,
+}
+
+/// `d` in seconds as a person writes them: `120`, `0.5`, `1.25`.
+fn seconds(d: &core::time::Duration) -> String {
+    let text = format!("{:.3}", d.as_secs_f64());
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 impl LinkError {

@@ -56,7 +56,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         let inner = &self.inner;
         if let Err(e) = inner.sender.send(message).await {
             guard.disarm();
-            return Err(inner.lost(M::NAME, e));
+            return Err(inner.lost(M::NAME, e, false));
         }
         inner.sent();
         let reply = match own_timer(deadline) {
@@ -132,7 +132,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             }
             Err(TrySendError::Failed(e)) => {
                 guard.disarm();
-                ReplyFuture::ready(Err(self.inner.lost(M::NAME, e)))
+                ReplyFuture::ready(Err(self.inner.lost(M::NAME, e, false)))
             }
         }
     }
@@ -175,7 +175,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 let peer = self.clone();
                 SendFuture::slow(Box::pin(async move { peer.deliver::<M>(message).await }))
             }
-            Err(TrySendError::Failed(e)) => SendFuture::ready(Err(self.inner.lost(M::NAME, e))),
+            Err(TrySendError::Failed(e)) => SendFuture::ready(Err(self.inner.lost(M::NAME, e, false))),
         }
     }
 
@@ -213,7 +213,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             .sender
             .send(message)
             .await
-            .map_err(|e| inner.lost(M::NAME, e))?;
+            .map_err(|e| inner.lost(M::NAME, e, false))?;
         inner.sent();
         Ok(())
     }
@@ -238,6 +238,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             Some(cause) => Err(CallError::ConnectionLost {
                 method: M::NAME,
                 cause: cause.clone(),
+                sent: false,
             }),
             None => Ok(()),
         }
@@ -401,7 +402,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
         deadline: Option<Duration>,
     ) -> Result<Reply<M::Output>, CallError> {
         let Ok(reply) = reply else {
-            return Err(self.lost(M::NAME, LinkError::Closed));
+            return Err(self.lost(M::NAME, LinkError::Closed, true));
         };
         match reply.head.kind {
             Kind::REPLY => {

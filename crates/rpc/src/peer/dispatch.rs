@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
-use volley_proto::wire::rpc::{ErrorCode, Kind};
+use core::time::Duration;
+
+use volley_proto::wire::rpc::{CLOSING_LEN, CloseReason, ErrorCode, Kind};
 
 use super::{Inner, MAX_PENDING_ANSWERS, lock};
 use crate::codec::Codec;
@@ -21,15 +23,17 @@ impl<S: Service, C: Codec> Inner<S, C> {
     ) -> Result<OwnedSemaphorePermit, CallError> {
         match self.credit.clone().acquire_owned().await {
             Ok(permit) => Ok(permit),
-            Err(_) => Err(self.lost(method, LinkError::Closed)),
+            Err(_) => Err(self.lost(method, LinkError::Closed, false)),
         }
     }
 
-    /// The error for a call on a connection that has ended.
-    pub(super) fn lost(&self, method: &'static str, fallback: LinkError) -> CallError {
+    /// The error for a call on a connection that has ended; `sent` if the call had been
+    /// handed to the link (it may have run).
+    pub(super) fn lost(&self, method: &'static str, fallback: LinkError, sent: bool) -> CallError {
         CallError::ConnectionLost {
             method,
             cause: self.failure.get().cloned().unwrap_or(fallback),
+            sent,
         }
     }
 
@@ -140,6 +144,14 @@ impl<S: Service, C: Codec> Inner<S, C> {
                     self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
                     self.finish_one();
                 }
+            }
+            Kind::CLOSING => {
+                let idle = <[u8; CLOSING_LEN]>::try_from(&message.args[..])
+                    .map(|ms| Duration::from_millis(u64::from_le_bytes(ms)));
+                self.fail(match (CloseReason(head.method), idle) {
+                    (CloseReason::IDLE, Ok(idle)) => LinkError::IdleClosed(idle),
+                    _ => LinkError::Closed,
+                });
             }
             Kind::CREDIT => {
                 // Never more than this end has out: a peer cannot inflate its own credit.

@@ -103,7 +103,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             credit: self.config.credit,
             fingerprint: self.serves().0,
             calls: S::FINGERPRINT,
-            capabilities: CAP_ANSWERS_PINGS,
+            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING,
         };
         let exchange = async {
             match &self.check {

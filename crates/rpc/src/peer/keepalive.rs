@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use volley_proto::wire::rpc::{CAP_ANSWERS_PINGS, Hello, Kind};
+use volley_proto::wire::rpc::{CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CloseReason, Hello, Kind};
 
 use super::{Inner, lock};
 use crate::codec::Codec;
@@ -93,6 +93,15 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Wa
         }
         if let Some(idle) = watch.idle {
             if now - active_at >= idle {
+                if inner.theirs.capabilities & CAP_HEARS_CLOSING != 0 {
+                    // Said first, so the peer reports an idle close as one (a reconnecting
+                    // client just connects again); what is queued goes out before the
+                    // link closes.
+                    let ms = u64::try_from((now - active_at).as_millis()).unwrap_or(u64::MAX);
+                    let reason = CloseReason::IDLE.0;
+                    let closing = Message::new(Kind::CLOSING, 0, reason, ms.to_le_bytes().to_vec());
+                    let _ = tokio::time::timeout(idle, inner.sender.send(closing)).await;
+                }
                 return inner.fail(LinkError::Idle(idle));
             }
         }

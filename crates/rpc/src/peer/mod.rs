@@ -19,7 +19,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
 use volley_proto::wire::frame;
 use volley_proto::wire::rpc::{
-    CAP_ANSWERS_PINGS, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN,
+    CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN,
     WIRE_VERSION,
 };
 
