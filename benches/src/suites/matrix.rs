@@ -240,8 +240,10 @@ fn run_link(
             payload: 8,
             batch: 10,
             deadline: Duration::from_secs(30),
+            duration: None,
+            rate: None,
         };
-        runtime.block_on(service::run(&peer, warm));
+        runtime.block_on(service::run(peer.clone(), warm));
         peers.push((transport, peer));
     }
     let rounds = rounds_for(mode, rtt_ms);
@@ -260,12 +262,14 @@ fn run_link(
                 payload: 8,
                 batch,
                 deadline: Duration::from_secs(30),
+                duration: None,
+                rate: None,
             };
             let mut runs: Vec<Vec<Cell>> = vec![Vec::new(); peers.len()];
             for _ in 0..rounds {
                 for ((_, peer), runs) in peers.iter().zip(&mut runs) {
                     reset_peak();
-                    let outcome = runtime.block_on(service::run(peer, spec));
+                    let outcome = runtime.block_on(service::run(peer.clone(), spec));
                     runs.push(Cell {
                         ok: outcome.failed == 0,
                         secs: outcome.secs,

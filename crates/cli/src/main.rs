@@ -78,7 +78,7 @@ fn main() -> ExitCode {
             Command::Scp(command) => scp::run(command).await,
             Command::Machine(command) => machine::run(command).await,
             Command::Sftp(command) => sftp_command::run(command).await,
-            Command::Rpc(command) => rpc::run(command).await,
+            Command::Rpc(command) => rpc::run(command, cli.verbose > 0).await,
         }
     });
     if let Some(lines) = lines {

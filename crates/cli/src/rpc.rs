@@ -16,7 +16,7 @@ use volley_rpc::link::udp::UdpLink;
 use volley_rpc::quic::{self, QuicListener};
 use volley_rpc::tls::rustls::ClientConfig;
 use volley_rpc::tls::{self, Roots, ServerName, TlsListener};
-use volley_rpc::{Config, ConnectError, Endpoint, serve};
+use volley_rpc::{Config, ConnectError, Endpoint, Reconnecting, serve};
 use volley_transport_tcp::Listener;
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
@@ -115,6 +115,26 @@ pub(crate) struct Timeouts {
 }
 
 /// Decimal seconds, 0.1 to 3600.
+/// --duration: more than 0 s, at most a week.
+fn duration_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 7.0 * 86400.0 => Ok(secs),
+        _ => Err(format!(
+            "{text:?}: seconds from 0 (excluded) to 604800 (a week)"
+        )),
+    }
+}
+
+/// --rate: calls a second, from one a day to ten million.
+fn rate_per_sec(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if (1.0 / 86400.0..=1e7).contains(&rate) => Ok(rate),
+        _ => Err(format!(
+            "{text:?}: calls a second from 0.0000116 (one a day) to 10000000"
+        )),
+    }
+}
+
 fn seconds(text: &str) -> Result<f64, String> {
     let s: f64 = text
         .parse()
@@ -183,9 +203,16 @@ pub(crate) struct BenchArgs {
     /// Which call to make.
     #[arg(long, value_enum, default_value_t = CallKind::Echo)]
     call: CallKind,
-    /// Calls in all.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    calls: u64,
+    /// Calls in all [default: 10000, or no limit with --duration].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    calls: Option<u64>,
+    /// Call until this many seconds have passed (instead of a count of calls).
+    #[arg(long, value_name = "SECS", value_parser = duration_secs)]
+    duration: Option<f64>,
+    /// Open loop: N calls a second, each sent at its time whatever is still in flight
+    /// (fractions too: 0.2 is a call every 5 s). --concurrency does not apply.
+    #[arg(long, value_name = "N", value_parser = rate_per_sec, conflicts_with = "concurrency")]
+    rate: Option<f64>,
     /// Callers sharing the one connection; they split the calls.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
     concurrency: u64,
@@ -252,8 +279,22 @@ impl BenchArgs {
     }
 }
 
-/// The token in `path`'s first line, without its line ending; an empty one is refused.
+/// The token in `path`'s first line, without its line ending; an empty one is refused,
+/// and so is a file that others than its owner may read (as ssh refuses such a key).
 fn read_token(path: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        bail!(
+            "the token file {} may be read by others (mode {:o}): a token is a secret; \
+             chmod 600 it",
+            path.display(),
+            mode & 0o777
+        );
+    }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the token file {}", path.display()))?;
     let token = text.lines().next().unwrap_or_default();
@@ -266,10 +307,11 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_owned())
 }
 
-pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
+/// Runs an rpc command; `verbose` (-v) has `bench` say why each failed call failed.
+pub(crate) async fn run(command: Command, verbose: bool) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve_bench(args).await,
-        Command::Bench(args) => drive(args).await,
+        Command::Bench(args) => drive(args, verbose).await,
     }
 }
 
@@ -389,7 +431,7 @@ fn plain_meets_tls(e: ConnectError, tls: bool, addr: SocketAddr) -> anyhow::Erro
     }
 }
 
-async fn drive(args: BenchArgs) -> anyhow::Result<()> {
+async fn drive(args: BenchArgs, verbose: bool) -> anyhow::Result<()> {
     let payload = args.payload as usize;
     let config = args.timeouts.apply(Config::default())?;
     let mut endpoint = Endpoint::<Bench>::new(config).context("rpc settings")?;
@@ -399,39 +441,26 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
             .context("--auth-token-file")?;
     }
     let tls = args.tls()?;
-    let peer = match args.transport {
-        Transport::Tcp => {
-            let link = async {
-                match &tls {
-                    Some((config, name)) => {
-                        tls::connect(args.connect, name.clone(), config.clone(), MAX_MESSAGE).await
-                    }
-                    None => FramedLink::connect_tcp(args.connect, MAX_MESSAGE).await,
-                }
-            };
-            let link = tokio::time::timeout(Duration::from_secs(10), link)
-                .await
-                .map_err(|_| {
-                    anyhow::anyhow!("cannot connect to {}: no answer within 10 s", args.connect)
-                })?
-                .with_context(|| format!("cannot connect to {}", args.connect))?;
-            endpoint
-                .connect(link)
-                .await
-                .map_err(|e| plain_meets_tls(e, tls.is_some(), args.connect))?
-        }
+    let addr = args.connect;
+    let client = match args.transport {
+        Transport::Tcp => match tls.clone() {
+            Some((config, name)) => Reconnecting::new(endpoint, move || {
+                tls::connect(addr, name.clone(), config.clone(), MAX_MESSAGE)
+            }),
+            None => Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr, MAX_MESSAGE)),
+        },
         Transport::Quic => {
-            let (tls, name) = tls.expect("checked by BenchArgs::tls: QUIC has TLS settings");
-            let link = quic::connect(args.connect, name, tls, &endpoint.config())
-                .await
-                .with_context(|| format!("cannot connect to {}", args.connect))?;
-            endpoint
-                .connect(link)
-                .await
-                .with_context(|| format!("rpc hello with {}", args.connect))?
+            let (tls, name) = tls
+                .clone()
+                .expect("checked by BenchArgs::tls: QUIC has TLS settings");
+            let config = endpoint.config();
+            Reconnecting::new(endpoint, move || {
+                let (name, tls) = (name.clone(), tls.clone());
+                async move { quic::connect(addr, name, tls, &config).await }
+            })
         }
         Transport::Udp => {
-            let any: SocketAddr = if args.connect.is_ipv4() {
+            let any: SocketAddr = if addr.is_ipv4() {
                 "0.0.0.0:0".parse().expect("an address")
             } else {
                 "[::]:0".parse().expect("an address")
@@ -440,16 +469,27 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
                 ChannelEndpoint::bind(any, args.timeouts.channel(ChannelConfig::client()))
                     .await
                     .context("cannot open a UDP socket")?;
-            let connection = channel
-                .connect(args.connect)
-                .await
-                .with_context(|| format!("cannot connect to {}", args.connect))?;
-            endpoint
-                .connect(UdpLink::new(connection))
-                .await
-                .with_context(|| format!("rpc hello with {}", args.connect))?
+            Reconnecting::new(endpoint, move || {
+                let channel = channel.clone();
+                async move {
+                    let connection = channel.connect(addr).await.map_err(std::io::Error::other)?;
+                    Ok(UdpLink::new(connection))
+                }
+            })
         }
     };
+    // The first connection now, so that a server that is not there is an error at once;
+    // later losses are made good by connecting again.
+    let peer = client.connect().await.map_err(|e| match e {
+        ConnectError::Timeout(after) => {
+            anyhow::anyhow!(
+                "cannot connect to {addr}: no answer within {} s",
+                after.as_secs()
+            )
+        }
+        ConnectError::Io(e) => anyhow::Error::new(e).context(format!("cannot connect to {addr}")),
+        e => plain_meets_tls(e, tls.is_some(), addr),
+    })?;
     let limit = peer.peer_hello().max_message as usize;
     if payload + HEAD_ROOM > limit {
         bail!(
@@ -464,14 +504,29 @@ async fn drive(args: BenchArgs) -> anyhow::Result<()> {
             CallKind::Get => Workload::Get,
             CallKind::Send => Workload::Send,
         },
-        calls: args.calls,
+        calls: args.calls.unwrap_or(if args.duration.is_some() {
+            u64::MAX
+        } else {
+            10_000
+        }),
         // Fits: range-checked to 4096.
         concurrency: args.concurrency as usize,
         payload,
         batch: args.batch,
         deadline: Duration::from_secs(args.deadline_secs),
+        duration: args.duration.map(Duration::from_secs_f64),
+        rate: args.rate,
     };
-    let outcome = bench::run(&peer, spec).await;
+    let outcome = bench::run(client.clone(), spec).await;
+    if verbose {
+        for (index, why) in &outcome.failures {
+            eprintln!("call {index} failed: {why}");
+        }
+        if outcome.failed > outcome.failures.len() as u64 {
+            eprintln!("(the first {} failures shown)", outcome.failures.len());
+        }
+    }
+    client.shutdown().await;
     println!("{}", outcome.line());
     if outcome.failed > 0 {
         bail!(

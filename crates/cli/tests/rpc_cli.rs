@@ -30,7 +30,7 @@ async fn bench(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// The fields of `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M`, in order.
+/// The fields of `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M reconnects=C`, in order.
 fn fields(line: &str) -> Vec<(String, f64)> {
     line.split(' ')
         .map(|field| {
@@ -114,7 +114,15 @@ async fn every_call_kind_is_verified_end_to_end() {
         let keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["calls", "ok", "failed", "secs", "calls/s", "MiB/s"],
+            [
+                "calls",
+                "ok",
+                "failed",
+                "secs",
+                "calls/s",
+                "MiB/s",
+                "reconnects"
+            ],
             "{last}"
         );
         let calls = extra
@@ -370,13 +378,18 @@ async fn a_full_server_says_so_and_a_silent_connection_loses_its_slot() {
 
 #[tokio::test]
 async fn a_token_file_on_both_ends_admits_and_its_absence_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = scratch("rpc-token");
-    let good = dir.join("token");
-    std::fs::write(&good, "s3cret\r\nsecond line ignored\n").unwrap();
-    let wrong = dir.join("wrong");
-    std::fs::write(&wrong, "s3cre7\n").unwrap();
-    let empty = dir.join("empty");
-    std::fs::write(&empty, "\n").unwrap();
+    let secret = |name: &str, text: &str, mode: u32| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    };
+    let good = secret("token", "s3cret\r\nsecond line ignored\n", 0o600);
+    let wrong = secret("wrong", "s3cre7\n", 0o600);
+    let empty = secret("empty", "\n", 0o400);
+    let loose = secret("loose", "s3cret\n", 0o644);
     let good = good.to_str().unwrap();
     let (_server, line) = spawn(&[
         "rpc",
@@ -425,6 +438,16 @@ async fn a_token_file_on_both_ends_admits_and_its_absence_is_refused() {
     .await;
     assert!(!ok);
     assert!(err.contains("empty first line"), "{err}");
+    // A token file others may read is refused, as ssh refuses such a key.
+    let (ok, _, err) = bench(&[
+        "--connect",
+        &addr,
+        "--auth-token-file",
+        loose.to_str().unwrap(),
+    ])
+    .await;
+    assert!(!ok);
+    assert!(err.contains("may be read by others (mode 644)"), "{err}");
     let serve = timeout(
         Duration::from_secs(60),
         Command::new(VOLLEY)

@@ -45,6 +45,12 @@ fn markers(d: &Declaration) -> Tokens {
         let method = m.name.to_string();
         quote!((#id, #method),)
     });
+    let entries = methods.iter().map(|m| {
+        let id = &m.id;
+        let one_way = m.one_way;
+        let types = types_fingerprint(krate, m);
+        quote!(#krate::service::MethodEntry { id: #id, one_way: #one_way, types: #types },)
+    });
     let per_method = methods.iter().map(|m| method_marker(d, m));
     quote! {
         #(#attrs)*
@@ -55,10 +61,20 @@ fn markers(d: &Declaration) -> Tokens {
             const NAME: &'static str = #name_str;
             const FINGERPRINT: u64 = #krate::service::fingerprint(&[#name_str, #(#parts)*]);
             const METHODS: &'static [(u32, &'static str)] = &[#(#table)*];
+            const TABLE: &'static [#krate::service::MethodEntry] = &[#(#entries)*];
         }
 
         #(#per_method)*
     }
+}
+
+/// The `const` expression of a method's [`Method::TYPES`]: its kind, argument type and
+/// result type, as written.
+fn types_fingerprint(krate: &Tokens, m: &MethodDecl) -> Tokens {
+    let kind = if m.one_way { "oneway" } else { "sync" };
+    let args = m.args_type().to_string();
+    let output = m.output_type().to_string();
+    quote!(#krate::service::fingerprint(&[#kind, #args, #output]))
 }
 
 fn method_marker(d: &Declaration, m: &MethodDecl) -> Tokens {
@@ -71,6 +87,7 @@ fn method_marker(d: &Declaration, m: &MethodDecl) -> Tokens {
     let args = m.args_type();
     let output = m.output_type();
     let one_way = m.one_way;
+    let types = types_fingerprint(krate, m);
     let docs = docs(&m.attrs);
     let what = format!(
         "The method `{method}` of [`{name}`] (id {id}), as a type: names it to \
@@ -90,6 +107,7 @@ fn method_marker(d: &Declaration, m: &MethodDecl) -> Tokens {
             const ID: u32 = #id;
             const NAME: &'static str = #method;
             const ONE_WAY: bool = #one_way;
+            const TYPES: u64 = #types;
         }
     }
 }

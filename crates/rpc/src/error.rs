@@ -21,13 +21,30 @@ pub enum CallError {
         /// The peer's explanation.
         detail: String,
     },
-    /// The peer has no method with this id: the two ends run different builds.
-    #[error("rpc {method}: the peer has no method with id {id}")]
-    UnknownMethod {
+    /// The peer does not serve this method (its build has no method with this id):
+    /// known from its method table before anything was sent, or from its answer. Only
+    /// this call fails.
+    #[error("rpc {method}: the peer does not serve this method (id {id})")]
+    Unimplemented {
         /// The method called.
         method: &'static str,
         /// Its id.
         id: u32,
+    },
+    /// The peer declares this method with other argument or result types (or as the
+    /// other kind, sync or one-way): refused before anything was sent. Only this call
+    /// fails.
+    #[error(
+        "rpc {method}: the peer declares this method with other types \
+         (types fingerprint here {ours:#018x}, at the peer {theirs:#018x})"
+    )]
+    TypesDiffer {
+        /// The method called.
+        method: &'static str,
+        /// This end's fingerprint of its types.
+        ours: u64,
+        /// The peer's.
+        theirs: u64,
     },
     /// The peer could not decode the arguments.
     #[error("rpc {method}: the peer could not decode the arguments: {detail}")]
@@ -189,6 +206,14 @@ pub enum ConnectError {
         /// The fingerprint of the service the peer serves.
         theirs: u64,
     },
+    /// The peer's method table lists another service than the one this end calls.
+    #[error("rpc hello: this end calls the service {calls}, the peer serves {serves}")]
+    OtherService {
+        /// The service this end calls.
+        calls: &'static str,
+        /// The service the peer serves.
+        serves: String,
+    },
     /// The peer calls (back) another service than the one this end serves.
     #[error(
         "rpc hello: the peer calls another service than the {service} this end serves (fingerprint {theirs:#018x}, ours {ours:#018x}): serve the service it calls, or call it with an endpoint of the service this end serves"
@@ -271,7 +296,7 @@ impl CallError {
     ) -> Self {
         match code {
             ErrorCode::BUSY => Self::Busy { method, detail },
-            ErrorCode::UNKNOWN_METHOD => Self::UnknownMethod { method, id },
+            ErrorCode::UNKNOWN_METHOD => Self::Unimplemented { method, id },
             ErrorCode::DECODE => Self::RemoteDecode { method, detail },
             ErrorCode::HANDLER => Self::Handler { method, detail },
             ErrorCode::PANIC => Self::Panicked { method, detail },

@@ -64,9 +64,10 @@
 //!   layer ([`link::framed`], TCP or Unix), over the reliable UDP channel
 //!   ([`link::udp`]), or between tasks ([`link::local`]); a link written in another crate
 //!   takes the same path. [`serve`] serves every connection of an [`Incoming`]: a TCP
-//!   or Unix listener, the UDP channel's endpoint, or any stream of links ([`Links`]). Features pick the
-//!   links: `tcp` (framed links, listeners), `udp` (the reliable UDP channel) and
-//!   `local`, all on by default; `bench` adds the benchmark service.
+//!   or Unix listener, the UDP channel's endpoint, or any stream of links ([`Links`]).
+//!   Features pick the links: `tcp` (framed links, listeners), `udp` (the reliable UDP
+//!   channel) and `local`, all on by default; `tls` (TLS 1.3 on stream links, rustls),
+//!   `quic` (quinn); `postcard` adds that codec, `bench` the benchmark service.
 //! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
 //!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
 //!   RUSTSEC-2025-0141). Bulk payloads (`Bytes`) travel as segments beside them: never
@@ -82,15 +83,21 @@
 //! arguments, handler errors and panics, deadlines, messages over the receiver's limit
 //! (refused before sending) and shutdown each come back as their own [`CallError`]
 //! while the connection goes on serving. A lost connection fails every pending call with
-//! [`CallError::ConnectionLost`]; nothing reconnects by itself. Dropping a call's future
-//! cancels it at the peer.
+//! [`CallError::ConnectionLost`], which says whether the call was sent (and so may have
+//! run). A [`Peer`] is one connection and stays lost; a [`Reconnecting`] client connects
+//! at its first call and again whenever its connection is lost, and calls made
+//! meanwhile wait for it up to their deadline (a generated client takes either). An end
+//! that closes an idle connection tells the peer first, which reports
+//! [`LinkError::IdleClosed`](link::LinkError::IdleClosed), not a failure. Dropping a
+//! call's future cancels it at the peer.
 //!
 //! # Exposure
 //! A server may check each connection at its hello ([`Endpoint::require_token`], or
 //! [`Endpoint::authenticate`] with a check of its own, see [`auth`]); without a check,
-//! anyone who can reach the socket can call every method. There is no encryption: a token
-//! crosses the wire in the clear. Bind to loopback (the CLI's default) or a Unix socket,
-//! or carry it inside something that encrypts.
+//! anyone who can reach the socket can call every method. Over plain TCP, Unix and UDP
+//! links nothing is encrypted and a token crosses the wire in the clear: bind those to
+//! loopback (the CLI's default) or a Unix socket, or use the `tls` or `quic` feature's
+//! links, which encrypt and can check the client's certificate (mutual TLS).
 
 pub mod array;
 pub mod auth;
@@ -104,9 +111,9 @@ pub mod link;
 pub mod log;
 pub mod peer;
 pub mod pool;
-pub mod reconnecting;
 #[cfg(feature = "quic")]
 pub mod quic;
+pub mod reconnecting;
 pub mod request;
 pub mod router;
 pub mod server;

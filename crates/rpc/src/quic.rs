@@ -375,8 +375,7 @@ async fn handshake(
             Err(e) => Err(io::Error::other(e)),
         }
     };
-    let (connection, send, recv) =
-        within(timeout, "the QUIC handshake".to_owned(), accept).await?;
+    let (connection, send, recv) = within(timeout, "the QUIC handshake".to_owned(), accept).await?;
     Ok(link(
         connection,
         send,

@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use crate::codec::{Bincode, Codec};
 use crate::error::{CallError, ConnectError};
-use crate::link::MessageLink;
-use crate::peer::{Endpoint, Peer, deadline_exceeded};
+use crate::link::{MessageLink, Payload};
+use crate::peer::{Endpoint, Peer, deadline_exceeded, encode_failed};
 use crate::request::{ReplyFuture, SendFuture};
 use crate::service::{Method, Service};
 
@@ -94,13 +94,15 @@ impl<S, C> core::fmt::Debug for Reconnecting<S, C> {
         f.debug_struct("Reconnecting")
             .field("connected", &state.peer.is_some())
             .field("connecting", &state.connecting)
-            .field("reconnects", &self.shared.reconnects.load(Ordering::Relaxed))
+            .field(
+                "reconnects",
+                &self.shared.reconnects.load(Ordering::Relaxed),
+            )
             .finish()
     }
 }
 
-type Connect<S, C> =
-    dyn Fn() -> BoxFuture<'static, Result<Peer<S, C>, ConnectError>> + Send + Sync;
+type Connect<S, C> = dyn Fn() -> BoxFuture<'static, Result<Peer<S, C>, ConnectError>> + Send + Sync;
 
 struct Shared<S, C> {
     connect: Box<Connect<S, C>>,
@@ -165,6 +167,25 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
                 default_deadline,
             }),
         }
+    }
+
+    /// Connects now, once, unless connected already: for a program that should stop at
+    /// its start, with the connection's own error, when the server is not there. Later
+    /// losses are made good as usual.
+    pub async fn connect(&self) -> Result<Peer<S, C>, ConnectError> {
+        if let Some(peer) = self.current() {
+            return Ok(peer);
+        }
+        let peer = (self.shared.connect)().await?;
+        let mut state = lock(&self.shared.state);
+        if state.connected_once {
+            self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
+        }
+        state.connected_once = true;
+        state.peer = Some(peer.clone());
+        drop(state);
+        self.shared.changed.notify_waiters();
+        Ok(peer)
     }
 
     /// The connection now, if it is up; never waits, never connects.
@@ -245,30 +266,75 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
             })
     }
 
-    /// Starts a sync call: on the connection at once when it is up, else once one is.
+    /// What is left of a call's `budget` (its deadline) `start` ago; an error once none is.
+    fn left<M: Method>(
+        budget: Option<Duration>,
+        start: Instant,
+    ) -> Result<Option<Duration>, CallError> {
+        match budget {
+            Some(d) => match d.checked_sub(start.elapsed()).filter(|l| !l.is_zero()) {
+                Some(left) => Ok(Some(left)),
+                None => Err(deadline_exceeded::<M>(d)),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Runs `call` with `args` (encoded once) on a connection, and again on the next one
+    /// whenever a connection ends before the call went out (`ConnectionLost` with
+    /// `sent: false`), until the call's wait for a connection runs out. A call that went
+    /// out is never sent again.
+    async fn on_a_connection<M, T, F, Fut>(
+        &self,
+        args: &M::Args,
+        deadline: Option<Duration>,
+        call: F,
+    ) -> Result<T, CallError>
+    where
+        M: Method<Service = S>,
+        F: Fn(Peer<S, C>, Payload, Option<Duration>) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
+        let start = Instant::now();
+        let budget = deadline.or(self.shared.default_deadline);
+        let wait = self.wait_for(deadline);
+        let mut peer = match self.current() {
+            Some(peer) => peer,
+            None => self.for_call::<M>(wait).await?,
+        };
+        let args = peer.encode(args).await.map_err(encode_failed::<M>)?;
+        loop {
+            let left = Self::left::<M>(budget, start)?;
+            match call(peer, args.clone(), left).await {
+                Err(CallError::ConnectionLost { sent: false, .. }) => {
+                    // Not sent: the connection ended first. Let the loss be seen, then go
+                    // on the next connection.
+                    tokio::task::yield_now().await;
+                    peer = self
+                        .for_call::<M>(wait.saturating_sub(start.elapsed()))
+                        .await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Starts a sync call, sent on the connection that is up, else on the next one, and
+    /// again on the next one if its connection ends before it goes out.
     pub(crate) fn start_call<M: Method<Service = S>>(
         &self,
         args: M::Args,
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
     ) -> ReplyFuture<M, C> {
-        if let Some(peer) = self.current() {
-            return peer.start_call::<M>(args, segments, deadline);
-        }
         let this = self.clone();
         ReplyFuture::slow(Box::pin(async move {
-            let start = Instant::now();
-            let wait = this.wait_for(deadline);
-            let peer = this.for_call::<M>(wait).await?;
-            // What is left of the call's deadline after the wait.
-            let left = match deadline.or(this.shared.default_deadline) {
-                Some(d) => match d.checked_sub(start.elapsed()).filter(|l| !l.is_zero()) {
-                    Some(left) => Some(left),
-                    None => return Err(deadline_exceeded::<M>(d)),
-                },
-                None => None,
+            let call = |peer: Peer<S, C>, args, left| {
+                let segments = segments.clone();
+                async move { peer.call_encoded::<M>(args, segments, left).await }
             };
-            peer.start_call::<M>(args, segments, left).await
+            this.on_a_connection::<M, _, _, _>(&args, deadline, call)
+                .await
         }))
     }
 
@@ -278,13 +344,13 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
         args: M::Args,
         segments: Vec<Bytes>,
     ) -> SendFuture {
-        if let Some(peer) = self.current() {
-            return peer.start_send::<M>(args, segments);
-        }
         let this = self.clone();
         SendFuture::slow(Box::pin(async move {
-            let peer = this.for_call::<M>(this.wait_for(None)).await?;
-            peer.start_send::<M>(args, segments).await
+            let send = |peer: Peer<S, C>, args, _| {
+                let segments = segments.clone();
+                async move { peer.send_encoded::<M>(args, segments).await }
+            };
+            this.on_a_connection::<M, _, _, _>(&args, None, send).await
         }))
     }
 }
@@ -322,8 +388,7 @@ async fn connect_loop<S: Service, C: Codec>(shared: Arc<Shared<S, C>>) {
                 Ok(peer) => peer.close(),
                 Err(e) => state.last_error = Some(e.to_string()),
             }
-            if shared.closed.load(Ordering::SeqCst) || shared.waiting.load(Ordering::SeqCst) == 0
-            {
+            if shared.closed.load(Ordering::SeqCst) || shared.waiting.load(Ordering::SeqCst) == 0 {
                 state.connecting = false;
                 drop(state);
                 shared.changed.notify_waiters();

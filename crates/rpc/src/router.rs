@@ -106,6 +106,8 @@ pub(crate) struct Routes<R, C> {
     /// The served service's fingerprint, for the hello, and its name, for errors.
     pub(crate) fingerprint: u64,
     pub(crate) service: &'static str,
+    /// The served service's methods, for the method table.
+    pub(crate) table: &'static [crate::service::MethodEntry],
     handlers: HashMap<u32, Route<R, C>>,
 }
 
@@ -155,6 +157,7 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
             routes: Routes {
                 fingerprint: S::FINGERPRINT,
                 service: S::NAME,
+                table: S::TABLE,
                 handlers: HashMap::new(),
             },
             _s: PhantomData,

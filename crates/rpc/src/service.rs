@@ -3,11 +3,14 @@
 //! A service is a set of methods; each method has an explicit id (never its position in
 //! the list), a name, an argument type and a result type. [`service!`](crate::service)
 //! declares one. Both ends name the same service type, so a call to a method of another
-//! service does not compile, and the hello compares the service's
-//! [`fingerprint`](Service::FINGERPRINT) so that two builds that disagree fail at once.
+//! service does not compile. After the hello each end sends its service's method table
+//! ([`Service::TABLE`]), and each call is checked against the peer's: two builds whose
+//! method sets differ still connect, and only the calls the other end cannot take fail.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+#[doc(hidden)]
+pub use volley_proto::wire::rpc::methods::MethodEntry;
 
 /// One method of a service.
 pub trait Method: Send + Sync + 'static {
@@ -23,6 +26,9 @@ pub trait Method: Send + Sync + 'static {
     const NAME: &'static str;
     /// Whether it is one-way (declared `oneway fn`): it sends no reply.
     const ONE_WAY: bool = false;
+    /// A hash of its kind, argument type and result type (as written in the
+    /// declaration): what must match at the two ends for a call of it to go.
+    const TYPES: u64 = 0;
 }
 
 /// A set of methods, declared with [`service!`](crate::service).
@@ -34,6 +40,9 @@ pub trait Service: Send + Sync + 'static {
     const FINGERPRINT: u64;
     /// The methods: `(id, name)`.
     const METHODS: &'static [(u32, &'static str)];
+    /// The methods as the method table after the hello lists them: id, kind and
+    /// [`Method::TYPES`].
+    const TABLE: &'static [MethodEntry] = &[];
 
     /// The name of the method with this id, if there is one.
     fn method_name(id: u32) -> Option<&'static str> {
@@ -91,9 +100,8 @@ pub const fn fingerprint(parts: &[&str]) -> u64 {
 /// assert_eq!(Geometry::method_name(1), Some("add"));
 /// ```
 ///
-/// Each method has an explicit id, never its position, so methods can be added and
-/// reordered without breaking older peers; a `oneway` method sends no reply. From the
-/// declaration come:
+/// Each method has an explicit id, never its position; a `oneway` method sends no reply.
+/// From the declaration come:
 /// - `Geometry`, the service as a type ([`Service`]), and a type per method, named in
 ///   CamelCase (`Add`, `Mirror`, `Log`: [`Method`]), whose arguments are the parameter's
 ///   type, a tuple of them, or `()`;
@@ -105,8 +113,27 @@ pub const fn fingerprint(parts: &[&str]) -> u64 {
 ///   leaves a method out does not compile.
 ///
 /// Two methods with one id or one name, or a one-way method with a result, fail to
-/// compile. The service's [fingerprint](Service::FINGERPRINT) hashes every id, kind,
-/// name and type as written, and the hello compares it.
+/// compile.
+///
+/// # What stays compatible
+/// Two builds of a service connect whatever methods each has, as long as both name the
+/// same service (its name is checked at the hello). Each call is then checked against
+/// the other end's method table before it is sent:
+/// - **Adding a method** is compatible: an older peer's calls never name it, and a call
+///   of it to an older peer fails alone with [`CallError::Unimplemented`](crate::CallError::Unimplemented).
+/// - **Removing a method** is compatible the same way; never reuse its id.
+/// - **Reordering** methods, renaming one, or changing its docs is compatible: calls go
+///   by id.
+/// - **Changing a method's argument or result types, or its kind** (sync, one-way) makes
+///   it a different method: calls of it fail alone with
+///   [`CallError::TypesDiffer`](crate::CallError::TypesDiffer), naming both fingerprints.
+///   Types are compared as written in the declaration (`u64`, `Point`): a change inside a
+///   struct you declare elsewhere is not seen, so give a changed struct a new name, or
+///   the method a new id.
+///
+/// A peer of a build from before method tables compares the whole service's
+/// [fingerprint](Service::FINGERPRINT) (every id, kind, name and type) at the hello
+/// instead, and refuses any difference.
 #[macro_export]
 macro_rules! service {
     ($($declaration:tt)*) => {

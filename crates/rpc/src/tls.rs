@@ -295,21 +295,19 @@ pub async fn connect(
 /// `handshake`'s outcome, or, past `timeout`, an error saying that `what` did not finish
 /// within it. (`what` is a `String`, not `fmt::Arguments`: a caller's future must stay
 /// `Send`, and arguments held across the await are not.)
-pub(crate) fn within<T>(
+pub(crate) async fn within<T>(
     timeout: Duration,
     what: String,
     handshake: impl Future<Output = io::Result<T>>,
-) -> impl Future<Output = io::Result<T>> {
-    async move {
-        tokio::time::timeout(timeout, handshake)
-            .await
-            .map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{what} did not finish within {timeout:?}"),
-                )
-            })?
-    }
+) -> io::Result<T> {
+    tokio::time::timeout(timeout, handshake)
+        .await
+        .map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{what} did not finish within {timeout:?}"),
+            )
+        })?
 }
 
 /// What the handshake established about the peer.

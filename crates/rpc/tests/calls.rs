@@ -239,7 +239,7 @@ async fn a_server_calls_back_into_its_client() {
             // The client does not serve Echo.
             assert!(matches!(
                 server.call::<Echo>(&"x".into()).await,
-                Err(CallError::UnknownMethod { id: 1, .. })
+                Err(CallError::Unimplemented { id: 1, .. })
             ));
         })
         .await;
@@ -508,7 +508,7 @@ async fn the_same_service_over_the_udp_channel() {
         assert_eq!(*seen.recorded.lock().unwrap(), (0..500).collect::<Vec<_>>());
         assert!(matches!(
             client.call::<Unrouted>(&()).await,
-            Err(CallError::UnknownMethod { .. })
+            Err(CallError::Unimplemented { .. })
         ));
         drop(client);
         server.shutdown().await.unwrap();

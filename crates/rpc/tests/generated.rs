@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local;
 use volley_rpc::server::{Listener, listener_config};
-use volley_rpc::{CallError, Config, ConnectError, Context, Endpoint, HandlerError, serve};
+use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError, serve};
 
 mod common;
 use common::within;
@@ -216,33 +216,25 @@ async fn each_direction_has_its_own_service_and_the_hello_checks_both() {
         let shop = ShopClient::new(peer);
         assert_eq!(shop.mirror(3, 4).await.unwrap(), (6, 8));
 
-        // A client that serves nothing says it serves what it calls (`Shop`): the server,
-        // which calls `Till`, refuses it, and the client learns why.
+        // A client that serves nothing connects (its method table lists nothing); the
+        // server's calls back to it fail alone, each saying the client does not serve it.
         let bare = Endpoint::<Shop>::new(Config::default()).unwrap();
         let (a, b) = local::pair(64, 1 << 20);
         let (server_end, bare_end) = tokio::join!(server.connect(a), bare.connect(b));
-        let refused = server_end.unwrap_err();
+        let (server_end, bare_end) = (server_end.unwrap(), ShopClient::new(bare_end.unwrap()));
+        let back = TillClient::new(server_end);
+        let err = back.double(2).await.unwrap_err();
         assert!(
-            matches!(
-                refused,
-                ConnectError::Service {
-                    service: "Till",
-                    ..
-                }
-            ),
-            "{refused}"
+            matches!(err, CallError::Unimplemented { id: 1, .. }),
+            "{err}"
         );
-        let told = bare_end.unwrap_err();
+        // The handler that calls back fails with that error; the connection goes on.
+        let err = bare_end.mirror(1, 2).await.unwrap_err();
         assert!(
-            matches!(
-                told,
-                ConnectError::CallsBack {
-                    service: "Shop",
-                    ..
-                } | ConnectError::Refused(_)
-            ),
-            "{told}"
+            err.to_string().contains("does not serve this method"),
+            "{err}"
         );
+        assert_eq!(bare_end.whoami().await.unwrap(), None);
     })
     .await;
 }

@@ -269,8 +269,15 @@ async fn an_idle_connection_is_closed_whatever_its_version() {
     .await
     .unwrap();
     client.call::<Sleep>(&500).await.unwrap();
+    // This peer hears why: the server says it closes for being idle.
     let cause = within(10, client.closed()).await;
-    assert!(matches!(cause, LinkError::Closed), "{cause}");
+    assert!(matches!(cause, LinkError::IdleClosed(_)), "{cause}");
+    assert!(
+        cause
+            .to_string()
+            .starts_with("closed by the server after 0.2"),
+        "{cause}"
+    );
 }
 
 #[tokio::test]

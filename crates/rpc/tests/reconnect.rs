@@ -60,7 +60,9 @@ impl Transport {
             .serve(Counter(AtomicU64::new(0)).into_router());
         match self {
             Self::Tcp => volley_rpc::serve(endpoint, listener),
-            Self::Tls(server, _) => volley_rpc::serve(endpoint, TlsListener::new(listener, server.clone())),
+            Self::Tls(server, _) => {
+                volley_rpc::serve(endpoint, TlsListener::new(listener, server.clone()))
+            }
         }
     }
 
@@ -69,7 +71,12 @@ impl Transport {
         let client = match self.clone() {
             Self::Tcp => Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr, MAX)),
             Self::Tls(_, tls) => Reconnecting::new(endpoint, move || {
-                tls::connect(addr, tls::server_name("localhost").unwrap(), tls.clone(), MAX)
+                tls::connect(
+                    addr,
+                    tls::server_name("localhost").unwrap(),
+                    tls.clone(),
+                    MAX,
+                )
             }),
         };
         CountClient::new(client)
@@ -133,7 +140,10 @@ async fn crash_and_restart(transport: Transport) {
         let (o, l, after) = caller.await.unwrap();
         (ok, lost) = (ok + o, lost + l);
         let after = after.expect("every caller succeeds after the server is back");
-        assert!(after < Duration::from_secs(1), "first success {after:?} after the return");
+        assert!(
+            after < Duration::from_secs(1),
+            "first success {after:?} after the return"
+        );
     }
     assert!(ok > 64, "{ok} calls succeeded");
     assert!(lost <= 64, "{lost} calls lost: more than were in flight");
@@ -174,7 +184,9 @@ async fn an_idle_close_is_reported_as_one_and_the_next_call_reconnects() {
             .expect("the server closes the idle connection");
         assert!(matches!(cause, LinkError::IdleClosed(_)), "{cause}");
         assert!(
-            cause.to_string().starts_with("closed by the server after 0.3"),
+            cause
+                .to_string()
+                .starts_with("closed by the server after 0.3"),
             "{cause}"
         );
         assert_eq!(client.add(3).await.unwrap(), 5, "the next call reconnects");
@@ -203,10 +215,17 @@ async fn a_call_waits_for_a_server_up_to_its_deadline() {
             .await
             .unwrap_err();
         assert!(start.elapsed() >= Duration::from_millis(400));
-        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
         assert!(matches!(err, CallError::Unavailable { .. }), "{err}");
         let text = err.to_string();
-        assert!(text.contains("no connection to the server within 400ms"), "{text}");
+        assert!(
+            text.contains("no connection to the server within 400ms"),
+            "{text}"
+        );
         assert!(text.contains("refused"), "{text}");
         assert!(!err.may_have_run());
 
@@ -217,7 +236,11 @@ async fn a_call_waits_for_a_server_up_to_its_deadline() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let server = Transport::Tcp.serve(addr, Config::default()).await;
         assert_eq!(waiting.await.unwrap().unwrap(), 7);
-        assert_eq!(reconnecting(&client).reconnects(), 0, "the first connection");
+        assert_eq!(
+            reconnecting(&client).reconnects(),
+            0,
+            "the first connection"
+        );
         client.caller().shutdown().await;
         let after = client.add(1).await.unwrap_err();
         assert!(after.to_string().contains("shut down"), "{after}");

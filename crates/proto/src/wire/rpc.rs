@@ -6,7 +6,7 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit, 8 ping, 9 pong, 10 closing |
+//! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit, 8 ping, 9 pong, 10 closing, 11 method table |
 //! | 1 | 1 | flags: bit 0 set when a deadline follows; other bits are 0 |
 //! | 2 | 2 | segments: how many bulk segments follow the arguments (at most [`MAX_SEGMENTS`]) |
 //! | 4 | 4 | call id: chosen by the caller, echoed by the reply, error reply or cancel |
@@ -31,7 +31,7 @@
 //! | 0 | 4 | magic `VRPC` |
 //! | 4 | 2 | wire version ([`WIRE_VERSION`]) |
 //! | 6 | 1 | codec id ([`CodecId`]) |
-//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`], bit 1 [`CAP_HEARS_CLOSING`]; others 0 |
+//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`], bit 1 [`CAP_HEARS_CLOSING`], bit 2 [`CAP_METHOD_TABLE`]; others 0 |
 //! | 8 | 4 | the largest message this end takes, in bytes |
 //! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
 //! | 16 | 8 | fingerprint of the service this end serves: a hash of its method ids, kinds, names and types |
@@ -113,6 +113,10 @@ pub const CAP_ANSWERS_PINGS: u8 = 0x01;
 /// Hello capability bit: this end takes a [`Kind::CLOSING`] message before the connection
 /// closes.
 pub const CAP_HEARS_CLOSING: u8 = 0x02;
+/// Hello capability bit: this end sends its [`methods::MethodTable`] right after its
+/// hello, and takes the peer's. When both ends set it, a connection no longer needs the
+/// two services' fingerprints to match: each call is checked against the peer's table.
+pub const CAP_METHOD_TABLE: u8 = 0x04;
 /// Bytes of a closing message's arguments: the idle time in milliseconds.
 pub const CLOSING_LEN: usize = 8;
 
@@ -144,6 +148,10 @@ open_enum! {
         /// This end closes the connection next, for the [`CloseReason`] in the method
         /// field; sent only to a peer whose hello sets [`CAP_HEARS_CLOSING`].
         CLOSING = 10 => "closing",
+        /// The services's method table ([`methods::MethodTable`]) as the arguments, sent
+        /// right after the hello by an end whose hello and the peer's both set
+        /// [`CAP_METHOD_TABLE`].
+        METHODS = 11 => "method table",
     }
 }
 
@@ -515,6 +523,8 @@ impl Hello {
         })
     }
 }
+
+pub mod methods;
 
 #[cfg(test)]
 mod tests;

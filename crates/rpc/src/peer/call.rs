@@ -69,6 +69,33 @@ impl<S: Service, C: Codec> Peer<S, C> {
         guard.finish::<M>(reply, deadline)
     }
 
+    /// A sync call of `M` whose arguments are encoded already: what a
+    /// [`Reconnecting`](crate::Reconnecting) client sends again over a new connection
+    /// when the last one ended before the call went out.
+    pub(crate) async fn call_encoded<M: Method<Service = S>>(
+        &self,
+        args: Payload,
+        segments: Vec<Bytes>,
+        deadline: Option<Duration>,
+    ) -> Result<Reply<M::Output>, CallError> {
+        let deadline = deadline.or(self.inner.config.default_deadline);
+        self.served::<M>()?;
+        let message = self.message_in::<M>(args, Kind::CALL, segments, deadline)?;
+        self.dispatch::<M>(message, deadline).await
+    }
+
+    /// A one-way call of `M` whose arguments are encoded already (as
+    /// [`call_encoded`](Self::call_encoded)).
+    pub(crate) async fn send_encoded<M: Method<Service = S>>(
+        &self,
+        args: Payload,
+        segments: Vec<Bytes>,
+    ) -> Result<(), CallError> {
+        self.served::<M>()?;
+        let message = self.message_in::<M>(args, Kind::ONE_WAY, segments, None)?;
+        self.send_message::<M>(message).await
+    }
+
     /// Registers call `id`'s waiter, holding `permit` until the reply comes; a long
     /// `deadline` is kept by the connection's sweep.
     fn register(
@@ -98,6 +125,9 @@ impl<S: Service, C: Codec> Peer<S, C> {
         deadline: Option<Duration>,
     ) -> ReplyFuture<M, C> {
         let deadline = deadline.or(self.inner.config.default_deadline);
+        if let Err(e) = self.served::<M>() {
+            return ReplyFuture::ready(Err(e));
+        }
         let encoded = match self.encode_now::<M>(&args) {
             Ok(Some(encoded)) => encoded,
             Ok(None) => {
@@ -148,6 +178,9 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 async move { peer.send::<M>(&args, segments).await },
             ))
         };
+        if let Err(e) = self.served::<M>() {
+            return SendFuture::ready(Err(e));
+        }
         let encoded = match self.encode_now::<M>(&args) {
             Ok(Some(encoded)) => encoded,
             Ok(None) => return slow(self.clone(), args, segments),
@@ -175,7 +208,9 @@ impl<S: Service, C: Codec> Peer<S, C> {
                 let peer = self.clone();
                 SendFuture::slow(Box::pin(async move { peer.deliver::<M>(message).await }))
             }
-            Err(TrySendError::Failed(e)) => SendFuture::ready(Err(self.inner.lost(M::NAME, e, false))),
+            Err(TrySendError::Failed(e)) => {
+                SendFuture::ready(Err(self.inner.lost(M::NAME, e, false)))
+            }
         }
     }
 
@@ -226,10 +261,34 @@ impl<S: Service, C: Codec> Peer<S, C> {
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
     ) -> Result<Message, CallError> {
-        // Before waiting for a buffer: a call on an ended connection fails at once.
+        // Before waiting for a buffer: a call on an ended connection, or of a method the
+        // peer does not serve so, fails at once.
         self.alive::<M>()?;
+        self.served::<M>()?;
         let encoded = self.encode(args).await.map_err(encode_failed::<M>)?;
         self.message_in::<M>(encoded, kind, segments, deadline)
+    }
+
+    /// `Ok` if the peer serves `M` with `M`'s types, as far as its method table says
+    /// (a peer without one matched the whole service at the hello).
+    fn served<M: Method<Service = S>>(&self) -> Result<(), CallError> {
+        let Some(methods) = &self.inner.their_methods else {
+            return Ok(());
+        };
+        match methods.binary_search_by_key(&M::ID, |m| m.id) {
+            Err(_) => Err(CallError::Unimplemented {
+                method: M::NAME,
+                id: M::ID,
+            }),
+            Ok(i) if methods[i].types != M::TYPES || methods[i].one_way != M::ONE_WAY => {
+                Err(CallError::TypesDiffer {
+                    method: M::NAME,
+                    ours: M::TYPES,
+                    theirs: methods[i].types,
+                })
+            }
+            Ok(_) => Ok(()),
+        }
     }
 
     /// `Ok` while the connection is up; else the error a call of `M` gets.
@@ -307,7 +366,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
 }
 
 /// The error of a call of `M` whose arguments could not be encoded.
-fn encode_failed<M: Method>(source: CodecError) -> CallError {
+pub(crate) fn encode_failed<M: Method>(source: CodecError) -> CallError {
     CallError::Encode {
         method: M::NAME,
         source,

@@ -5,8 +5,8 @@ use core::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use core::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use volley_proto::wire::rpc::{CLOSING_LEN, CloseReason, ErrorCode, Kind};
 

@@ -2,6 +2,8 @@
 //! end sends first.
 
 use super::*;
+use crate::service::MethodEntry;
+use volley_proto::wire::rpc::methods::MethodTable;
 
 /// Makes connections that call service `S` with codec `C`, and serve the service of its
 /// router, if it has one (`S` again unless the router says otherwise).
@@ -12,6 +14,8 @@ pub struct Endpoint<S, C = Bincode> {
     token: Option<Bytes>,
     /// The check a peer's hello must pass before this end sends its own.
     check: Option<Check>,
+    /// Failed checks by address, shared by the endpoint's clones.
+    throttle: Arc<Throttle>,
 }
 
 impl<S, C> Clone for Endpoint<S, C> {
@@ -21,6 +25,7 @@ impl<S, C> Clone for Endpoint<S, C> {
             router: self.router.clone(),
             token: self.token.clone(),
             check: self.check.clone(),
+            throttle: self.throttle.clone(),
         }
     }
 }
@@ -34,6 +39,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             router: None,
             token: None,
             check: None,
+            throttle: Arc::default(),
         })
     }
 
@@ -48,6 +54,12 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
     /// own, and answers a refused one with [`ConnectError::Unauthenticated`] (the peer
     /// learns it at once) and closes the connection: no call of it runs. Only one end of a
     /// connection (the server) may check, or each waits for the other's hello.
+    ///
+    /// An address whose checks failed more than
+    /// [`FREE_FAILURES`](crate::auth::FREE_FAILURES) times in a row is refused at once,
+    /// unchecked, for a second, then twice as long after each further failure (up to
+    /// [`MAX_PENALTY`](crate::auth::MAX_PENALTY)), and logged once per second at most; a
+    /// check it passes forgets its failures.
     pub fn authenticate<F, Fut>(mut self, check: F) -> Self
     where
         F: Fn(AuthRequest) -> Fut + Send + Sync + 'static,
@@ -58,9 +70,10 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
     }
 
     /// [`authenticate`](Self::authenticate) with the built-in check: the hello must carry
-    /// `token` (1 to 512 bytes), compared in constant time.
+    /// `token` (1 to 512 bytes). Tokens are compared by their SHA-256 digests, in a time
+    /// that tells nothing of either token's length or contents.
     pub fn require_token(self, token: impl Into<Bytes>) -> Result<Self, ConnectError> {
-        let want = crate::auth::checked_token(token.into())?;
+        let want = crate::auth::digest(&crate::auth::checked_token(token.into())?);
         Ok(self.authenticate(move |request: AuthRequest| {
             let admitted = request
                 .token
@@ -85,6 +98,21 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             .map_or((S::FINGERPRINT, S::NAME), |r| (r.fingerprint, r.service))
     }
 
+    /// Sends the method table of the service this end serves (no name and no methods
+    /// when it serves nothing).
+    async fn send_table<T: LinkSender>(&self, sender: &T) -> Result<(), ConnectError> {
+        let (name, table) = self
+            .router
+            .as_ref()
+            .map_or(("", &[][..]), |r| (r.service, r.table));
+        let mut buf = vec![0u8; MethodTable::encoded_len(name, table.len())];
+        MethodTable::encode(name, table, &mut buf).map_err(ConnectError::Malformed)?;
+        sender
+            .send(Message::new(Kind::METHODS, 0, 0, Bytes::from(buf)))
+            .await
+            .map_err(ConnectError::from)
+    }
+
     /// The settings.
     pub fn config(&self) -> Config {
         self.config
@@ -103,18 +131,40 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             credit: self.config.credit,
             fingerprint: self.serves().0,
             calls: S::FINGERPRINT,
-            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING,
+            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING | CAP_METHOD_TABLE,
         };
         let exchange = async {
-            match &self.check {
+            let theirs = match &self.check {
                 // Checking: the peer's hello first, ours only if it passes.
                 Some(check) => {
                     let (theirs, token) = recv_hello(&mut receiver).await?;
-                    let request = AuthRequest {
-                        connection: connection.clone(),
-                        token,
+                    let host = connection.peer_addr.map(|a| a.ip());
+                    let now = std::time::Instant::now();
+                    // An address that keeps failing is refused without a look at its token.
+                    let admitted = match host {
+                        Some(host) if self.throttle.refused(host, now) => false,
+                        _ => {
+                            let request = AuthRequest {
+                                connection: connection.clone(),
+                                token,
+                            };
+                            check(request).await
+                        }
                     };
-                    if !check(request).await {
+                    match (host, admitted) {
+                        (Some(host), true) => self.throttle.passed(host),
+                        (Some(host), false) => {
+                            if self.throttle.failed(host, now).is_some() {
+                                crate::log::warn_limited(
+                                    "rpc authentication keeps failing from this address: \
+                                     refused at once for a time that doubles with each failure",
+                                    &host,
+                                );
+                            }
+                        }
+                        (None, _) => {}
+                    }
+                    if !admitted {
                         let why = Message::new(
                             Kind::ERROR,
                             0,
@@ -125,15 +175,22 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
                         return Err(ConnectError::Unauthenticated);
                     }
                     send_hello(&sender, &ours, self.token.as_deref()).await?;
-                    Ok(theirs)
+                    theirs
                 }
                 None => {
                     send_hello(&sender, &ours, self.token.as_deref()).await?;
-                    Ok(recv_hello(&mut receiver).await?.0)
+                    recv_hello(&mut receiver).await?.0
                 }
+            };
+            // Then the method tables, each way, when both ends send one.
+            if ours.capabilities & theirs.capabilities & CAP_METHOD_TABLE == 0 {
+                return Ok((theirs, None));
             }
+            self.send_table(&sender).await?;
+            Ok((theirs, Some(recv_table(&mut receiver).await?)))
         };
-        let theirs = match tokio::time::timeout(self.config.hello_timeout, exchange).await {
+        let (theirs, table) = match tokio::time::timeout(self.config.hello_timeout, exchange).await
+        {
             Ok(Ok(theirs)) => theirs,
             Ok(Err(e)) => {
                 sender.close();
@@ -153,6 +210,16 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             Some(ConnectError::Codec {
                 ours: C::ID,
                 theirs: theirs.codec,
+            })
+        } else if let Some(table) = &table {
+            // With tables, each call is checked against the peer's; the service must
+            // still be the one this end calls.
+            // A peer that serves nothing names no service.
+            (!table.service.is_empty() && table.service != S::NAME).then(|| {
+                ConnectError::OtherService {
+                    calls: S::NAME,
+                    serves: table.service.clone(),
+                }
             })
         } else if theirs.fingerprint != S::FINGERPRINT {
             Some(ConnectError::Service {
@@ -189,6 +256,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             config: self.config,
             ours,
             theirs,
+            their_methods: table.map(|t| t.methods),
             pool: BufferPool::new(self.config.pool),
             next_id: AtomicU32::new(1),
             waiters: Mutex::new(HashMap::new()),
@@ -275,5 +343,36 @@ async fn recv_hello<R: LinkReceiver>(
             String::from_utf8_lossy(&message.args).into_owned(),
         )),
         kind => Err(ConnectError::NotHello(kind)),
+    }
+}
+
+/// The peer's method table: the service it serves, and its methods by id.
+struct TheirTable {
+    service: String,
+    methods: Box<[MethodEntry]>,
+}
+
+/// Takes the peer's method table, which comes right after its hello.
+async fn recv_table<R: LinkReceiver>(receiver: &mut R) -> Result<TheirTable, ConnectError> {
+    let message = receiver.recv().await?;
+    match message.head.kind {
+        Kind::METHODS => {
+            let table = MethodTable::parse(&message.args).map_err(ConnectError::Malformed)?;
+            let mut methods: Vec<MethodEntry> = table.iter().collect();
+            methods.sort_unstable_by_key(|m| m.id);
+            Ok(TheirTable {
+                service: table.service().to_owned(),
+                methods: methods.into_boxed_slice(),
+            })
+        }
+        Kind::ERROR => Err(ConnectError::Refused(
+            String::from_utf8_lossy(&message.args).into_owned(),
+        )),
+        kind => Err(ConnectError::Malformed(
+            volley_proto::wire::Error::UnexpectedType {
+                expected: "the rpc method table after the hello",
+                found: kind.0,
+            },
+        )),
     }
 }

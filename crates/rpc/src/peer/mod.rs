@@ -19,11 +19,11 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
 use volley_proto::wire::frame;
 use volley_proto::wire::rpc::{
-    CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN,
-    WIRE_VERSION,
+    CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CAP_METHOD_TABLE, ErrorCode, HELLO_LEN, Head, Hello,
+    Kind, MAX_HELLO_FRAME, MAX_TOKEN, WIRE_VERSION,
 };
 
-use crate::auth::{AuthRequest, Check};
+use crate::auth::{AuthRequest, Check, Throttle};
 
 use crate::codec::{Bincode, Codec, CodecError};
 use crate::config::Config;
@@ -42,7 +42,7 @@ mod serve;
 use crate::pool::BufferPool;
 use crate::router::{Reply, Router, Routes};
 use crate::service::{Method, Service};
-pub(crate) use call::{Pending, deadline_exceeded};
+pub(crate) use call::{Pending, deadline_exceeded, encode_failed};
 pub(crate) use deadlines::own_timer;
 use deadlines::{Sweep, Waiter};
 pub use endpoint::Endpoint;
@@ -125,6 +125,9 @@ struct Inner<S, C> {
     config: Config,
     ours: Hello,
     theirs: Hello,
+    /// The peer's methods by id, from its method table; `None` for a peer that sends
+    /// none (its service's fingerprint matched ours at the hello instead).
+    their_methods: Option<Box<[crate::service::MethodEntry]>>,
     pool: BufferPool,
     // Calling.
     next_id: AtomicU32,

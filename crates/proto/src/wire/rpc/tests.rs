@@ -84,12 +84,12 @@ fn lying_lengths_are_errors_not_reads() {
     ));
     // Unknown kind and flags.
     let mut bad = build(&head, b"", &[]);
-    bad[0] = 10;
+    bad[0] = 12;
     assert!(matches!(
         Message::parse(&bad),
         Err(Error::InvalidValue {
             what: "rpc message kind",
-            value: 10
+            value: 12
         })
     ));
     let mut bad = build(&head, b"", &[]);
