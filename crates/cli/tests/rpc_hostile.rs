@@ -43,6 +43,7 @@ fn head(kind: Kind, call_id: u32, method: u32, args: usize) -> Vec<u8> {
         call_id,
         method,
         deadline_us: None,
+        metadata: false,
     }
     .encode(args, [], &mut head)
     .unwrap();

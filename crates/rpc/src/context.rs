@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use crate::codec::{Bincode, Codec};
 use crate::link::{ConnectionInfo, Message, Payload};
+use crate::metadata::Metadata;
 use crate::peer::Peer;
 use crate::service::Service;
 
@@ -42,6 +43,7 @@ use crate::service::Service;
 /// ```
 pub struct Context<R, C = Bincode> {
     segments: Vec<Bytes>,
+    metadata: Metadata,
     raw: Payload,
     deadline: Option<Duration>,
     call_id: u32,
@@ -49,14 +51,20 @@ pub struct Context<R, C = Bincode> {
 }
 
 impl<R: Service, C: Codec> Context<R, C> {
-    pub(crate) fn new(message: Message, peer: Peer<R, C>) -> Self {
+    pub(crate) fn new(message: Message, metadata: Metadata, peer: Peer<R, C>) -> Self {
         Self {
             segments: message.segments,
+            metadata,
             raw: message.args,
             deadline: message.head.deadline_us.map(Duration::from_micros),
             call_id: message.head.call_id,
             peer,
         }
+    }
+
+    /// The metadata the call came with (see [`metadata`](crate::metadata)).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
     }
 
     /// The bulk segments that came with the call: slices of the receive buffer, uncopied.

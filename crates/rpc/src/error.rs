@@ -46,6 +46,24 @@ pub enum CallError {
         /// The peer's.
         theirs: u64,
     },
+    /// The call's metadata could not be sent: a key or the whole over its limit, or a
+    /// peer that takes none. Nothing was sent.
+    #[error("rpc {method}: cannot send the call's metadata: {problem}")]
+    Metadata {
+        /// The method called.
+        method: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The peer's [`Router::authorize`](crate::Router::authorize) check refused this
+    /// call (its per-call token, say); the handler did not run.
+    #[error("rpc {method}: not authorised: {detail}")]
+    Unauthorized {
+        /// The method called.
+        method: &'static str,
+        /// The peer's explanation.
+        detail: String,
+    },
     /// The peer could not decode the arguments.
     #[error("rpc {method}: the peer could not decode the arguments: {detail}")]
     RemoteDecode {
@@ -297,6 +315,7 @@ impl CallError {
         match code {
             ErrorCode::BUSY => Self::Busy { method, detail },
             ErrorCode::UNKNOWN_METHOD => Self::Unimplemented { method, id },
+            ErrorCode::UNAUTHENTICATED => Self::Unauthorized { method, detail },
             ErrorCode::DECODE => Self::RemoteDecode { method, detail },
             ErrorCode::HANDLER => Self::Handler { method, detail },
             ErrorCode::PANIC => Self::Panicked { method, detail },

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::codec::{Bincode, Codec};
 use crate::error::{CallError, ConnectError};
 use crate::link::{MessageLink, Payload};
+use crate::metadata::Pairs;
 use crate::peer::{Endpoint, Peer, deadline_exceeded, encode_failed};
 use crate::request::{ReplyFuture, SendFuture};
 use crate::service::{Method, Service};
@@ -287,6 +288,7 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
     async fn on_a_connection<M, T, F, Fut>(
         &self,
         args: &M::Args,
+        pairs: &Pairs,
         deadline: Option<Duration>,
         call: F,
     ) -> Result<T, CallError>
@@ -302,7 +304,10 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
             Some(peer) => peer,
             None => self.for_call::<M>(wait).await?,
         };
-        let args = peer.encode(args).await.map_err(encode_failed::<M>)?;
+        let args = match pairs.is_empty() {
+            true => peer.encode(args).await.map_err(encode_failed::<M>)?,
+            false => with_metadata::<C, M>(pairs, args)?,
+        };
         loop {
             let left = Self::left::<M>(budget, start)?;
             match call(peer, args.clone(), left).await {
@@ -326,14 +331,16 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
         args: M::Args,
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
+        pairs: Pairs,
     ) -> ReplyFuture<M, C> {
         let this = self.clone();
         ReplyFuture::slow(Box::pin(async move {
+            let metadata = !pairs.is_empty();
             let call = |peer: Peer<S, C>, args, left| {
                 let segments = segments.clone();
-                async move { peer.call_encoded::<M>(args, segments, left).await }
+                async move { peer.call_encoded::<M>(args, segments, left, metadata).await }
             };
-            this.on_a_connection::<M, _, _, _>(&args, deadline, call)
+            this.on_a_connection::<M, _, _, _>(&args, &pairs, deadline, call)
                 .await
         }))
     }
@@ -343,14 +350,17 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
         &self,
         args: M::Args,
         segments: Vec<Bytes>,
+        pairs: Pairs,
     ) -> SendFuture {
         let this = self.clone();
         SendFuture::slow(Box::pin(async move {
+            let metadata = !pairs.is_empty();
             let send = |peer: Peer<S, C>, args, _| {
                 let segments = segments.clone();
-                async move { peer.send_encoded::<M>(args, segments).await }
+                async move { peer.send_encoded::<M>(args, segments, metadata).await }
             };
-            this.on_a_connection::<M, _, _, _>(&args, None, send).await
+            this.on_a_connection::<M, _, _, _>(&args, &pairs, None, send)
+                .await
         }))
     }
 }
@@ -440,10 +450,18 @@ impl<S: Service, C: Codec> Caller<S, C> {
         args: M::Args,
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
+        pairs: Pairs,
     ) -> ReplyFuture<M, C> {
         match self {
-            Self::Peer(peer) => peer.start_call::<M>(args, segments, deadline),
-            Self::Reconnecting(client) => client.start_call::<M>(args, segments, deadline),
+            Self::Peer(peer) if pairs.is_empty() => peer.start_call::<M>(args, segments, deadline),
+            Self::Peer(peer) => {
+                let peer = peer.clone();
+                ReplyFuture::slow(Box::pin(async move {
+                    let args = with_metadata::<C, M>(&pairs, &args)?;
+                    peer.call_encoded::<M>(args, segments, deadline, true).await
+                }))
+            }
+            Self::Reconnecting(client) => client.start_call::<M>(args, segments, deadline, pairs),
         }
     }
 
@@ -451,10 +469,18 @@ impl<S: Service, C: Codec> Caller<S, C> {
         &self,
         args: M::Args,
         segments: Vec<Bytes>,
+        pairs: Pairs,
     ) -> SendFuture {
         match self {
-            Self::Peer(peer) => peer.start_send::<M>(args, segments),
-            Self::Reconnecting(client) => client.start_send::<M>(args, segments),
+            Self::Peer(peer) if pairs.is_empty() => peer.start_send::<M>(args, segments),
+            Self::Peer(peer) => {
+                let peer = peer.clone();
+                SendFuture::slow(Box::pin(async move {
+                    let args = with_metadata::<C, M>(&pairs, &args)?;
+                    peer.send_encoded::<M>(args, segments, true).await
+                }))
+            }
+            Self::Reconnecting(client) => client.start_send::<M>(args, segments, pairs),
         }
     }
 }
@@ -487,4 +513,12 @@ impl<S, C> From<Reconnecting<S, C>> for Caller<S, C> {
     fn from(client: Reconnecting<S, C>) -> Self {
         Self::Reconnecting(client)
     }
+}
+
+/// `args` encoded after `pairs`' metadata block, or the error a call of `M` gets.
+fn with_metadata<C: Codec, M: Method>(pairs: &Pairs, args: &M::Args) -> Result<Payload, CallError> {
+    crate::metadata::encode_with::<C, _>(pairs, args).map_err(|problem| CallError::Metadata {
+        method: M::NAME,
+        problem,
+    })
 }

@@ -14,6 +14,7 @@ use tokio::time::Sleep;
 use crate::codec::Codec;
 use crate::error::CallError;
 use crate::link::Message;
+use crate::metadata::Pairs;
 use crate::peer::{Pending, deadline_exceeded};
 use crate::reconnecting::Caller;
 use crate::router::Reply;
@@ -47,6 +48,7 @@ pub struct Request<'a, M: Method, C: Codec> {
     args: M::Args,
     segments: Vec<Bytes>,
     deadline: Option<Duration>,
+    metadata: Pairs,
 }
 
 impl<'a, M: Method, C: Codec> Request<'a, M, C> {
@@ -57,7 +59,16 @@ impl<'a, M: Method, C: Codec> Request<'a, M, C> {
             args,
             segments: Vec::new(),
             deadline: None,
+            metadata: Pairs::new(),
         }
+    }
+
+    /// Sends `key` = `value` with the call, for the handler's
+    /// [`Context::metadata`](crate::Context::metadata) (see [`metadata`](crate::metadata)
+    /// for the limits, checked before anything is sent).
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        self.metadata.push((key.into(), value.into()));
+        self
     }
 
     /// Bulk segments to send beside the arguments, uncopied (replacing any set before).
@@ -113,8 +124,9 @@ impl<M: Method, C: Codec> IntoFuture for WithSegments<'_, M, C> {
             args,
             segments,
             deadline,
+            metadata,
         } = self.0;
-        caller.start_call::<M>(args, segments, deadline)
+        caller.start_call::<M>(args, segments, deadline, metadata)
     }
 }
 
@@ -238,6 +250,7 @@ pub struct OneWay<'a, M: Method, C: Codec> {
     caller: &'a Caller<M::Service, C>,
     args: M::Args,
     segments: Vec<Bytes>,
+    metadata: Pairs,
 }
 
 impl<'a, M: Method, C: Codec> OneWay<'a, M, C> {
@@ -247,7 +260,14 @@ impl<'a, M: Method, C: Codec> OneWay<'a, M, C> {
             caller,
             args,
             segments: Vec::new(),
+            metadata: Pairs::new(),
         }
+    }
+
+    /// Sends `key` = `value` with the call, as [`Request::metadata`] does.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        self.metadata.push((key.into(), value.into()));
+        self
     }
 
     /// Bulk segments to send beside the arguments, uncopied (replacing any set before).
@@ -269,7 +289,8 @@ impl<M: Method, C: Codec> IntoFuture for OneWay<'_, M, C> {
 
     /// Starts the call: in the common case it is on the link before the first poll.
     fn into_future(self) -> Self::IntoFuture {
-        self.caller.start_send::<M>(self.args, self.segments)
+        self.caller
+            .start_send::<M>(self.args, self.segments, self.metadata)
     }
 }
 

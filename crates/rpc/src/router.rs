@@ -5,7 +5,7 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::time::Duration;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -15,6 +15,7 @@ use crate::codec::{Bincode, Codec, CodecError};
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::link::{Message, Payload};
+use crate::metadata::Metadata;
 use crate::peer::Peer;
 use crate::service::{Method, Service};
 
@@ -25,12 +26,18 @@ pub struct Call<M: Method, R: Service = <M as Method>::Service, C: Codec = Binco
     pub args: M::Args,
     /// The bulk segments that came with them: slices of the receive buffer, uncopied.
     pub segments: Vec<Bytes>,
+    metadata: Metadata,
     raw: Payload,
     deadline: Option<Duration>,
     peer: Peer<R, C>,
 }
 
 impl<M: Method, R: Service, C: Codec> Call<M, R, C> {
+    /// The metadata the call came with (see [`metadata`](crate::metadata)).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
     /// The arguments as they arrived, encoded.
     pub fn raw_args(&self) -> &Payload {
         &self.raw
@@ -141,8 +148,26 @@ impl<R, C> Routes<R, C> {
 /// ```
 pub struct Router<S, R = S, C = Bincode> {
     routes: Routes<R, C>,
+    /// The check every call passes before its handler runs, once set.
+    authorize: Arc<OnceLock<Box<Authorize>>>,
     _s: PhantomData<fn() -> S>,
 }
+
+/// What a router's [`authorize`](Router::authorize) check sees of a call.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct CallCheck<'a> {
+    /// The method's name.
+    pub method: &'static str,
+    /// Its id.
+    pub id: u32,
+    /// The metadata the call came with (a per-call token, say).
+    pub metadata: &'a Metadata,
+    /// What is known of the connection (the peer's address, its TLS identity).
+    pub connection: &'a crate::link::ConnectionInfo,
+}
+
+type Authorize = dyn Fn(&CallCheck<'_>) -> bool + Send + Sync;
 
 impl<S: Service, R: Service, C: Codec> Default for Router<S, R, C> {
     fn default() -> Self {
@@ -160,6 +185,7 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
                 table: S::TABLE,
                 handlers: HashMap::new(),
             },
+            authorize: Arc::default(),
             _s: PhantomData,
         }
     }
@@ -179,12 +205,13 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         Fut: Future<Output = Result<Reply<M::Output>, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.insert::<M, _, _>(move |args, message, peer| {
+        self.insert::<M, _, _>(move |args, message, metadata, peer| {
             let handler = handler.clone();
             async move {
                 let call = Call {
                     args,
                     segments: message.segments,
+                    metadata,
                     raw: message.args,
                     deadline: message.head.deadline_us.map(Duration::from_micros),
                     peer: peer.clone(),
@@ -206,14 +233,14 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         Fut: Future<Output = Result<M::Output, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.insert::<M, _, _>(move |args, message, peer| {
+        self.insert::<M, _, _>(move |args, message, metadata, peer| {
             let handler = handler.clone();
             async move {
                 let parked = Parked {
                     peer: &peer,
                     call_id: message.head.call_id,
                 };
-                let cx = Context::new(message, peer.clone());
+                let cx = Context::new(message, metadata, peer.clone());
                 let value = handler(cx, args).await;
                 let segments = parked.take();
                 encode_reply(&peer, &value?, segments).await
@@ -221,17 +248,78 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         })
     }
 
+    /// Runs `check` on every call before its handler (and before its arguments are
+    /// decoded), for a server that authorises per method, from a per-call token in the
+    /// metadata or the connection's TLS identity: a call it refuses is answered
+    /// [`CallError::Unauthorized`](crate::CallError::Unauthorized) and runs nothing. Set
+    /// once; a second check is ignored.
+    ///
+    /// ```
+    /// use volley_rpc::{Reply, Router};
+    ///
+    /// volley_rpc::service! {
+    ///     /// A vault.
+    ///     pub service Vault {
+    ///         /// Reads; anyone.
+    ///         1 => fn read() -> u64;
+    ///         /// Wipes; needs the admin token.
+    ///         2 => fn wipe();
+    ///     }
+    /// }
+    ///
+    /// let router = Router::<Vault>::new()
+    ///     .route(Read, |_| async { Ok(Reply::new(7)) })
+    ///     .route(Wipe, |_| async { Ok(Reply::new(())) })
+    ///     .authorize(|call| call.method != "wipe" || call.metadata.get("token") == Some(&b"admin"[..]));
+    /// # let _ = router;
+    /// ```
+    pub fn authorize<F>(self, check: F) -> Self
+    where
+        F: Fn(&CallCheck<'_>) -> bool + Send + Sync + 'static,
+    {
+        let _ = self.authorize.set(Box::new(check));
+        self
+    }
+
     /// Adds `run` as `M`'s handler, behind the step every handler shares: decoding the
     /// arguments (a failure answered `DECODE`), and the box that erases its type.
     fn insert<M, F, Fut>(mut self, run: F) -> Self
     where
         M: Method<Service = S>,
-        F: Fn(M::Args, Message, Peer<R, C>) -> Fut + Send + Sync + 'static,
+        F: Fn(M::Args, Message, Metadata, Peer<R, C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Encoded, HandlerError>> + Send + 'static,
     {
-        let erased = move |message: Message, peer: Peer<R, C>| -> HandlerFuture {
+        let authorize = self.authorize.clone();
+        let erased = move |mut message: Message, peer: Peer<R, C>| -> HandlerFuture {
+            let mut metadata = Metadata::default();
+            if message.head.metadata {
+                match crate::metadata::split(core::mem::take(&mut message.args)) {
+                    Ok((m, args)) => (metadata, message.args) = (m, args),
+                    Err(e) => {
+                        let why = format!("bad metadata: {e}");
+                        return Box::pin(core::future::ready(Err(HandlerError::with_code(
+                            ErrorCode::DECODE,
+                            why,
+                        ))));
+                    }
+                }
+            }
+            if let Some(check) = authorize.get() {
+                let call = CallCheck {
+                    method: M::NAME,
+                    id: M::ID,
+                    metadata: &metadata,
+                    connection: peer.connection(),
+                };
+                if !check(&call) {
+                    return Box::pin(core::future::ready(Err(HandlerError::with_code(
+                        ErrorCode::UNAUTHENTICATED,
+                        "the server's check refused this call",
+                    ))));
+                }
+            }
             match C::decode::<M::Args>(&message.args) {
-                Ok(args) => Box::pin(run(args, message, peer)),
+                Ok(args) => Box::pin(run(args, message, metadata, peer)),
                 Err(e) => Box::pin(core::future::ready(Err(HandlerError::with_code(
                     ErrorCode::DECODE,
                     e,

@@ -410,6 +410,7 @@ async fn malformed_frames_end_that_connection_only() {
             call_id: 0,
             method: 0,
             deadline_us: None,
+            metadata: false,
         }
         .encode(24, [], &mut head)
         .unwrap();

@@ -7,7 +7,7 @@
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 1 | kind: 1 call, 2 one-way call, 3 reply, 4 error reply, 5 cancel, 6 hello, 7 credit, 8 ping, 9 pong, 10 closing, 11 method table |
-//! | 1 | 1 | flags: bit 0 set when a deadline follows; other bits are 0 |
+//! | 1 | 1 | flags: bit 0 set when a deadline follows; bit 1 when the arguments begin with [`metadata`]; other bits are 0 |
 //! | 2 | 2 | segments: how many bulk segments follow the arguments (at most [`MAX_SEGMENTS`]) |
 //! | 4 | 4 | call id: chosen by the caller, echoed by the reply, error reply or cancel |
 //! | 8 | 4 | method id for calls; [`ErrorCode`] for error replies; calls finished for credit; a ping's number, echoed by its pong; a [`CloseReason`] for closing; else 0 |
@@ -31,7 +31,7 @@
 //! | 0 | 4 | magic `VRPC` |
 //! | 4 | 2 | wire version ([`WIRE_VERSION`]) |
 //! | 6 | 1 | codec id ([`CodecId`]) |
-//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`], bit 1 [`CAP_HEARS_CLOSING`], bit 2 [`CAP_METHOD_TABLE`]; others 0 |
+//! | 7 | 1 | capability bits ([`Hello::capabilities`]): bit 0 [`CAP_ANSWERS_PINGS`], bit 1 [`CAP_HEARS_CLOSING`], bit 2 [`CAP_METHOD_TABLE`], bit 3 [`CAP_METADATA`]; others 0 |
 //! | 8 | 4 | the largest message this end takes, in bytes |
 //! | 12 | 4 | call credit: calls in flight this end accepts before answering Busy |
 //! | 16 | 8 | fingerprint of the service this end serves: a hash of its method ids, kinds, names and types |
@@ -64,7 +64,7 @@
 //! ```
 //! use volley_proto::wire::rpc::{Head, Kind, Message};
 //!
-//! let head = Head { kind: Kind::CALL, call_id: 7, method: 3, deadline_us: Some(250_000) };
+//! let head = Head { kind: Kind::CALL, call_id: 7, method: 3, deadline_us: Some(250_000), metadata: false };
 //! let args = b"args";
 //! let segments: [&[u8]; 2] = [b"bulk one", b"two"];
 //! let mut buf = [0u8; 64];
@@ -117,10 +117,14 @@ pub const CAP_HEARS_CLOSING: u8 = 0x02;
 /// hello, and takes the peer's. When both ends set it, a connection no longer needs the
 /// two services' fingerprints to match: each call is checked against the peer's table.
 pub const CAP_METHOD_TABLE: u8 = 0x04;
+/// Hello capability bit: this end takes calls whose arguments begin with
+/// [`metadata`] (flag bit 1).
+pub const CAP_METADATA: u8 = 0x08;
 /// Bytes of a closing message's arguments: the idle time in milliseconds.
 pub const CLOSING_LEN: usize = 8;
 
 const FLAG_DEADLINE: u8 = 1;
+const FLAG_METADATA: u8 = 2;
 
 open_enum! {
     /// What a message is.
@@ -216,6 +220,8 @@ pub struct Head {
     pub method: u32,
     /// Microseconds the caller still waits, if it set a deadline.
     pub deadline_us: Option<u64>,
+    /// The arguments begin with a [`metadata`] block (flag bit 1).
+    pub metadata: bool,
 }
 
 impl Head {
@@ -250,11 +256,12 @@ impl Head {
         let needed = self.encoded_len(count);
         let mut w = Writer::with_capacity(buf, needed)?;
         w.u8(self.kind.0)?;
-        w.u8(if self.deadline_us.is_some() {
+        let deadline = if self.deadline_us.is_some() {
             FLAG_DEADLINE
         } else {
             0
-        })?;
+        };
+        w.u8(deadline | if self.metadata { FLAG_METADATA } else { 0 })?;
         // Fits: at most MAX_SEGMENTS (64).
         w.u16_le(count as u16)?;
         w.u32_le(self.call_id)?;
@@ -293,7 +300,7 @@ impl<'a> Message<'a> {
             });
         }
         let flags = r.u8("rpc flags")?;
-        if flags & !FLAG_DEADLINE != 0 {
+        if flags & !(FLAG_DEADLINE | FLAG_METADATA) != 0 {
             return Err(Error::InvalidValue {
                 what: "rpc flags",
                 value: u64::from(flags),
@@ -344,6 +351,7 @@ impl<'a> Message<'a> {
                 call_id,
                 method,
                 deadline_us,
+                metadata: flags & FLAG_METADATA != 0,
             },
             bytes,
             table,
@@ -524,6 +532,7 @@ impl Hello {
     }
 }
 
+pub mod metadata;
 pub mod methods;
 
 #[cfg(test)]

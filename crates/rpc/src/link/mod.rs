@@ -55,6 +55,7 @@ impl Message {
                 call_id,
                 method,
                 deadline_us: None,
+                metadata: false,
             },
             args: args.into(),
             segments: Vec::new(),

@@ -69,7 +69,8 @@ impl<S: Service, C: Codec> Peer<S, C> {
         guard.finish::<M>(reply, deadline)
     }
 
-    /// A sync call of `M` whose arguments are encoded already: what a
+    /// A sync call of `M` whose arguments are encoded already (after a metadata block if
+    /// `metadata`): a call with metadata, and what a
     /// [`Reconnecting`](crate::Reconnecting) client sends again over a new connection
     /// when the last one ended before the call went out.
     pub(crate) async fn call_encoded<M: Method<Service = S>>(
@@ -77,10 +78,11 @@ impl<S: Service, C: Codec> Peer<S, C> {
         args: Payload,
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
+        metadata: bool,
     ) -> Result<Reply<M::Output>, CallError> {
         let deadline = deadline.or(self.inner.config.default_deadline);
         self.served::<M>()?;
-        let message = self.message_in::<M>(args, Kind::CALL, segments, deadline)?;
+        let message = self.message_in::<M>(args, Kind::CALL, segments, deadline, metadata)?;
         self.dispatch::<M>(message, deadline).await
     }
 
@@ -90,9 +92,10 @@ impl<S: Service, C: Codec> Peer<S, C> {
         &self,
         args: Payload,
         segments: Vec<Bytes>,
+        metadata: bool,
     ) -> Result<(), CallError> {
         self.served::<M>()?;
-        let message = self.message_in::<M>(args, Kind::ONE_WAY, segments, None)?;
+        let message = self.message_in::<M>(args, Kind::ONE_WAY, segments, None, metadata)?;
         self.send_message::<M>(message).await
     }
 
@@ -138,7 +141,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             }
             Err(e) => return ReplyFuture::ready(Err(e)),
         };
-        let message = match self.message_in::<M>(encoded, Kind::CALL, segments, deadline) {
+        let message = match self.message_in::<M>(encoded, Kind::CALL, segments, deadline, false) {
             Ok(message) => message,
             Err(e) => return ReplyFuture::ready(Err(e)),
         };
@@ -186,7 +189,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             Ok(None) => return slow(self.clone(), args, segments),
             Err(e) => return SendFuture::ready(Err(e)),
         };
-        let message = match self.message_in::<M>(encoded, Kind::ONE_WAY, segments, None) {
+        let message = match self.message_in::<M>(encoded, Kind::ONE_WAY, segments, None, false) {
             Ok(message) => message,
             Err(e) => return SendFuture::ready(Err(e)),
         };
@@ -266,7 +269,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         self.alive::<M>()?;
         self.served::<M>()?;
         let encoded = self.encode(args).await.map_err(encode_failed::<M>)?;
-        self.message_in::<M>(encoded, kind, segments, deadline)
+        self.message_in::<M>(encoded, kind, segments, deadline, false)
     }
 
     /// `Ok` if the peer serves `M` with `M`'s types, as far as its method table says
@@ -320,21 +323,30 @@ impl<S: Service, C: Codec> Peer<S, C> {
             .map_err(encode_failed::<M>)
     }
 
-    /// [`message`](Self::message) with the arguments encoded.
+    /// [`message`](Self::message) with the arguments encoded (after a metadata block
+    /// if `metadata`, which the peer must take).
     fn message_in<M: Method<Service = S>>(
         &self,
         args: Payload,
         kind: Kind,
         segments: Vec<Bytes>,
         deadline: Option<Duration>,
+        metadata: bool,
     ) -> Result<Message, CallError> {
         self.alive::<M>()?;
+        if metadata && self.inner.theirs.capabilities & CAP_METADATA == 0 {
+            return Err(CallError::Metadata {
+                method: M::NAME,
+                problem: "the peer takes no per-call metadata (a build from before it)".into(),
+            });
+        }
         let message = Message {
             head: Head {
                 kind,
                 call_id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
                 method: M::ID,
                 deadline_us: deadline.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+                metadata,
             },
             args,
             segments,

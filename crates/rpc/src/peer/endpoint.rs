@@ -131,7 +131,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             credit: self.config.credit,
             fingerprint: self.serves().0,
             calls: S::FINGERPRINT,
-            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING | CAP_METHOD_TABLE,
+            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING | CAP_METHOD_TABLE | CAP_METADATA,
         };
         let exchange = async {
             let theirs = match &self.check {

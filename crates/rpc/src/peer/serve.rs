@@ -120,6 +120,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
                     call_id,
                     method: 0,
                     deadline_us: None,
+                    metadata: false,
                 },
                 args: encoded.args,
                 segments: encoded.segments,

@@ -149,7 +149,7 @@ impl<'a> MethodTable<'a> {
     }
 
     /// Its methods, in the order listed.
-    pub fn iter(&self) -> impl Iterator<Item = MethodEntry> + 'a {
+    pub fn iter(&self) -> impl Iterator<Item = MethodEntry> + use<'a> {
         self.entries.chunks_exact(ENTRY_LEN).map(|e| {
             let id = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
             let mut types = [0u8; 8];

@@ -28,6 +28,7 @@ fn layout_matches_the_documented_table() {
         call_id: 0x0403_0201,
         method: ErrorCode::BUSY.0,
         deadline_us: Some(0x1122),
+        metadata: false,
     };
     let msg = build(&head, b"xy", &[b"abc".to_vec()]);
     assert_eq!(
@@ -51,6 +52,7 @@ fn lying_lengths_are_errors_not_reads() {
         call_id: 1,
         method: 2,
         deadline_us: None,
+        metadata: false,
     };
     let mut msg = build(&head, b"args", &[b"seg".to_vec()]);
     // The segment claims 4 GiB.
@@ -93,7 +95,7 @@ fn lying_lengths_are_errors_not_reads() {
         })
     ));
     let mut bad = build(&head, b"", &[]);
-    bad[1] = 2;
+    bad[1] = 4;
     assert!(matches!(
         Message::parse(&bad),
         Err(Error::InvalidValue {
@@ -110,6 +112,7 @@ fn encode_refuses_too_many_segments_and_small_buffers() {
         call_id: 1,
         method: 1,
         deadline_us: None,
+        metadata: false,
     };
     let mut buf = [0u8; 1024];
     assert!(matches!(
@@ -177,10 +180,11 @@ proptest! {
         call_id in any::<u32>(),
         method in any::<u32>(),
         deadline_us in any::<Option<u64>>(),
+        metadata in any::<bool>(),
         args in prop::collection::vec(any::<u8>(), 0..200),
         segments in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..100), 0..8),
     ) {
-        let head = Head { kind, call_id, method, deadline_us };
+        let head = Head { kind, call_id, method, deadline_us, metadata };
         let msg = build(&head, &args, &segments);
         let parsed = Message::parse(&msg).unwrap();
         prop_assert_eq!(parsed.head, head);
