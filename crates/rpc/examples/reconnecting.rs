@@ -8,6 +8,7 @@
 use core::net::SocketAddr;
 use core::time::Duration;
 
+use bytes::Bytes;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{Config, Endpoint, Reconnecting, ServerHandle, serve};
@@ -34,10 +35,15 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     let endpoint = Endpoint::<Kv>::new(Config::default())?;
     let client = Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr, MAX_MESSAGE));
     let kv = KvClient::new(client.clone());
-    assert_eq!(kv.put("a".into()).await?, None);
+    let value = Bytes::from_static(b"kept until the crash");
+    assert_eq!(kv.put("a".into()).segment(value).await?, None);
 
-    // The server goes away at once, as a crash would, and its store with it.
+    // The server goes away at once, as a crash would, and its store with it. A call made
+    // in the instant before the client sees the connection close would fail, saying it
+    // may have run; here we wait until the client has seen it.
+    let connection = client.current().ok_or("connected by the first call")?;
     first.abort().await;
+    println!("the connection ended: {}", connection.closed().await);
 
     // A call now waits for a server; one comes back on the same port 300 ms later.
     let call = tokio::spawn({

@@ -67,7 +67,8 @@
 //!   or Unix listener, the UDP channel's endpoint, or any stream of links ([`Links`]).
 //!   Features pick the links: `tcp` (framed links, listeners), `udp` (the reliable UDP
 //!   channel) and `local`, all on by default; `tls` (TLS 1.3 on stream links, rustls),
-//!   `quic` (quinn); `postcard` adds that codec, `bench` the benchmark service.
+//!   `quic` (quinn); `postcard` adds that codec, `opentelemetry` trace context across
+//!   calls (module `trace`), `bench` the benchmark service.
 //! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
 //!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
 //!   RUSTSEC-2025-0141). Bulk payloads (`Bytes`) travel as segments beside them: never
@@ -122,6 +123,8 @@ pub mod server;
 pub mod service;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "opentelemetry")]
+pub mod trace;
 
 pub use array::LeArray;
 pub use auth::AuthRequest;

@@ -119,13 +119,16 @@ impl<M: Method, C: Codec> IntoFuture for WithSegments<'_, M, C> {
     type IntoFuture = ReplyFuture<M, C>;
 
     fn into_future(self) -> Self::IntoFuture {
+        #[allow(unused_mut, reason = "changed only with the opentelemetry feature")]
         let Request {
             caller,
             args,
             segments,
             deadline,
-            metadata,
+            mut metadata,
         } = self.0;
+        #[cfg(feature = "opentelemetry")]
+        crate::trace::inject(&mut metadata);
         caller.start_call::<M>(args, segments, deadline, metadata)
     }
 }
@@ -289,8 +292,12 @@ impl<M: Method, C: Codec> IntoFuture for OneWay<'_, M, C> {
 
     /// Starts the call: in the common case it is on the link before the first poll.
     fn into_future(self) -> Self::IntoFuture {
+        #[allow(unused_mut, reason = "changed only with the opentelemetry feature")]
+        let mut metadata = self.metadata;
+        #[cfg(feature = "opentelemetry")]
+        crate::trace::inject(&mut metadata);
         self.caller
-            .start_send::<M>(self.args, self.segments, self.metadata)
+            .start_send::<M>(self.args, self.segments, metadata)
     }
 }
 

@@ -319,6 +319,15 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
                 }
             }
             match C::decode::<M::Args>(&message.args) {
+                #[cfg(feature = "opentelemetry")]
+                Ok(args) => match crate::trace::handler_span(M::NAME, &metadata) {
+                    Some(span) => {
+                        use tracing::Instrument;
+                        Box::pin(run(args, message, metadata, peer).instrument(span))
+                    }
+                    None => Box::pin(run(args, message, metadata, peer)),
+                },
+                #[cfg(not(feature = "opentelemetry"))]
                 Ok(args) => Box::pin(run(args, message, metadata, peer)),
                 Err(e) => Box::pin(core::future::ready(Err(HandlerError::with_code(
                     ErrorCode::DECODE,

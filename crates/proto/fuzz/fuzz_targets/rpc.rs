@@ -22,9 +22,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(head[..n], data[..n]);
     }
     if let Ok(hello) = Hello::parse(data) {
-        // Byte 7 is reserved: ignored when read, written as 0.
+        // The fields every version-1 hello has, and the appended one where present.
         let bytes = hello.encode();
-        assert_eq!(bytes[..7], data[..7]);
-        assert_eq!(bytes[8..], data[8..24]);
+        assert_eq!(bytes[..24], data[..24]);
+        if data.len() >= 32 {
+            assert_eq!(bytes[24..32], data[24..32]);
+        }
     }
 });
