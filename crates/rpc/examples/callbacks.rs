@@ -1,14 +1,14 @@
 //! A server that calls back into its clients, each end serving its own service: the hub
 //! serves `Hub` and calls `Subscriber` back; a client calls `Hub` and serves `Subscriber`.
-//! Each hello names both services, so a client that does not serve `Subscriber` is
-//! refused at the hello rather than failing at the first callback.
+//! A client that serves nothing still connects (its method table lists no method), and
+//! each callback to it fails alone, saying it does not serve that method.
 //!
 //! `cargo run -p volley-rpc --example callbacks` prints `ok` last.
 
 use std::sync::Mutex;
 
 use volley_rpc::link::local;
-use volley_rpc::{Config, ConnectError, Context, Endpoint, HandlerError};
+use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError};
 
 volley_rpc::service! {
     /// What the hub serves.
@@ -86,20 +86,17 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     assert_eq!(&seen[..3], ["weather 0", "weather 1", "weather 2"]);
     println!("the hub called back: {}", seen.join(", "));
 
-    // A client that calls `Hub` but serves nothing (so its hello says it serves `Hub`,
-    // the one it calls) is refused: the hub would call `Subscriber` back.
+    // A client that calls `Hub` but serves nothing connects; the hub's callback to it
+    // fails alone, and the hub's handler says so to the caller.
     let bare = Endpoint::<Hub>::new(Config::default())?;
     let (a, b) = local::pair(64, 1 << 20);
-    let (hub_end, bare_end) = tokio::join!(hub.connect(a), bare.connect(b));
-    match hub_end {
-        Err(ConnectError::Service { service, .. }) => {
-            println!("the hub refused a client that does not serve {service}");
+    let (_hub_end, bare_end) = tokio::try_join!(hub.connect(a), bare.connect(b))?;
+    let bare_client = HubClient::new(bare_end);
+    match bare_client.subscribe("rain".into(), 1).await {
+        Err(CallError::Handler { detail, .. }) if detail.contains("does not serve") => {
+            println!("a client that serves nothing: {detail}");
         }
-        other => return Err(format!("the hub should refuse, got {other:?}").into()),
-    }
-    match bare_end {
-        Err(ConnectError::CallsBack { .. } | ConnectError::Refused(_)) => {}
-        other => return Err(format!("the client should be refused, got {other:?}").into()),
+        other => return Err(format!("the callback should fail alone, got {other:?}").into()),
     }
     println!("ok");
     Ok(())
