@@ -120,6 +120,15 @@ pub enum TlsError {
     /// The name is neither a DNS name nor an IP address.
     #[error("{0:?} is not a DNS name or an IP address")]
     ServerName(String),
+    /// A server's own certificate that no client would accept: a CA's, expired, not yet
+    /// valid, unreadable, or one the key does not belong to.
+    #[error("the certificate in {}: {problem}", path.display())]
+    Certificate {
+        /// The certificate file.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        problem: String,
+    },
 }
 
 /// The ring provider, the only one volley uses (given explicitly, so that another
@@ -187,9 +196,52 @@ pub fn server_config(
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(read_certificates(cert)?, read_private_key(key)?)?;
+    let chain = read_certificates(cert)?;
+    if let Some(leaf) = chain.first() {
+        check_leaf(leaf, std::time::SystemTime::now()).map_err(|problem| {
+            TlsError::Certificate {
+                path: cert.to_owned(),
+                problem,
+            }
+        })?;
+    }
+    let mut config = builder
+        .with_single_cert(chain, read_private_key(key)?)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => TlsError::Certificate {
+                path: cert.to_owned(),
+                problem: format!("the private key in {} does not belong to it", key.display()),
+            },
+            e => e.into(),
+        })?;
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Why clients would refuse `leaf` as a server's certificate at `now`, if they would:
+/// found at start rather than at every client's handshake.
+fn check_leaf(leaf: &CertificateDer<'_>, now: std::time::SystemTime) -> Result<(), String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf)
+        .map_err(|e| format!("cannot be parsed as X.509: {e}"))?;
+    if cert.is_ca() {
+        return Err(
+            "it is a CA certificate (basicConstraints CA:TRUE), which clients refuse as \
+             a server's own (CaUsedAsEndEntity): give the server an end-entity certificate \
+             (with OpenSSL, -addext basicConstraints=critical,CA:FALSE)"
+                .to_owned(),
+        );
+    }
+    let now = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let validity = cert.validity();
+    if validity.not_after.timestamp() < now {
+        return Err(format!("it expired on {}", validity.not_after));
+    }
+    if validity.not_before.timestamp() > now {
+        return Err(format!("it is not valid until {}", validity.not_before));
+    }
+    Ok(())
 }
 
 /// Which certificates a client trusts.

@@ -276,3 +276,24 @@ async fn a_stalled_handshake_is_dropped_and_frees_its_slot() {
     })
     .await;
 }
+
+/// A server's certificate that every client would refuse is refused at start, saying
+/// why: a CA's, an expired one, one whose key is another's.
+#[test]
+fn a_certificate_no_client_would_accept_fails_at_start() {
+    let pki = Pki::new("bad-certs");
+    let ca_key = pki.dir.join("ca.key");
+    let err = tls::server_config(&pki.ca(), &ca_key, None).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("it is a CA certificate"), "{text}");
+    assert!(text.contains("CA:FALSE"), "{text}");
+
+    let (expired, key) = pki.expired("old", "localhost");
+    let err = tls::server_config(&expired, &key, None).unwrap_err();
+    assert!(err.to_string().contains("it expired on"), "{err}");
+
+    let (cert, _, _) = pki.issue("mine", &["localhost"], &[]);
+    let (_, other_key, _) = pki.issue("theirs", &["localhost"], &[]);
+    let err = tls::server_config(&cert, &other_key, None).unwrap_err();
+    assert!(err.to_string().contains("does not belong to it"), "{err}");
+}

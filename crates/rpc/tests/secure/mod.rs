@@ -68,7 +68,24 @@ impl Pki {
             .push(rcgen::DnType::CommonName, format!("{name} CA"));
         let ca = params.self_signed(&ca_key).unwrap();
         std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        std::fs::write(dir.join("ca.key"), ca_key.serialize_pem()).unwrap();
         Self { dir, ca, ca_key }
+    }
+
+    /// A certificate for `name` valid only in 2025: its chain and key files.
+    pub fn expired(&self, file: &str, name: &str) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2025, 12, 31);
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let (cert_path, key_path) = (
+            self.dir.join(format!("{file}.pem")),
+            self.dir.join(format!("{file}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
     }
 
     pub fn ca(&self) -> PathBuf {
