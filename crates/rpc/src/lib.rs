@@ -140,7 +140,7 @@ pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
 pub use reconnecting::{Caller, Reconnecting};
 pub use request::{OneWay, ReplyFuture, Request, SendFuture, ValueFuture, WithSegments};
 pub use router::{Call, CallCheck, Reply, Router};
-pub use server::{Incoming, Links, ServerHandle, serve};
+pub use server::{Incoming, Links, ServerHandle, ServerStats, serve};
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};
 

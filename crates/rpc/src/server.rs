@@ -4,6 +4,7 @@
 
 use core::net::SocketAddr;
 use core::pin::Pin;
+use core::sync::atomic::{AtomicU64, Ordering};
 use std::io;
 #[cfg(feature = "tcp")]
 use std::sync::Arc;
@@ -221,6 +222,42 @@ pub struct ServerHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
     local_addr: Option<SocketAddr>,
+    counters: Arc<Counters>,
+}
+
+/// What a server has seen of its connections, for programs that do not read its log:
+/// see [`ServerHandle::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerStats {
+    /// Connections whose hello passed.
+    pub connected: u64,
+    /// Connections refused at the hello, for any reason (those below among them).
+    pub refused: u64,
+    /// Of those, peers whose token or address the check refused.
+    pub unauthenticated: u64,
+    /// Of those, TLS clients on a plain port.
+    pub tls_on_plain: u64,
+    /// Connections closed because nothing was in flight for the idle timeout.
+    pub idle_closed: u64,
+    /// Connections dropped for a peer that stopped answering pings or flooded.
+    pub dropped: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    connected: AtomicU64,
+    refused: AtomicU64,
+    unauthenticated: AtomicU64,
+    tls_on_plain: AtomicU64,
+    idle_closed: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Serves `endpoint` on every connection `incoming` yields (a TCP or Unix `Listener`,
@@ -236,6 +273,8 @@ where
 {
     let (stop, mut stopped) = watch::channel(false);
     let local_addr = incoming.local_addr();
+    let counters = Arc::new(Counters::default());
+    let counted = counters.clone();
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
         loop {
@@ -245,7 +284,8 @@ where
                 next = incoming.next() => {
                     let Some(next) = next else { break };
                     let (link, who) = next?;
-                    connections.spawn(run_connection(endpoint.clone(), link, who, stopped.clone()));
+                    let run = run_connection(endpoint.clone(), link, who, stopped.clone(), counted.clone());
+                    connections.spawn(run);
                 }
             }
         }
@@ -257,6 +297,7 @@ where
         stop,
         task,
         local_addr,
+        counters,
     }
 }
 
@@ -303,25 +344,51 @@ async fn run_connection<S: Service, C: Codec, L: MessageLink>(
     link: L,
     who: String,
     mut stopped: watch::Receiver<bool>,
+    counters: Arc<Counters>,
 ) {
     let peer = match endpoint.connect(link).await {
-        Ok(peer) => peer,
-        Err(ConnectError::Link(LinkError::PeerSpeaksTls)) => {
-            crate::log::warn_limited("a TLS client on a plain port", &who);
-            return;
+        Ok(peer) => {
+            Counters::add(&counters.connected);
+            peer
         }
         Err(e) => {
+            Counters::add(&counters.refused);
+            match &e {
+                ConnectError::Link(LinkError::PeerSpeaksTls) => {
+                    Counters::add(&counters.tls_on_plain)
+                }
+                ConnectError::Unauthenticated => Counters::add(&counters.unauthenticated),
+                _ => {}
+            }
+            return refused(e, &who);
+        }
+    };
+    tokio::select! {
+        cause = peer.closed() => {
+            match cause {
+                LinkError::Idle(_) => Counters::add(&counters.idle_closed),
+                LinkError::Silent(_) | LinkError::Flooded(_) => Counters::add(&counters.dropped),
+                _ => {}
+            }
+            tracing::debug!(peer = %who, "rpc connection ended: {cause}");
+        }
+        _ = stopped.changed() => peer.shutdown().await,
+    }
+}
+
+/// Logs a connection refused at the hello, at most so often per peer and reason.
+fn refused(e: ConnectError, who: &str) {
+    match e {
+        ConnectError::Link(LinkError::PeerSpeaksTls) => {
+            crate::log::warn_limited("a TLS client on a plain port", &who);
+        }
+        e => {
             tracing::debug!(peer = %who, "rpc connection refused at the hello: {e}");
             crate::log::warn_limited(
                 "rpc connection refused at the hello (run with RUST_LOG=debug for each reason)",
                 &who,
             );
-            return;
         }
-    };
-    tokio::select! {
-        cause = peer.closed() => tracing::debug!(peer = %who, "rpc connection ended: {cause}"),
-        _ = stopped.changed() => peer.shutdown().await,
     }
 }
 
@@ -344,6 +411,23 @@ impl ServerHandle {
     pub async fn abort(self) {
         self.task.abort();
         let _ = self.task.await;
+    }
+
+    /// What the server has seen of its connections so far: connections made and
+    /// refused (and why), idle closes, dropped peers. The same events are logged
+    /// (rate-limited) through `tracing`; these counters are there for a program without
+    /// a subscriber, or one that exports metrics.
+    pub fn stats(&self) -> ServerStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServerStats {
+            connected: get(&c.connected),
+            refused: get(&c.refused),
+            unauthenticated: get(&c.unauthenticated),
+            tls_on_plain: get(&c.tls_on_plain),
+            idle_closed: get(&c.idle_closed),
+            dropped: get(&c.dropped),
+        }
     }
 
     /// Waits for the server to end: after [`ServerHandle::shutdown`], or when accepting

@@ -2,11 +2,12 @@
 //! refuses a missing or wrong one at once, with a typed error at the client.
 
 use core::net::SocketAddr;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::server::{Listener, listener_config};
-use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, ServerHandle, serve};
+use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, ServerHandle, ServerStats, serve};
 
 mod common;
 use common::{Echo, Seen, Test, server_router, within};
@@ -41,7 +42,7 @@ async fn a_token_check_admits_the_right_token_only() {
             .serve(server_router(Arc::new(Seen::default())))
             .require_token("s3cret")
             .unwrap();
-        let (_server, addr) = server(endpoint).await;
+        let (server, addr) = server(endpoint).await;
         let good = client(addr, Some("s3cret")).await.unwrap();
         assert_eq!(good.call::<Echo>(&"in".into()).await.unwrap(), "in");
         for token in [None, Some("s3creT"), Some("s3cret-and-more")] {
@@ -54,6 +55,46 @@ async fn a_token_check_admits_the_right_token_only() {
         }
         // The refusals cost the admitted connection nothing.
         assert_eq!(good.call::<Echo>(&"still".into()).await.unwrap(), "still");
+        // The server counts them for a program that does not read its log (the count
+        // follows the refusal the client already has).
+        let counted = |s: ServerStats| s.connected == 1 && s.refused == 3 && s.unauthenticated == 3;
+        while !counted(server.stats()) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+/// An address that keeps failing is refused at once, its token not even looked at, for
+/// a while; the check sees it again afterwards.
+#[tokio::test]
+async fn failures_past_three_refuse_an_address_unchecked() {
+    within(30, async {
+        let checks = Arc::new(AtomicUsize::new(0));
+        let counted = checks.clone();
+        let endpoint = Endpoint::<Test>::new(Config::default())
+            .unwrap()
+            .serve(server_router(Arc::new(Seen::default())))
+            .authenticate(move |request: AuthRequest| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                core::future::ready(request.token.as_deref() == Some(&b"s3cret"[..]))
+            });
+        let (_server, addr) = server(endpoint).await;
+        for _ in 0..4 {
+            assert!(client(addr, Some("wrong")).await.is_err());
+        }
+        assert_eq!(
+            checks.load(Ordering::SeqCst),
+            4,
+            "the fourth failure starts the penalty"
+        );
+        // Within the penalty even the right token is refused, unchecked.
+        let refused = client(addr, Some("s3cret")).await.unwrap_err();
+        assert!(
+            matches!(refused, ConnectError::Unauthenticated),
+            "{refused}"
+        );
+        assert_eq!(checks.load(Ordering::SeqCst), 4, "refused without a check");
     })
     .await;
 }

@@ -190,6 +190,11 @@ async fn an_idle_close_is_reported_as_one_and_the_next_call_reconnects() {
             "{cause}"
         );
         assert_eq!(client.add(3).await.unwrap(), 5, "the next call reconnects");
+        // The server counted the idle close, for a program that does not read its log.
+        while server.stats().idle_closed < 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(server.stats().connected, 2);
         assert_eq!(reconnecting(&client).reconnects(), 1);
         client.caller().shutdown().await;
         server.shutdown().await.unwrap();
