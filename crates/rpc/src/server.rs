@@ -6,7 +6,6 @@ use core::net::SocketAddr;
 use core::pin::Pin;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::io;
-#[cfg(feature = "tcp")]
 use std::sync::Arc;
 
 #[cfg(feature = "tcp")]
