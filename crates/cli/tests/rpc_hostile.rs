@@ -20,7 +20,7 @@ use common::*;
 use tokio::time::timeout;
 use volley_proto::wire::frame::Header;
 use volley_proto::wire::rpc::{CodecId, HELLO_LEN, Head, Hello, Kind, WIRE_VERSION};
-use volley_rpc::bench::{Bench, Echo};
+use volley_rpc::bench::{Bench, bench::Echo};
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::{Config, Endpoint, Service};
 use volley_transport_tcp::{Framed, Role};

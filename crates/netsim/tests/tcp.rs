@@ -80,16 +80,21 @@ fn a_round_trip_takes_twice_the_delay() {
     client
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let start = Instant::now();
+    let mut trips = Vec::with_capacity(50);
     for i in 0..50u8 {
+        let start = Instant::now();
         client.write_all(&[i]).unwrap();
         let mut buf = [0u8; 1];
         client.read_exact(&mut buf).unwrap();
         assert_eq!(buf[0], i);
+        trips.push(start.elapsed());
     }
-    let per_trip = start.elapsed() / 50;
-    assert!(per_trip >= Duration::from_millis(1), "{per_trip:?}");
-    assert!(per_trip < Duration::from_millis(5), "{per_trip:?}");
+    // Every trip pays the delay both ways; the median, not the mean, says it is paid only
+    // once each way (a loaded machine stalls some trips, never shortens one).
+    trips.sort();
+    assert!(trips[0] >= Duration::from_millis(1), "{trips:?}");
+    let median = trips[trips.len() / 2];
+    assert!(median < Duration::from_millis(5), "{trips:?}");
 }
 
 #[test]

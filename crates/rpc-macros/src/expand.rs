@@ -3,7 +3,7 @@
 
 use proc_macro2::TokenStream as Tokens;
 use quote::{format_ident, quote, quote_spanned};
-use syn::Attribute;
+use syn::{Attribute, Visibility};
 
 use crate::{Declaration, MethodDecl, here};
 
@@ -35,14 +35,14 @@ fn markers(d: &Declaration) -> Tokens {
     let parts = methods.iter().map(|m| {
         let id = m.id.to_string();
         let kind = if m.one_way { "oneway" } else { "sync" };
-        let method = m.name.to_string();
+        let method = m.wire_name();
         let args = m.args_type().to_string();
         let output = m.output_type().to_string();
         quote!(#id, #kind, #method, #args, #output,)
     });
     let table = methods.iter().map(|m| {
         let id = &m.id;
-        let method = m.name.to_string();
+        let method = m.wire_name();
         quote!((#id, #method),)
     });
     let entries = methods.iter().map(|m| {
@@ -51,6 +51,31 @@ fn markers(d: &Declaration) -> Tokens {
         let types = types_fingerprint(krate, m);
         quote!(#krate::service::MethodEntry { id: #id, one_way: #one_way, types: #types },)
     });
+    let module = d.module();
+    let inner = inner_vis(vis);
+    let declared = methods.iter().map(|m| {
+        let marker = m.marker();
+        let docs = docs(&m.attrs);
+        let what = format!(
+            "The method `{}` of [`{name}`](super::{name}) (id {}), as a type: names it to \
+             `Router::route`, `Router::handle` and the low-level calls of `Peer`.",
+            m.wire_name(),
+            m.id
+        );
+        quote_spanned! {m.name.span()=>
+            #(#docs)*
+            ///
+            #[doc = #what]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+            #inner struct #marker;
+        }
+    });
+    let about = format!(
+        "The methods of [`{name}`](super::{name}), one type each (`{module}::{}`).",
+        methods
+            .first()
+            .map_or_else(|| "Method".to_owned(), |m| m.marker().to_string())
+    );
     let per_method = methods.iter().map(|m| method_marker(d, m));
     quote! {
         #(#attrs)*
@@ -64,7 +89,33 @@ fn markers(d: &Declaration) -> Tokens {
             const TABLE: &'static [#krate::service::MethodEntry] = &[#(#entries)*];
         }
 
+        #[doc = #about]
+        #vis mod #module {
+            #(#declared)*
+        }
+
         #(#per_method)*
+    }
+}
+
+/// The visibility of the markers inside the service's module: what `vis` means outside
+/// it (`pub(super)` for a private service, `pub(in super::super)` for `pub(super)`).
+fn inner_vis(vis: &Visibility) -> Tokens {
+    match vis {
+        Visibility::Public(_) => quote!(pub),
+        Visibility::Inherited => quote!(pub(super)),
+        Visibility::Restricted(r) => {
+            let path = &r.path;
+            let first = path.segments.first().map(|s| s.ident.to_string());
+            match first.as_deref() {
+                Some("crate") if path.segments.len() == 1 => quote!(pub(crate)),
+                Some("self") if path.segments.len() == 1 => quote!(pub(super)),
+                Some("super") if r.in_token.is_none() => quote!(pub(in super::super)),
+                Some("crate") => quote!(pub(in #path)),
+                _ if path.leading_colon.is_some() => quote!(pub(in #path)),
+                _ => quote!(pub(in super::#path)),
+            }
+        }
     }
 }
 
@@ -78,29 +129,19 @@ fn types_fingerprint(krate: &Tokens, m: &MethodDecl) -> Tokens {
 }
 
 fn method_marker(d: &Declaration, m: &MethodDecl) -> Tokens {
-    let Declaration {
-        krate, vis, name, ..
-    } = d;
+    let Declaration { krate, name, .. } = d;
+    let module = d.module();
     let marker = m.marker();
     let id = &m.id;
-    let method = m.name.to_string();
+    let method = m.wire_name();
     let args = m.args_type();
     let output = m.output_type();
     let one_way = m.one_way;
     let types = types_fingerprint(krate, m);
-    let docs = docs(&m.attrs);
-    let what = format!(
-        "The method `{method}` of [`{name}`] (id {id}), as a type: names it to \
-         `Router::route` and the low-level calls of `Peer`."
-    );
-    quote! {
-        #(#docs)*
-        ///
-        #[doc = #what]
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #marker;
-
-        impl #krate::Method for #marker {
+    // Spanned at the method, so a type that cannot travel (no `Serialize`) is reported
+    // at the method's declaration.
+    quote_spanned! {m.name.span()=>
+        impl #krate::Method for #module::#marker {
             type Service = #name;
             type Args = #args;
             type Output = #output;
@@ -124,10 +165,12 @@ fn client(d: &Declaration) -> Tokens {
          `.segments(..)`, `.deadline(..)` or `.reply()` (the result with the segments that \
          came back)."
     );
+    let module = d.module();
     let calls = d.methods.iter().map(|m| {
         let attrs = &m.attrs;
         let method = &m.name;
         let marker = m.marker();
+        let marker = quote!(#module::#marker);
         let params = m.params.iter().map(|(p, ty)| quote!(#p: #ty));
         let names: Vec<_> = m.params.iter().map(|(p, _)| p).collect();
         let args = match names.as_slice() {
@@ -147,36 +190,56 @@ fn client(d: &Declaration) -> Tokens {
             }
         }
     });
+    // A method of the service may take the name of a helper: the method wins, and the
+    // helper's work stays reachable (`From`, `Clone`).
+    let taken = |helper: &str| d.methods.iter().any(|m| m.wire_name() == helper);
+    let new = (!taken("new")).then(|| {
+        quote! {
+            /// Calls through `caller`: a [`Peer`](volley_rpc::Peer) (one connection) or a
+            /// [`Reconnecting`](volley_rpc::Reconnecting) client (made again when lost).
+            #vis fn new(caller: impl ::core::convert::Into<#krate::Caller<#name, C>>) -> Self {
+                Self { caller: caller.into() }
+            }
+        }
+    });
+    let caller = (!taken("caller")).then(|| {
+        quote! {
+            /// What the calls go through.
+            #vis fn caller(&self) -> &#krate::Caller<#name, C> {
+                &self.caller
+            }
+        }
+    });
     quote! {
         #[doc = #about]
         #vis struct #client<C: #krate::Codec = #krate::Bincode> {
             caller: #krate::Caller<#name, C>,
         }
 
+        // The methods are the service's: a name clippy expects other things of (`new`,
+        // `into_*`) is the declaration's choice.
+        #[allow(clippy::wrong_self_convention, clippy::new_ret_no_self)]
         impl<C: #krate::Codec> #client<C> {
-            /// Calls through `caller`: a [`Peer`](volley_rpc::Peer) (one connection) or a
-            /// [`Reconnecting`](volley_rpc::Reconnecting) client (made again when lost).
-            #vis fn new(caller: impl ::core::convert::Into<#krate::Caller<#name, C>>) -> Self {
-                Self { caller: caller.into() }
-            }
-
-            /// What the calls go through.
-            #vis fn caller(&self) -> &#krate::Caller<#name, C> {
-                &self.caller
-            }
-
+            #new
+            #caller
             #(#calls)*
+        }
+
+        impl<C: #krate::Codec> ::core::convert::From<#krate::Caller<#name, C>> for #client<C> {
+            fn from(caller: #krate::Caller<#name, C>) -> Self {
+                Self { caller }
+            }
         }
 
         impl<C: #krate::Codec> ::core::convert::From<#krate::Peer<#name, C>> for #client<C> {
             fn from(peer: #krate::Peer<#name, C>) -> Self {
-                Self::new(peer)
+                Self { caller: peer.into() }
             }
         }
 
         impl<C: #krate::Codec> ::core::convert::From<#krate::Reconnecting<#name, C>> for #client<C> {
             fn from(client: #krate::Reconnecting<#name, C>) -> Self {
-                Self::new(client)
+                Self { caller: client.into() }
             }
         }
 
@@ -228,9 +291,11 @@ fn server(d: &Declaration) -> Tokens {
             > + ::core::marker::Send;
         }
     });
+    let module = d.module();
     let routes = d.methods.iter().map(|m| {
         let method = &m.name;
         let marker = m.marker();
+        let marker = quote!(#module::#marker);
         let names: Vec<_> = (0..m.params.len())
             .map(|i| format_ident!("arg{}", i, span = here()))
             .collect();
@@ -244,13 +309,34 @@ fn server(d: &Declaration) -> Tokens {
                 let this = this.clone();
                 move |cx, #pattern| {
                     let this = this.clone();
-                    async move { this.#method(cx, #(#names),*).await }
+                    async move { <S as #server<R, C>>::#method(&*this, cx, #(#names),*).await }
                 }
             })
         }
     });
+    let into_router = d
+        .methods
+        .iter()
+        .all(|m| m.wire_name() != "into_router")
+        .then(|| {
+            quote! {
+                /// A router serving every method with `self` (shared by all connections):
+                /// [`#name::router(self)`](#name::router).
+                fn into_router(self) -> #krate::Router<#name, R, C>
+                where
+                    Self: ::core::marker::Sized,
+                {
+                    #name::router(self)
+                }
+            }
+        });
+    let router_about = format!(
+        "A router serving every method of [`{name}`] with `server` (shared by all \
+         connections); the same as `server.into_router()`."
+    );
     quote! {
         #[doc = #about]
+        #[allow(clippy::wrong_self_convention, clippy::new_ret_no_self)]
         #vis trait #server<R = #name, C = #krate::Bincode>:
             ::core::marker::Send + ::core::marker::Sync + 'static
         where
@@ -259,12 +345,18 @@ fn server(d: &Declaration) -> Tokens {
         {
             #(#signatures)*
 
-            /// A router serving every method with `self` (shared by all connections).
-            fn into_router(self) -> #krate::Router<#name, R, C>
+            #into_router
+        }
+
+        impl #name {
+            #[doc = #router_about]
+            #vis fn router<S, R, C>(server: S) -> #krate::Router<#name, R, C>
             where
-                Self: ::core::marker::Sized,
+                S: #server<R, C>,
+                R: #krate::Service,
+                C: #krate::Codec,
             {
-                let this = ::std::sync::Arc::new(self);
+                let this = ::std::sync::Arc::new(server);
                 #krate::Router::new() #(#routes)*
             }
         }

@@ -23,18 +23,19 @@
 //!
 //! let router = Here.into_router();
 //! assert_eq!(router.len(), 1);
-//! assert_eq!(<Add as volley_rpc::Method>::ID, 1);
+//! assert_eq!(<adder::Add as volley_rpc::Method>::ID, 1);
 //! ```
 //!
-//! From one declaration it makes the service's marker type, a marker type per method,
-//! a client with one method per call, and a server trait with one method per call.
-//! Declaring errors (two methods with one id or one name, a one-way method with a
-//! result, a parameter that is not a plain name) are compile errors pointing at the
-//! offending token.
+//! From one declaration it makes the service's marker type, a module of marker types
+//! (one per method, `adder::Add`), a client with one method per call, and a server trait
+//! with one method per call. Declaring errors (two methods with one id or one name, a
+//! one-way method with a result, a parameter that is not a plain name, a borrowed type)
+//! are compile errors pointing at the offending token.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Ident, LitInt, Token, Type, Visibility, braced, parenthesized};
@@ -76,9 +77,8 @@ pub(crate) struct MethodDecl {
 impl MethodDecl {
     /// The marker type's name: `put_file` becomes `PutFile`.
     pub(crate) fn marker(&self) -> Ident {
-        let name = self.name.to_string();
+        let name = self.wire_name();
         let camel: String = name
-            .trim_start_matches("r#")
             .split('_')
             .filter(|part| !part.is_empty())
             .map(|part| {
@@ -91,14 +91,22 @@ impl MethodDecl {
         format_ident!("{}", camel, span = self.name.span())
     }
 
-    /// The arguments' type: `()`, the one parameter's type, or a tuple of them.
+    /// The name the peer and the logs see: the method's name without `r#`.
+    pub(crate) fn wire_name(&self) -> String {
+        self.name.unraw().to_string()
+    }
+
+    /// The arguments' type: `()`, the one parameter's type, or a tuple of them, spanned
+    /// at the method so that an error about the tuple (a type serde cannot carry) points
+    /// at it.
     pub(crate) fn args_type(&self) -> Tokens {
+        let span = self.name.span();
         match self.params.as_slice() {
-            [] => quote!(()),
+            [] => quote_spanned!(span=> ()),
             [(_, ty)] => quote!(#ty),
             many => {
                 let types = many.iter().map(|(_, ty)| ty);
-                quote!((#(#types,)*))
+                quote_spanned!(span=> (#(#types,)*))
             }
         }
     }
@@ -107,7 +115,7 @@ impl MethodDecl {
     pub(crate) fn output_type(&self) -> Tokens {
         match &self.output {
             Some(ty) => quote!(#ty),
-            None => quote!(()),
+            None => quote_spanned!(self.name.span()=> ()),
         }
     }
 }
@@ -240,15 +248,24 @@ impl Declaration {
                 }
                 _ => {}
             }
-            if method.marker() == self.name {
-                return Err(syn::Error::new(
-                    method.name.span(),
-                    format!(
-                        "the method `{}` would be named by the type `{}`, which is the \
-                         service's name: rename one of them",
-                        method.name, self.name
-                    ),
-                ));
+            for earlier in &self.methods[..i] {
+                if earlier.marker() == method.marker() {
+                    return Err(syn::Error::new(
+                        method.name.span(),
+                        format!(
+                            "methods `{}` and `{}` of `{}` would both be named by the type \
+                             `{}::{}`: rename one of them",
+                            earlier.name,
+                            method.name,
+                            self.name,
+                            self.module(),
+                            method.marker()
+                        ),
+                    ));
+                }
+            }
+            for ty in method.params.iter().map(|(_, ty)| ty).chain(&method.output) {
+                owned(ty)?;
             }
             for (name, _) in &method.params {
                 if name == "cx" {
@@ -260,6 +277,91 @@ impl Declaration {
             }
         }
         Ok(())
+    }
+}
+
+impl Declaration {
+    /// The module holding the method markers: the service's name in snake case
+    /// (`KeyValue` becomes `key_value`).
+    pub(crate) fn module(&self) -> Ident {
+        let name = self.name.unraw().to_string();
+        let chars: Vec<char> = name.chars().collect();
+        let mut snake = String::with_capacity(name.len() + 4);
+        for (i, &c) in chars.iter().enumerate() {
+            if c.is_uppercase() {
+                let after_lower =
+                    i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+                let acronym_end = i > 0
+                    && chars[i - 1].is_uppercase()
+                    && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+                if after_lower || acronym_end {
+                    snake.push('_');
+                }
+                snake.extend(c.to_lowercase());
+            } else {
+                snake.push(c);
+            }
+        }
+        // A service named `Type` gets the module `r#type`.
+        if syn::parse_str::<Ident>(&snake).is_ok() {
+            Ident::new(&snake, self.name.span())
+        } else {
+            Ident::new_raw(&snake, self.name.span())
+        }
+    }
+}
+
+/// Refuses a borrowed type (`&str`, `&[u8]`, `Vec<&T>`) where arguments and results
+/// travel by value, saying what to write instead.
+fn owned(ty: &Type) -> syn::Result<()> {
+    match ty {
+        Type::Reference(r) => {
+            let instead = match &*r.elem {
+                Type::Path(p) if p.path.is_ident("str") => "`String`".to_owned(),
+                Type::Slice(s) if matches!(&*s.elem, Type::Path(p) if p.path.is_ident("u8")) => {
+                    "`Vec<u8>`, or `bytes::Bytes` sent as a segment beside the arguments".to_owned()
+                }
+                Type::Slice(s) => {
+                    let elem = &s.elem;
+                    format!("`Vec<{}>`", quote!(#elem))
+                }
+                elem => format!("`{}`", quote!(#elem)),
+            };
+            Err(syn::Error::new_spanned(
+                ty,
+                format!(
+                    "arguments and results travel by value, so they cannot be borrowed: \
+                     write {instead}"
+                ),
+            ))
+        }
+        Type::Tuple(t) => t.elems.iter().try_for_each(owned),
+        Type::Array(a) => owned(&a.elem),
+        Type::Slice(s) => owned(&s.elem),
+        Type::Paren(p) => owned(&p.elem),
+        Type::Group(g) => owned(&g.elem),
+        Type::Path(p) => {
+            for segment in &p.path.segments {
+                if let syn::PathArguments::AngleBracketed(args) = &segment.arguments {
+                    for arg in &args.args {
+                        match arg {
+                            syn::GenericArgument::Type(t) => owned(t)?,
+                            syn::GenericArgument::Lifetime(l) if l.ident != "static" => {
+                                return Err(syn::Error::new_spanned(
+                                    l,
+                                    "arguments and results travel by value, so they cannot \
+                                     borrow: use the type's owned form (`String` for \
+                                     `Cow<str>`)",
+                                ));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

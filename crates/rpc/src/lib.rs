@@ -140,6 +140,9 @@ pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
 pub use reconnecting::{Caller, Reconnecting};
 pub use request::{OneWay, ReplyFuture, Request, SendFuture, ValueFuture, WithSegments};
 pub use router::{Call, CallCheck, Reply, Router};
+/// serde, whose `Serialize` and `Deserialize` arguments and results derive: with
+/// `#[serde(crate = "volley_rpc::serde")]` a crate need not depend on it itself.
+pub use serde;
 pub use server::{Incoming, Links, ServerHandle, ServerStats, serve};
 pub use service::{Method, Service};
 pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};

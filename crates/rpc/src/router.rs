@@ -141,7 +141,7 @@ impl<R, C> Routes<R, C> {
 ///     }
 /// }
 ///
-/// let router = Router::<Counter>::new().route(Add, |call| async move {
+/// let router = Router::<Counter>::new().route(counter::Add, |call| async move {
 ///     Ok(Reply::new(call.args + 1))
 /// });
 /// assert_eq!(router.len(), 1);
@@ -268,8 +268,8 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
     /// }
     ///
     /// let router = Router::<Vault>::new()
-    ///     .route(Read, |_| async { Ok(Reply::new(7)) })
-    ///     .route(Wipe, |_| async { Ok(Reply::new(())) })
+    ///     .route(vault::Read, |_| async { Ok(Reply::new(7)) })
+    ///     .route(vault::Wipe, |_| async { Ok(Reply::new(())) })
     ///     .authorize(|call| call.method != "wipe" || call.metadata.get("token") == Some(&b"admin"[..]));
     /// # let _ = router;
     /// ```

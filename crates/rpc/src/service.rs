@@ -78,9 +78,11 @@ pub const fn fingerprint(parts: &[&str]) -> u64 {
 /// serves them.
 ///
 /// ```
-/// use serde::{Deserialize, Serialize};
+/// // serde through volley-rpc, so the crate need not name it among its dependencies.
+/// use volley_rpc::serde::{Deserialize, Serialize};
 ///
 /// #[derive(Serialize, Deserialize)]
+/// #[serde(crate = "volley_rpc::serde")]
 /// pub struct Point { pub x: i32, pub y: i32 }
 ///
 /// volley_rpc::service! {
@@ -96,24 +98,38 @@ pub const fn fingerprint(parts: &[&str]) -> u64 {
 /// }
 ///
 /// use volley_rpc::{Method, Service};
-/// assert_eq!(<Mirror as Method>::ID, 7);
+/// assert_eq!(<geometry::Mirror as Method>::ID, 7);
 /// assert_eq!(Geometry::method_name(1), Some("add"));
 /// ```
 ///
 /// Each method has an explicit id, never its position; a `oneway` method sends no reply.
 /// From the declaration come:
-/// - `Geometry`, the service as a type ([`Service`]), and a type per method, named in
-///   CamelCase (`Add`, `Mirror`, `Log`: [`Method`]), whose arguments are the parameter's
-///   type, a tuple of them, or `()`;
+/// - `Geometry`, the service as a type ([`Service`]), with `Geometry::router(server)`;
+/// - the module `geometry` (the service's name in snake case) with a type per method,
+///   named in CamelCase (`geometry::Add`, `geometry::Mirror`, `geometry::Log`:
+///   [`Method`]), whose arguments are the parameter's type, a tuple of them, or `()`. Each
+///   service has its own module, so two services in one module may both have a `get`;
 /// - `GeometryClient`, with a method per call taking the arguments by value and giving a
 ///   [`Request`](crate::Request) (or a [`OneWay`](crate::OneWay)): `.await` it, or first
-///   set `.segments(..)`, `.deadline(..)` or `.reply()`;
+///   set `.segments(..)`, `.deadline(..)` or `.reply()`. `GeometryClient::new(caller)`
+///   (or `From`) takes a [`Peer`](crate::Peer) or a [`Reconnecting`](crate::Reconnecting)
+///   client;
 /// - `GeometryServer`, a trait with a method per call, each taking the call's
 ///   [`Context`](crate::Context) and the arguments, and `into_router()`: a server that
 ///   leaves a method out does not compile.
 ///
-/// Two methods with one id or one name, or a one-way method with a result, fail to
-/// compile.
+/// Methods may have any name a Rust method may have (`r#type` travels as `type`). A
+/// method named `new`, `caller` or `into_router` takes that name from the helper: build
+/// the client with `GeometryClient::from(peer)` and the router with
+/// `Geometry::router(server)`. Two methods with one id or one name (or names that make one
+/// type name, `put_file` and `put__file`), a one-way method with a result, a parameter
+/// named `cx` (the handler's context), and a borrowed argument or result (`&str`, `&[u8]`:
+/// they travel by value, so write `String`, or `Vec<u8>`, or send `bytes::Bytes` as a
+/// segment) fail to compile, each error pointing at the method's declaration.
+///
+/// Arguments and results are anything serde can carry: derive `Serialize` and
+/// `Deserialize` through [`volley_rpc::serde`](crate::serde) with
+/// `#[serde(crate = "volley_rpc::serde")]`, or name `serde` yourself.
 ///
 /// # What stays compatible
 /// Two builds of a service connect whatever methods each has, as long as both name the
@@ -173,7 +189,7 @@ mod tests {
         assert_ne!(One::FINGERPRINT, other::One::FINGERPRINT);
         assert_eq!(One::method_name(2), Some("b"));
         assert_eq!(One::method_name(3), None);
-        const { assert!(B::ONE_WAY && !A::ONE_WAY) };
+        const { assert!(one::B::ONE_WAY && !one::A::ONE_WAY) };
         assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
     }
 }

@@ -10,7 +10,7 @@ use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, ServerHandle, ServerStats, serve};
 
 mod common;
-use common::{Echo, Seen, Test, server_router, within};
+use common::{Seen, Test, server_router, test::Echo, within};
 
 async fn server(endpoint: Endpoint<Test>) -> (ServerHandle, SocketAddr) {
     let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))

@@ -47,7 +47,10 @@ async fn echo_and_bulk_over_tcp_with_no_bulk_bytes_copied() {
             .unwrap();
         let (_server, server_framed) = server.await.unwrap();
 
-        assert_eq!(client.call::<Echo>(&"hello".into()).await.unwrap(), "hello");
+        assert_eq!(
+            client.call::<test::Echo>(&"hello".into()).await.unwrap(),
+            "hello"
+        );
 
         let segments = vec![
             payload(1 << 20, 1),
@@ -56,7 +59,7 @@ async fn echo_and_bulk_over_tcp_with_no_bulk_bytes_copied() {
         ];
         let total: usize = segments.iter().map(|s| s.len()).sum();
         let reply = client
-            .call_with::<Bulk>(&(), segments.clone(), None)
+            .call_with::<test::Bulk>(&(), segments.clone(), None)
             .await
             .unwrap();
         assert_eq!(reply.value, total as u64);
@@ -111,12 +114,15 @@ async fn served_over_a_listener_on_tcp_and_unix() {
         for peer in [&over_tcp, &over_unix] {
             let data = payload(200_000, 9);
             let reply = peer
-                .call_with::<Bulk>(&(), vec![data.clone()], None)
+                .call_with::<test::Bulk>(&(), vec![data.clone()], None)
                 .await
                 .unwrap();
             assert_eq!(reply.segments, [data]);
             assert_eq!(
-                peer.call::<Echo>(&"x".repeat(1000)).await.unwrap().len(),
+                peer.call::<test::Echo>(&"x".repeat(1000))
+                    .await
+                    .unwrap()
+                    .len(),
                 1000
             );
         }
@@ -144,7 +150,7 @@ async fn in_process_segments_are_the_same_memory() {
         let (_server, client, seen) = local_pair(Config::default(), Config::default()).await;
         let data = payload(1 << 20, 4);
         let reply = client
-            .call_with::<Bulk>(&(), vec![data.clone()], None)
+            .call_with::<test::Bulk>(&(), vec![data.clone()], None)
             .await
             .unwrap();
         // The handler saw the caller's buffer, and the reply hands the same one back.
@@ -166,13 +172,13 @@ async fn small_arguments_and_results_travel_inline_and_large_ones_in_pool_buffer
             // Small both ways: held in the messages, no pool buffer taken at either end.
             for i in 0..100 {
                 let text = format!("#{i}");
-                assert_eq!(client.call::<Echo>(&text).await.unwrap(), text);
+                assert_eq!(client.call::<test::Echo>(&text).await.unwrap(), text);
             }
             assert_eq!(client.pool().stats(), Default::default(), "{link:?}");
             assert_eq!(server.pool().stats(), Default::default(), "{link:?}");
             // Past the inline room both ways: a buffer at each end, the bytes intact.
             let text = "z".repeat(volley_rpc::link::INLINE + 1);
-            assert_eq!(client.call::<Echo>(&text).await.unwrap(), text);
+            assert_eq!(client.call::<test::Echo>(&text).await.unwrap(), text);
             assert_eq!(client.pool().stats().at_once, 1, "{link:?}");
             assert_eq!(server.pool().stats().at_once, 1, "{link:?}");
         })
@@ -186,7 +192,7 @@ async fn borrowed_decode_reads_in_place() {
         within(30, async {
             let (_server, client, _seen) = pair(link, Config::default(), Config::default()).await;
             let text = "y".repeat(5000);
-            assert_eq!(client.call::<Borrow>(&text).await.unwrap(), 5000);
+            assert_eq!(client.call::<test::Borrow>(&text).await.unwrap(), 5000);
         })
         .await;
     }
@@ -204,14 +210,20 @@ async fn one_way_calls_run_in_order_and_credit_comes_back() {
             };
             let (server, client, seen) = pair(link, config, config).await;
             for i in 0..2000u64 {
-                client.send::<Record>(&i, Vec::new()).await.unwrap();
+                client.send::<test::Record>(&i, Vec::new()).await.unwrap();
             }
             // A failing one-way call is logged and counted, and the rest go on.
-            client.send::<Record>(&u64::MAX, Vec::new()).await.unwrap();
-            client.send::<Record>(&2000, Vec::new()).await.unwrap();
+            client
+                .send::<test::Record>(&u64::MAX, Vec::new())
+                .await
+                .unwrap();
+            client
+                .send::<test::Record>(&2000, Vec::new())
+                .await
+                .unwrap();
             // A sync call after them: credit for it exists only once the one-ways returned it.
             for _ in 0..4 {
-                client.call::<Echo>(&"sync".into()).await.unwrap();
+                client.call::<test::Echo>(&"sync".into()).await.unwrap();
             }
             loop {
                 if seen.recorded.lock().unwrap().len() == 2001 {
@@ -233,12 +245,12 @@ async fn a_server_calls_back_into_its_client() {
     for link in Link::ALL {
         within(30, async {
             let (server, client, _seen) = pair(link, Config::default(), Config::default()).await;
-            assert_eq!(client.call::<CallBack>(&20).await.unwrap(), 41);
+            assert_eq!(client.call::<test::CallBack>(&20).await.unwrap(), 41);
             // And the server may call the client directly.
-            assert_eq!(server.call::<Double>(&5).await.unwrap(), 10);
+            assert_eq!(server.call::<test::Double>(&5).await.unwrap(), 10);
             // The client does not serve Echo.
             assert!(matches!(
-                server.call::<Echo>(&"x".into()).await,
+                server.call::<test::Echo>(&"x".into()).await,
                 Err(CallError::Unimplemented { id: 1, .. })
             ));
         })
@@ -258,9 +270,9 @@ async fn callers_wait_for_credit_and_never_exceed_it() {
             let mut calls = Vec::new();
             for _ in 0..10 {
                 let client = client.clone();
-                calls.push(tokio::spawn(
-                    async move { client.call::<Blocked>(&()).await },
-                ));
+                calls.push(tokio::spawn(async move {
+                    client.call::<test::Blocked>(&()).await
+                }));
             }
             // Release them a few at a time until all are done.
             while calls.iter().any(|c| !c.is_finished()) {
@@ -292,16 +304,19 @@ async fn deadlines_travel_and_expire() {
         within(30, async {
             let (_server, client, seen) = pair(link, Config::default(), Config::default()).await;
             let seen_us = client
-                .call_with::<SeeDeadline>(&(), Vec::new(), Some(Duration::from_secs(7)))
+                .call_with::<test::SeeDeadline>(&(), Vec::new(), Some(Duration::from_secs(7)))
                 .await
                 .unwrap()
                 .value;
             assert_eq!(seen_us, 7_000_000);
             // The default deadline applies when none is given.
-            assert_eq!(client.call::<SeeDeadline>(&()).await.unwrap(), 60_000_000);
+            assert_eq!(
+                client.call::<test::SeeDeadline>(&()).await.unwrap(),
+                60_000_000
+            );
 
             let err = client
-                .call_with::<Sleep>(&10_000, Vec::new(), Some(Duration::from_millis(50)))
+                .call_with::<test::Sleep>(&10_000, Vec::new(), Some(Duration::from_millis(50)))
                 .await
                 .unwrap_err();
             assert!(
@@ -362,7 +377,7 @@ async fn a_silent_peers_calls_expire_at_their_deadlines_and_are_cancelled_there(
         ] {
             let start = std::time::Instant::now();
             let err = client
-                .call_with::<Echo>(&"anyone?".into(), Vec::new(), Some(deadline))
+                .call_with::<test::Echo>(&"anyone?".into(), Vec::new(), Some(deadline))
                 .await
                 .unwrap_err();
             let took = start.elapsed();
@@ -400,7 +415,7 @@ async fn dropping_a_call_cancels_it_at_the_server() {
             let (server, client, seen) = pair(link, config, config).await;
             let call = tokio::spawn({
                 let client = client.clone();
-                async move { client.call::<Sleep>(&60_000).await }
+                async move { client.call::<test::Sleep>(&60_000).await }
             });
             while seen.sleeps_started.load(Ordering::SeqCst) == 0 {
                 tokio::task::yield_now().await;
@@ -413,7 +428,10 @@ async fn dropping_a_call_cancels_it_at_the_server() {
                 tokio::task::yield_now().await;
             }
             // The slot is free again: calls go on.
-            assert_eq!(client.call::<Echo>(&"after".into()).await.unwrap(), "after");
+            assert_eq!(
+                client.call::<test::Echo>(&"after".into()).await.unwrap(),
+                "after"
+            );
         })
         .await;
     }
@@ -441,7 +459,7 @@ async fn graceful_shutdown_finishes_running_calls() {
             .unwrap();
         let slow = tokio::spawn({
             let client = client.clone();
-            async move { client.call::<Sleep>(&300).await }
+            async move { client.call::<test::Sleep>(&300).await }
         });
         while seen.sleeps_started.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
@@ -451,7 +469,7 @@ async fn graceful_shutdown_finishes_running_calls() {
         slow.await.unwrap().unwrap();
         assert_eq!(seen.sleeps_dropped.load(Ordering::SeqCst), 0);
         // New calls fail with a clear error: the server has gone.
-        let err = client.call::<Echo>(&"late".into()).await.unwrap_err();
+        let err = client.call::<test::Echo>(&"late".into()).await.unwrap_err();
         assert!(
             matches!(
                 err,
@@ -488,26 +506,26 @@ async fn the_same_service_over_the_udp_channel() {
             .await
             .unwrap();
         assert_eq!(
-            client.call::<Echo>(&"over udp".into()).await.unwrap(),
+            client.call::<test::Echo>(&"over udp".into()).await.unwrap(),
             "over udp"
         );
         let segments = vec![payload(1 << 20, 1), payload(3 << 20, 2), payload(10, 3)];
         let reply = client
-            .call_with::<Bulk>(&(), segments.clone(), None)
+            .call_with::<test::Bulk>(&(), segments.clone(), None)
             .await
             .unwrap();
         assert_eq!(reply.segments, segments, "every byte back, in order");
-        assert_eq!(client.call::<CallBack>(&4).await.unwrap(), 9);
+        assert_eq!(client.call::<test::CallBack>(&4).await.unwrap(), 9);
         for i in 0..500u64 {
-            client.send::<Record>(&i, Vec::new()).await.unwrap();
+            client.send::<test::Record>(&i, Vec::new()).await.unwrap();
         }
-        client.call::<Echo>(&"sync".into()).await.unwrap();
+        client.call::<test::Echo>(&"sync".into()).await.unwrap();
         while seen.recorded.lock().unwrap().len() < 500 {
             tokio::task::yield_now().await;
         }
         assert_eq!(*seen.recorded.lock().unwrap(), (0..500).collect::<Vec<_>>());
         assert!(matches!(
-            client.call::<Unrouted>(&()).await,
+            client.call::<test::Unrouted>(&()).await,
             Err(CallError::Unimplemented { .. })
         ));
         drop(client);

@@ -192,19 +192,25 @@ async fn handler_failures_come_back_typed_and_the_connection_goes_on() {
     for link in Link::ALL {
         within(30, async {
             let (server, client, _seen) = pair(link, Config::default(), Config::default()).await;
-            let e = client.call::<Fail>(&"no disk".into()).await.unwrap_err();
+            let e = client
+                .call::<test::Fail>(&"no disk".into())
+                .await
+                .unwrap_err();
             assert!(
                 matches!(&e, CallError::Handler { method: "fail", detail } if detail == "no disk"),
                 "{e}"
             );
-            let e = client.call::<Panic>(&()).await.unwrap_err();
+            let e = client.call::<test::Panic>(&()).await.unwrap_err();
             assert!(
                 matches!(&e, CallError::Panicked { detail, .. } if detail.contains("gave up")),
                 "{e}"
             );
-            let e = client.call::<Unrouted>(&()).await.unwrap_err();
+            let e = client.call::<test::Unrouted>(&()).await.unwrap_err();
             assert!(matches!(e, CallError::Unimplemented { id: 9, .. }), "{e}");
-            assert_eq!(client.call::<Echo>(&"still".into()).await.unwrap(), "still");
+            assert_eq!(
+                client.call::<test::Echo>(&"still".into()).await.unwrap(),
+                "still"
+            );
             assert!(server.failure().is_none());
         })
         .await;
@@ -292,7 +298,7 @@ async fn messages_too_large_are_refused_each_way() {
             let (server, client, _seen) = pair(link, small, small).await;
             // A call over the server's limit is refused here, before anything is sent.
             let e = client
-                .call_with::<Bulk>(&(), vec![Bytes::from(vec![0u8; 10_000])], None)
+                .call_with::<test::Bulk>(&(), vec![Bytes::from(vec![0u8; 10_000])], None)
                 .await
                 .unwrap_err();
             assert!(matches!(e, CallError::TooLarge { max: 4096, .. }), "{e}");
@@ -300,9 +306,12 @@ async fn messages_too_large_are_refused_each_way() {
             assert_eq!(client.stats().calls_sent, 0);
             // A reply over the client's limit comes back as an error, not as a huge message.
             let (_server, client, _seen) = pair(link, Config::default(), small).await;
-            let e = client.call::<Echo>(&"z".repeat(5000)).await.unwrap_err();
+            let e = client
+                .call::<test::Echo>(&"z".repeat(5000))
+                .await
+                .unwrap_err();
             assert!(matches!(e, CallError::TooLarge { .. }), "{e}");
-            assert_eq!(client.call::<Echo>(&"ok".into()).await.unwrap(), "ok");
+            assert_eq!(client.call::<test::Echo>(&"ok".into()).await.unwrap(), "ok");
         })
         .await;
     }
@@ -320,9 +329,9 @@ async fn a_lost_connection_fails_every_pending_call_with_one_error() {
             let mut pending = Vec::new();
             for _ in 0..5 {
                 let client = client.clone();
-                pending.push(tokio::spawn(
-                    async move { client.call::<Sleep>(&60_000).await },
-                ));
+                pending.push(tokio::spawn(async move {
+                    client.call::<test::Sleep>(&60_000).await
+                }));
             }
             while seen
                 .sleeps_started
@@ -347,7 +356,7 @@ async fn a_lost_connection_fails_every_pending_call_with_one_error() {
                 assert!(e.to_string().contains("connection is lost"), "{e}");
             }
             assert!(matches!(
-                client.call::<Echo>(&"x".into()).await,
+                client.call::<test::Echo>(&"x".into()).await,
                 Err(CallError::ConnectionLost { .. })
             ));
             assert!(matches!(
@@ -435,7 +444,10 @@ async fn malformed_frames_end_that_connection_only() {
         );
 
         // The well-behaved client never noticed.
-        assert_eq!(good.call::<Echo>(&"fine".into()).await.unwrap(), "fine");
+        assert_eq!(
+            good.call::<test::Echo>(&"fine".into()).await.unwrap(),
+            "fine"
+        );
         drop(good);
         server.shutdown().await.unwrap();
     })
@@ -457,10 +469,10 @@ async fn postcard_serves_and_refuses_bincode() {
             .serve(Router::<Test, Test, Postcard>::new());
         let (a, b) = local::pair(8, 1 << 20);
         let (_s, c) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
-        assert_eq!(c.call::<Echo>(&"post".into()).await.unwrap(), "post");
+        assert_eq!(c.call::<test::Echo>(&"post".into()).await.unwrap(), "post");
         let data = payload(100_000, 5);
         let reply = c
-            .call_with::<Bulk>(&(), vec![data.clone()], None)
+            .call_with::<test::Bulk>(&(), vec![data.clone()], None)
             .await
             .unwrap();
         assert_eq!(reply.segments, [data]);

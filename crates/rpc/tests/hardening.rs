@@ -154,7 +154,10 @@ async fn past_max_connections_the_client_hears_no_free_slot() {
     );
     assert_eq!(server.stats().refused, 1);
     // The first is served all along.
-    let echoed = first.call::<Echo>(&"still here".to_string()).await.unwrap();
+    let echoed = first
+        .call::<test::Echo>(&"still here".to_string())
+        .await
+        .unwrap();
     assert_eq!(echoed, "still here");
 }
 
@@ -241,7 +244,10 @@ async fn a_live_peer_answers_pings_and_stays() {
     // Ten keep-alive intervals without a call: pings both ways keep it up.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(client.failure().is_none(), "{:?}", client.failure());
-    let echoed = client.call::<Echo>(&"alive".to_string()).await.unwrap();
+    let echoed = client
+        .call::<test::Echo>(&"alive".to_string())
+        .await
+        .unwrap();
     assert_eq!(echoed, "alive");
 }
 
@@ -269,7 +275,7 @@ async fn an_idle_connection_is_closed_whatever_its_version() {
     .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
     .await
     .unwrap();
-    client.call::<Sleep>(&500).await.unwrap();
+    client.call::<test::Sleep>(&500).await.unwrap();
     // This peer hears why: the server says it closes for being idle.
     let cause = within(10, client.closed()).await;
     assert!(matches!(cause, LinkError::IdleClosed(_)), "{cause}");
@@ -297,7 +303,7 @@ async fn a_reused_call_id_gets_an_error_reply_and_the_connection_goes_on() {
                 &head(
                     Kind::CALL,
                     7,
-                    <Sleep as volley_rpc::service::Method>::ID,
+                    <test::Sleep as volley_rpc::service::Method>::ID,
                     args.len(),
                 ),
                 Bytes::from(args.clone()),
@@ -340,7 +346,7 @@ async fn a_peer_flooding_past_its_credit_is_dropped_and_closed() {
             let call_head = head(
                 Kind::CALL,
                 sent * 2 + 1,
-                <Sleep as volley_rpc::service::Method>::ID,
+                <test::Sleep as volley_rpc::service::Method>::ID,
                 args.len(),
             );
             let call = framed.send(FRAME_TYPE, 0, &call_head, Bytes::from(args.clone()));
@@ -383,7 +389,7 @@ fn bincode_u64(value: u64) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_bench_get_is_bounded_and_built_once() {
-    use volley_rpc::bench::{self, Bench, BenchState, Get, GetArgs, MAX_PAYLOAD};
+    use volley_rpc::bench::{self, Bench, BenchState, GetArgs, MAX_PAYLOAD, bench::Get};
     let (a, b) = volley_rpc::link::local::pair(64, 32 << 20);
     let state = Arc::new(BenchState::default());
     let server = Endpoint::<Bench>::new(Config::default())

@@ -53,8 +53,8 @@ pub(super) fn artiq_router(
     let z2 = zeros;
     let a2 = arrivals.clone();
     Router::new()
-        .route(TakeBytes, |_call| async move { Ok(Reply::new(())) })
-        .route(GiveBytes, move |call| {
+        .route(artiq::TakeBytes, |_call| async move { Ok(Reply::new(())) })
+        .route(artiq::GiveBytes, move |call| {
             let zeros = z1.clone();
             async move {
                 Ok(Reply::with_segments(
@@ -63,18 +63,18 @@ pub(super) fn artiq_router(
                 ))
             }
         })
-        .route(TakeI32List, |call| async move {
+        .route(artiq::TakeI32List, |call| async move {
             core::hint::black_box(&call.args);
             Ok(Reply::new(()))
         })
-        .route(GiveI32List, |call| async move {
+        .route(artiq::GiveI32List, |call| async move {
             Ok(Reply::new(vec![123i32; call.args as usize]))
         })
-        .route(TakeI32Array, |call| async move {
+        .route(artiq::TakeI32Array, |call| async move {
             let array = LeArray::<i32>::new(call.segments.into_iter().next().unwrap_or_default())?;
             Ok(Reply::new(array.iter().map(i64::from).sum()))
         })
-        .route(GiveI32Array, move |call| {
+        .route(artiq::GiveI32Array, move |call| {
             let array = array.clone();
             async move {
                 Ok(Reply::with_segments(
@@ -83,8 +83,11 @@ pub(super) fn artiq_router(
                 ))
             }
         })
-        .route(TakeBytesList, |_call| async move { Ok(Reply::new(())) })
-        .route(GiveBytesList, move |call| {
+        .route(
+            artiq::TakeBytesList,
+            |_call| async move { Ok(Reply::new(())) },
+        )
+        .route(artiq::GiveBytesList, move |call| {
             let zeros = z2.clone();
             async move {
                 let each = call.args as usize / 64;
@@ -96,7 +99,7 @@ pub(super) fn artiq_router(
                 ))
             }
         })
-        .route(AsyncBytes, move |_call| {
+        .route(artiq::AsyncBytes, move |_call| {
             let arrivals = a2.clone();
             async move {
                 let now = epoch.elapsed().as_nanos() as u64;
@@ -108,7 +111,7 @@ pub(super) fn artiq_router(
                 Ok(Reply::new(()))
             }
         })
-        .route(AsyncSpan, move |call| {
+        .route(artiq::AsyncSpan, move |call| {
             let arrivals = arrivals.clone();
             async move {
                 loop {
@@ -173,18 +176,21 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                 match shape {
                     "bytes" => {
                         let r = peer
-                            .call_with::<GiveBytes>(&n, Vec::new(), None)
+                            .call_with::<artiq::GiveBytes>(&n, Vec::new(), None)
                             .await
                             .expect("call");
                         assert_eq!(r.segments[0].len(), size);
                     }
                     "i32 list" => assert_eq!(
-                        peer.call::<GiveI32List>(&n).await.expect("call").len(),
+                        peer.call::<artiq::GiveI32List>(&n)
+                            .await
+                            .expect("call")
+                            .len(),
                         n as usize
                     ),
                     "i32 array" => {
                         let r = peer
-                            .call_with::<GiveI32Array>(&n, Vec::new(), None)
+                            .call_with::<artiq::GiveI32Array>(&n, Vec::new(), None)
                             .await
                             .expect("call");
                         let a = LeArray::<i32>::new(r.segments[0].clone()).expect("whole");
@@ -192,7 +198,7 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                     }
                     _ => {
                         let r = peer
-                            .call_with::<GiveBytesList>(&(size as u64), Vec::new(), None)
+                            .call_with::<artiq::GiveBytesList>(&(size as u64), Vec::new(), None)
                             .await
                             .expect("call");
                         assert_eq!(r.segments.len(), 64);
@@ -202,15 +208,15 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                 let start = Instant::now();
                 match shape {
                     "bytes" => {
-                        peer.call_with::<TakeBytes>(&(), vec![zeros.slice(..size)], None)
+                        peer.call_with::<artiq::TakeBytes>(&(), vec![zeros.slice(..size)], None)
                             .await
                             .expect("call")
                             .value
                     }
-                    "i32 list" => peer.call::<TakeI32List>(&list).await.expect("call"),
+                    "i32 list" => peer.call::<artiq::TakeI32List>(&list).await.expect("call"),
                     "i32 array" => {
                         let sum = peer
-                            .call_with::<TakeI32Array>(&(), vec![array.clone()], None)
+                            .call_with::<artiq::TakeI32Array>(&(), vec![array.clone()], None)
                             .await
                             .expect("call")
                             .value;
@@ -221,7 +227,7 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                         let segs = (0..64)
                             .map(|i| zeros.slice(i * each..(i + 1) * each))
                             .collect();
-                        peer.call_with::<TakeBytesList>(&(), segs, None)
+                        peer.call_with::<artiq::TakeBytesList>(&(), segs, None)
                             .await
                             .expect("call")
                             .value
@@ -253,11 +259,11 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
         Mode::Full => 15,
     } {
         for _ in 0..128 {
-            peer.send::<AsyncBytes>(&(), vec![zeros.clone()])
+            peer.send::<artiq::AsyncBytes>(&(), vec![zeros.clone()])
                 .await
                 .expect("send");
         }
-        let (first, last, count) = peer.call::<AsyncSpan>(&128).await.expect("span");
+        let (first, last, count) = peer.call::<artiq::AsyncSpan>(&128).await.expect("span");
         assert_eq!(count, 128);
         rates.push((count - 1) as f64 / ((last - first) as f64 / 1e9));
     }

@@ -76,12 +76,12 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
     let s4 = seen.clone();
     let s5 = seen;
     Router::new()
-        .route(Echo, move |call| {
+        .route(test::Echo, move |call| {
             let from = call.connection().peer_addr;
             s5.echoed_from.lock().unwrap().push(from);
             async move { Ok(Reply::new(call.args)) }
         })
-        .route(Sleep, move |call| {
+        .route(test::Sleep, move |call| {
             let seen = s1.clone();
             async move {
                 seen.sleeps_started.fetch_add(1, Ordering::SeqCst);
@@ -94,17 +94,16 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route(
-            Fail,
-            |call| async move { Err(HandlerError::msg(call.args)) },
-        )
-        .route(Panic, |_call| async move {
+        .route(test::Fail, |call| async move {
+            Err(HandlerError::msg(call.args))
+        })
+        .route(test::Panic, |_call| async move {
             if true {
                 panic!("the handler gave up");
             }
             Ok(Reply::new(()))
         })
-        .route(Record, move |call| {
+        .route(test::Record, move |call| {
             let seen = s2.clone();
             async move {
                 if call.args == u64::MAX {
@@ -114,7 +113,7 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route(Bulk, move |call| {
+        .route(test::Bulk, move |call| {
             let seen = s3.clone();
             async move {
                 let len = call.segments.iter().map(Bytes::len).sum::<usize>() as u64;
@@ -125,11 +124,11 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
                 Ok(Reply::with_segments(len, call.segments))
             }
         })
-        .route(CallBack, |call| async move {
-            let doubled = call.peer().call::<Double>(&call.args).await?;
+        .route(test::CallBack, |call| async move {
+            let doubled = call.peer().call::<test::Double>(&call.args).await?;
             Ok(Reply::new(doubled + 1))
         })
-        .route(Blocked, move |_call| {
+        .route(test::Blocked, move |_call| {
             let seen = s4.clone();
             async move {
                 let now = seen.blocked_now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -140,12 +139,12 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route(SeeDeadline, |call| async move {
+        .route(test::SeeDeadline, |call| async move {
             Ok(Reply::new(
                 call.deadline().map_or(0, |d| d.as_micros() as u64),
             ))
         })
-        .route(Borrow, |call| async move {
+        .route(test::Borrow, |call| async move {
             let borrowed: &str = call.decode()?;
             let raw = call.raw_args().as_ptr_range();
             assert!(raw.contains(&borrowed.as_ptr()), "decoded in place");
@@ -154,7 +153,10 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
 }
 
 pub fn client_router<C: Codec>() -> Router<Test, Test, C> {
-    Router::new().route(Double, |call| async move { Ok(Reply::new(call.args * 2)) })
+    Router::new().route(
+        test::Double,
+        |call| async move { Ok(Reply::new(call.args * 2)) },
+    )
 }
 
 /// Which link a test's pair runs over.
