@@ -74,7 +74,7 @@ fn start_servers() -> Servers {
             .serve(service::router(state));
         let listener = Listener::bind_tcp(
             "127.0.0.1:0".parse().expect("an address"),
-            volley_rpc::server::listener_config(16 << 20, 64),
+            volley_rpc::listener_config(16 << 20, 64),
         )
         .await
         .expect("bind");

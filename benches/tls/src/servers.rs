@@ -16,7 +16,7 @@ use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 use volley_rpc::bench::{self as service, Bench, BenchState};
 use volley_rpc::quic::QuicListener;
-use volley_rpc::server::{Listener, listener_config};
+use volley_rpc::{Listener, listener_config};
 use volley_rpc::tls::{self, TlsListener};
 use volley_rpc::{Config, Endpoint, ServerHandle, serve};
 

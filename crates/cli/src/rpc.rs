@@ -349,7 +349,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
         Transport::Tcp => {
             // Fits: range-checked to 65536.
             let listener_config =
-                volley_rpc::server::listener_config(MAX_MESSAGE, args.max_connections as usize);
+                volley_rpc::listener_config(MAX_MESSAGE, args.max_connections as usize);
             let listener = Listener::bind_tcp(args.listen, listener_config)
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;

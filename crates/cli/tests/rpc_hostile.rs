@@ -118,7 +118,7 @@ async fn never_reads(addr: SocketAddr, for_how_long: Duration) -> u64 {
         <volley_rpc::Bincode as volley_rpc::Codec>::encode(&7u64, &mut out).unwrap();
         out.freeze()
     };
-    let method = <Echo as volley_rpc::service::Method>::ID;
+    let method = <Echo as volley_rpc::Method>::ID;
     let until = tokio::time::Instant::now() + for_how_long;
     let mut sent = 0u64;
     while tokio::time::Instant::now() < until {

@@ -49,7 +49,7 @@ fn markers(d: &Declaration) -> Tokens {
         let id = &m.id;
         let one_way = m.one_way;
         let types = types_fingerprint(krate, m);
-        quote!(#krate::service::MethodEntry { id: #id, one_way: #one_way, types: #types },)
+        quote!(#krate::__private::MethodEntry { id: #id, one_way: #one_way, types: #types },)
     });
     let module = d.module();
     let inner = inner_vis(vis);
@@ -84,9 +84,9 @@ fn markers(d: &Declaration) -> Tokens {
 
         impl #krate::Service for #name {
             const NAME: &'static str = #name_str;
-            const FINGERPRINT: u64 = #krate::service::fingerprint(&[#name_str, #(#parts)*]);
+            const FINGERPRINT: u64 = #krate::__private::fingerprint(&[#name_str, #(#parts)*]);
             const METHODS: &'static [(u32, &'static str)] = &[#(#table)*];
-            const TABLE: &'static [#krate::service::MethodEntry] = &[#(#entries)*];
+            const TABLE: &'static [#krate::__private::MethodEntry] = &[#(#entries)*];
         }
 
         #[doc = #about]
@@ -125,7 +125,7 @@ fn types_fingerprint(krate: &Tokens, m: &MethodDecl) -> Tokens {
     let kind = if m.one_way { "oneway" } else { "sync" };
     let args = m.args_type().to_string();
     let output = m.output_type().to_string();
-    quote!(#krate::service::fingerprint(&[#kind, #args, #output]))
+    quote!(#krate::__private::fingerprint(&[#kind, #args, #output]))
 }
 
 fn method_marker(d: &Declaration, m: &MethodDecl) -> Tokens {

@@ -10,8 +10,8 @@ use core::time::Duration;
 
 use bytes::Bytes;
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{Config, Endpoint, Reconnecting, ServerHandle, serve};
+use volley_rpc::{Listener, listener_config};
 
 #[path = "shared/kv.rs"]
 mod kv;

@@ -10,8 +10,8 @@ use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError, serve};
+use volley_rpc::{Listener, listener_config};
 
 volley_rpc::service! {
     /// Orders.

@@ -16,7 +16,7 @@ pub trait Codec: Send + Sync + 'static {
     /// The id the hello carries.
     const ID: CodecId;
 
-    /// Appends `value`'s encoding to `out` (a [`BufferPool`](crate::BufferPool) buffer,
+    /// Appends `value`'s encoding to `out` (a pooled buffer,
     /// frozen into `Bytes` without a copy or an allocation once written).
     fn encode<T: Serialize + ?Sized>(value: &T, out: &mut BytesMut) -> Result<(), CodecError>;
 

@@ -62,7 +62,7 @@ impl<R: Service, C: Codec> Context<R, C> {
         }
     }
 
-    /// The metadata the call came with (see [`metadata`](crate::metadata)).
+    /// The metadata the call came with (see [`Metadata`](crate::Metadata)).
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }

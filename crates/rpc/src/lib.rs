@@ -73,7 +73,7 @@
 //!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
 //!   RUSTSEC-2025-0141). Bulk payloads (`Bytes`) travel as segments beside them: never
 //!   through serde, never copied; [`LeArray`] reads numeric arrays from them in place.
-//! - Arguments are encoded into buffers from a [`BufferPool`], shared by `Arc` with the
+//! - Arguments are encoded into buffers from a pool ([`PoolConfig`]), shared by `Arc` with the
 //!   writer and returned when written; taking one spins a little before it waits.
 //!
 //! # Flow control and failure
@@ -100,27 +100,26 @@
 //! loopback (the CLI's default) or a Unix socket, or use the `tls` or `quic` feature's
 //! links, which encrypt and can check the client's certificate (mutual TLS).
 
-pub mod array;
+mod array;
 pub mod auth;
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod codec;
-pub mod config;
-pub mod context;
-pub mod error;
+mod codec;
+mod config;
+mod context;
+mod error;
 pub mod link;
-pub mod log;
-pub mod metadata;
-pub mod peer;
-pub mod pool;
+mod log;
+mod metadata;
+mod peer;
+mod pool;
 #[cfg(feature = "quic")]
 pub mod quic;
-pub mod reconnecting;
-pub mod request;
-pub mod router;
-pub mod server;
-#[doc(hidden)]
-pub mod service;
+mod reconnecting;
+mod request;
+mod router;
+mod server;
+mod service;
 #[cfg(feature = "tls")]
 pub mod tls;
 #[cfg(feature = "opentelemetry")]
@@ -136,7 +135,7 @@ pub use context::Context;
 pub use error::{CallError, ConnectError, HandlerError};
 pub use metadata::Metadata;
 pub use peer::{Endpoint, Peer, PeerStats};
-pub use pool::{BufferPool, PoolBuf, PoolConfig, PoolStats};
+pub use pool::{PoolConfig, PoolStats};
 pub use reconnecting::{Caller, Reconnecting};
 pub use request::{OneWay, ReplyFuture, Request, SendFuture, ValueFuture, WithSegments};
 pub use router::{Call, CallCheck, Reply, Router};
@@ -144,11 +143,13 @@ pub use router::{Call, CallCheck, Reply, Router};
 /// `#[serde(crate = "volley_rpc::serde")]` a crate need not depend on it itself.
 pub use serde;
 pub use server::{Incoming, Links, ServerHandle, ServerStats, serve};
+#[cfg(feature = "tcp")]
+pub use server::{Listener, listener_config};
 pub use service::{Method, Service};
-pub use volley_proto::wire::rpc::{CodecId, ErrorCode, Hello};
 
 /// What `service!` expands to reaches its proc-macro through here.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::service::{MethodEntry, fingerprint};
     pub use volley_rpc_macros::service;
 }

@@ -20,7 +20,7 @@ static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
 /// Logs `reason` for `peer` at warning level, unless it was logged for that peer less
 /// than a second ago; then it is only counted, and the count goes with the next line.
-pub fn warn_limited(reason: &'static str, peer: &dyn Display) {
+pub(crate) fn warn_limited(reason: &'static str, peer: &dyn Display) {
     let admitted = {
         let mut guard = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
         admit(

@@ -1,40 +1,4 @@
-//! Per-call metadata: a few key-value pairs that travel with one call (a W3C
-//! `traceparent`, a tenant, a per-call token), set on the request and read from the
-//! handler's [`Context::metadata`](crate::Context::metadata).
-//!
-//! ```
-//! use volley_rpc::{Context, HandlerError};
-//!
-//! volley_rpc::service! {
-//!     /// Greets.
-//!     pub service Greeter {
-//!         /// Says hello to the caller's tenant.
-//!         1 => fn hello() -> String;
-//!     }
-//! }
-//!
-//! struct Here;
-//!
-//! impl GreeterServer for Here {
-//!     async fn hello(&self, cx: Context<Greeter>) -> Result<String, HandlerError> {
-//!         let tenant = cx.metadata().get_str("tenant").unwrap_or("nobody");
-//!         Ok(format!("hello, {tenant}"))
-//!     }
-//! }
-//!
-//! # async fn f(client: GreeterClient) -> Result<(), volley_rpc::CallError> {
-//! let greeting = client.hello().metadata("tenant", "blue").await?;
-//! # Ok(())
-//! # }
-//! # let _ = Here.into_router();
-//! ```
-//!
-//! Keys are 1 to 64 bytes of lowercase ASCII letters, digits, `-`, `_` and `.`; values
-//! any bytes; all pairs of a call together at most
-//! [`MAX_METADATA`](volley_proto::wire::rpc::metadata::MAX_METADATA) bytes (4 KiB),
-//! checked by the caller before it sends and by the callee before it runs anything. A
-//! call with metadata to a peer of a build that takes none fails with
-//! [`CallError::Metadata`](crate::CallError::Metadata), unsent.
+//! Per-call metadata: the pairs a request carries and the block they travel in.
 
 use bytes::{Bytes, BytesMut};
 use volley_proto::wire::rpc::metadata as wire;
@@ -42,7 +6,45 @@ use volley_proto::wire::rpc::metadata as wire;
 use crate::codec::Codec;
 use crate::link::Payload;
 
-/// The metadata a call came with, as its handler reads it.
+/// Per-call metadata: a few key-value pairs that travel with one call (a W3C
+/// `traceparent`, a tenant, a per-call token), set on the request and read from the
+/// handler's [`Context::metadata`](crate::Context::metadata).
+///
+/// ```
+/// use volley_rpc::{Context, HandlerError};
+///
+/// volley_rpc::service! {
+///     /// Greets.
+///     pub service Greeter {
+///         /// Says hello to the caller's tenant.
+///         1 => fn hello() -> String;
+///     }
+/// }
+///
+/// struct Here;
+///
+/// impl GreeterServer for Here {
+///     async fn hello(&self, cx: Context<Greeter>) -> Result<String, HandlerError> {
+///         let tenant = cx.metadata().get_str("tenant").unwrap_or("nobody");
+///         Ok(format!("hello, {tenant}"))
+///     }
+/// }
+///
+/// # async fn f(client: GreeterClient) -> Result<(), volley_rpc::CallError> {
+/// let greeting = client.hello().metadata("tenant", "blue").await?;
+/// # Ok(())
+/// # }
+/// # let _ = Here.into_router();
+/// ```
+///
+/// Keys are 1 to 64 bytes of lowercase ASCII letters, digits, `-`, `_` and `.`; values
+/// any bytes; all pairs of a call together at most
+/// [`MAX_METADATA`](volley_proto::wire::rpc::metadata::MAX_METADATA) bytes (4 KiB),
+/// checked by the caller before it sends and by the callee before it runs anything. A
+/// call with metadata to a peer of a build that takes none fails with
+/// [`CallError::Metadata`](crate::CallError::Metadata), unsent.
+///
+/// This is the metadata a call came with, as its handler reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
     /// The block as it came, its length field included (checked when the call arrived);

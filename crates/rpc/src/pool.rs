@@ -57,7 +57,7 @@ pub struct PoolStats {
 
 /// A pool of byte buffers; cheap to clone (all clones share the buffers).
 #[derive(Clone)]
-pub struct BufferPool {
+pub(crate) struct BufferPool {
     inner: Arc<Inner>,
 }
 
@@ -73,7 +73,7 @@ struct Inner {
 /// A buffer taken from a [`BufferPool`]: write into it (it derefs to `BytesMut`), then
 /// [`freeze`](PoolBuf::freeze) what was written into `Bytes`; the buffer goes back to
 /// the pool then (or when dropped), its memory shared with the frozen bytes.
-pub struct PoolBuf {
+pub(crate) struct PoolBuf {
     buf: BytesMut,
     pool: Arc<Inner>,
 }
@@ -83,7 +83,7 @@ impl BufferPool {
     /// the first time it is taken (a connection that never sends holds none). Panics on
     /// settings out of range (`buffers` 0 or over 65536); check user input with
     /// [`PoolConfig::check`] first.
-    pub fn new(config: PoolConfig) -> Self {
+    pub(crate) fn new(config: PoolConfig) -> Self {
         config.check().expect("pool settings");
         let free = (0..config.buffers).map(|_| BytesMut::new()).collect();
         Self {
@@ -99,7 +99,7 @@ impl BufferPool {
     }
 
     /// A free buffer, without waiting.
-    pub fn try_get(&self) -> Option<PoolBuf> {
+    pub(crate) fn try_get(&self) -> Option<PoolBuf> {
         let mut buf = self
             .inner
             .free
@@ -128,7 +128,7 @@ impl BufferPool {
 
     /// A free buffer: looks once, then up to `spin` more times without yielding, then
     /// waits for one to come back.
-    pub async fn get(&self) -> PoolBuf {
+    pub(crate) async fn get(&self) -> PoolBuf {
         if let Some(buf) = self.get_now() {
             return buf;
         }
@@ -152,7 +152,7 @@ impl BufferPool {
     }
 
     /// Buffers free now.
-    pub fn free(&self) -> usize {
+    pub(crate) fn free(&self) -> usize {
         self.inner
             .free
             .lock()
@@ -160,13 +160,8 @@ impl BufferPool {
             .len()
     }
 
-    /// The settings.
-    pub fn config(&self) -> PoolConfig {
-        self.inner.config
-    }
-
     /// How requests were met so far.
-    pub fn stats(&self) -> PoolStats {
+    pub(crate) fn stats(&self) -> PoolStats {
         PoolStats {
             at_once: self.inner.at_once.load(Ordering::Relaxed),
             by_spinning: self.inner.by_spinning.load(Ordering::Relaxed),
@@ -203,7 +198,7 @@ impl fmt::Debug for BufferPool {
 impl PoolBuf {
     /// What was written, as `Bytes` sharing the buffer's memory (no copy, no
     /// allocation); the buffer goes back to the pool.
-    pub fn freeze(mut self) -> Bytes {
+    pub(crate) fn freeze(mut self) -> Bytes {
         self.buf.split().freeze()
     }
 }

@@ -25,19 +25,19 @@ use crate::service::{Method, Service};
 const FIRST_RETRY: Duration = Duration::from_millis(10);
 
 /// The longest pause between tries while calls wait for a connection.
-pub const MAX_RETRY: Duration = Duration::from_millis(500);
+pub(crate) const MAX_RETRY: Duration = Duration::from_millis(500);
 
 /// How long one try to connect (the transport's connection and the hello) may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a call without a deadline waits for a connection.
-pub const WAIT_WITHOUT_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const WAIT_WITHOUT_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A connection to a server that makes itself again: cheap to clone (clones share it),
 /// connected at the first call rather than up front, and connected again after the
 /// connection is lost (the server restarted, closed it after its idle timeout, went
 /// silent), with a jittered pause after each failed try that doubles up to
-/// [`MAX_RETRY`]. A generated client takes it in place of a [`Peer`]:
+/// half a second. A generated client takes it in place of a [`Peer`]:
 ///
 /// ```no_run
 /// use core::net::SocketAddr;
@@ -66,7 +66,7 @@ pub const WAIT_WITHOUT_DEADLINE: Duration = Duration::from_secs(60);
 ///
 /// Which calls fail, and how:
 /// - A call made while there is no connection waits for one up to its deadline (the
-///   configured default if it sets none; [`WAIT_WITHOUT_DEADLINE`] without either), then
+///   configured default if it sets none; 60 s without either), then
 ///   fails with [`CallError::Unavailable`], saying why the last try failed.
 /// - Calls in flight when the connection is lost fail with
 ///   [`CallError::ConnectionLost`], whose `sent` says that they may have run; the next
@@ -133,7 +133,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<S: Service, C: Codec> Reconnecting<S, C> {
     /// A client that connects with `endpoint` over the links `connect` makes (a TCP, TLS,
     /// Unix, QUIC or UDP link, or one of another crate), each try bounded by
-    /// [`CONNECT_TIMEOUT`]. Nothing is connected until the first call.
+    /// 10 s. Nothing is connected until the first call.
     pub fn new<F, Fut, L>(endpoint: Endpoint<S, C>, connect: F) -> Self
     where
         F: Fn() -> Fut + Send + Sync + 'static,

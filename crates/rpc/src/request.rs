@@ -64,7 +64,7 @@ impl<'a, M: Method, C: Codec> Request<'a, M, C> {
     }
 
     /// Sends `key` = `value` with the call, for the handler's
-    /// [`Context::metadata`](crate::Context::metadata) (see [`metadata`](crate::metadata)
+    /// [`Context::metadata`](crate::Context::metadata) (see [`Metadata`](crate::Metadata)
     /// for the limits, checked before anything is sent).
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Bytes>) -> Self {
         self.metadata.push((key.into(), value.into()));

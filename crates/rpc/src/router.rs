@@ -33,7 +33,7 @@ pub struct Call<M: Method, R: Service = <M as Method>::Service, C: Codec = Binco
 }
 
 impl<M: Method, R: Service, C: Codec> Call<M, R, C> {
-    /// The metadata the call came with (see [`metadata`](crate::metadata)).
+    /// The metadata the call came with (see [`Metadata`](crate::Metadata)).
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }

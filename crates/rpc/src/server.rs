@@ -302,7 +302,7 @@ where
 
 #[cfg(feature = "tcp")]
 /// What a peer past `max_connections` is told before its connection is closed.
-pub const NO_SLOT: &str = "no free connection slot";
+pub(crate) const NO_SLOT: &str = "no free connection slot";
 
 #[cfg(feature = "tcp")]
 /// A peer's host, without its port: what rate-limited warnings count by, since each

@@ -8,7 +8,7 @@
 //! use std::path::Path;
 //! use std::sync::Arc;
 //! use volley_rpc::link::framed::DEFAULT_MAX_MESSAGE;
-//! use volley_rpc::server::{Listener, listener_config};
+//! use volley_rpc::{Listener, listener_config};
 //! use volley_rpc::tls::{self, Roots, TlsListener};
 //! use volley_rpc::{Config, Context, Endpoint, HandlerError, serve};
 //!
@@ -92,7 +92,7 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// the socket a megabyte took over 250 receive calls; read from this buffer it takes a
 /// sixteenth of that, for one copy of the ciphertext more, which costs far less. Its
 /// memory is each connection's to hold (the listener bounds how many are open).
-pub const READ_BUFFER: usize = 64 * 1024;
+pub(crate) const READ_BUFFER: usize = 64 * 1024;
 
 /// Why a TLS configuration could not be made.
 #[derive(Debug, thiserror::Error)]

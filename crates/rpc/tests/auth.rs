@@ -6,8 +6,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, ServerHandle, ServerStats, serve};
+use volley_rpc::{Listener, listener_config};
 
 mod common;
 use common::{Seen, Test, server_router, test::Echo, within};

@@ -88,7 +88,7 @@ async fn served_over_a_listener_on_tcp_and_unix() {
         let endpoint = Endpoint::<Test>::new(Config::default())
             .unwrap()
             .serve(server_router(seen.clone()));
-        let config = volley_rpc::server::listener_config(16 << 20, 64);
+        let config = volley_rpc::listener_config(16 << 20, 64);
         let tcp = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), config)
             .await
             .unwrap();
@@ -174,13 +174,13 @@ async fn small_arguments_and_results_travel_inline_and_large_ones_in_pool_buffer
                 let text = format!("#{i}");
                 assert_eq!(client.call::<test::Echo>(&text).await.unwrap(), text);
             }
-            assert_eq!(client.pool().stats(), Default::default(), "{link:?}");
-            assert_eq!(server.pool().stats(), Default::default(), "{link:?}");
+            assert_eq!(client.pool_stats(), Default::default(), "{link:?}");
+            assert_eq!(server.pool_stats(), Default::default(), "{link:?}");
             // Past the inline room both ways: a buffer at each end, the bytes intact.
             let text = "z".repeat(volley_rpc::link::INLINE + 1);
             assert_eq!(client.call::<test::Echo>(&text).await.unwrap(), text);
-            assert_eq!(client.pool().stats().at_once, 1, "{link:?}");
-            assert_eq!(server.pool().stats().at_once, 1, "{link:?}");
+            assert_eq!(client.pool_stats().at_once, 1, "{link:?}");
+            assert_eq!(server.pool_stats().at_once, 1, "{link:?}");
         })
         .await;
     }
@@ -446,7 +446,7 @@ async fn graceful_shutdown_finishes_running_calls() {
             .serve(server_router(seen.clone()));
         let listener = Listener::bind_tcp(
             "127.0.0.1:0".parse().unwrap(),
-            volley_rpc::server::listener_config(1 << 20, 16),
+            volley_rpc::listener_config(1 << 20, 16),
         )
         .await
         .unwrap();

@@ -377,7 +377,7 @@ async fn malformed_frames_end_that_connection_only() {
             .serve(server_router(seen));
         let listener = Listener::bind_tcp(
             "127.0.0.1:0".parse().unwrap(),
-            volley_rpc::server::listener_config(1 << 20, 16),
+            volley_rpc::listener_config(1 << 20, 16),
         )
         .await
         .unwrap();

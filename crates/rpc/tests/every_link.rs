@@ -9,9 +9,9 @@ use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local;
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::quic::{self, QuicListener};
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{Config, Endpoint, Peer, ServerHandle, serve};
+use volley_rpc::{Listener, listener_config};
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
 mod secure;

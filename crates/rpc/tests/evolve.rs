@@ -10,12 +10,12 @@ use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local;
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::quic::{self, QuicListener};
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{
     CallError, Config, ConnectError, Context, Endpoint, HandlerError, Peer, ServerHandle, Service,
     serve,
 };
+use volley_rpc::{Listener, listener_config};
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
 mod secure;

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local;
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError, serve};
+use volley_rpc::{Listener, listener_config};
 
 mod common;
 use common::within;

@@ -39,7 +39,7 @@ async fn server(config: Config, max_connections: usize) -> (Server, SocketAddr) 
         .serve(server_router(Arc::new(Seen::default())));
     let listener = Listener::bind_tcp(
         "127.0.0.1:0".parse().unwrap(),
-        volley_rpc::server::listener_config(1 << 20, max_connections),
+        volley_rpc::listener_config(1 << 20, max_connections),
     )
     .await
     .unwrap();
@@ -303,7 +303,7 @@ async fn a_reused_call_id_gets_an_error_reply_and_the_connection_goes_on() {
                 &head(
                     Kind::CALL,
                     7,
-                    <test::Sleep as volley_rpc::service::Method>::ID,
+                    <test::Sleep as volley_rpc::Method>::ID,
                     args.len(),
                 ),
                 Bytes::from(args.clone()),
@@ -346,7 +346,7 @@ async fn a_peer_flooding_past_its_credit_is_dropped_and_closed() {
             let call_head = head(
                 Kind::CALL,
                 sent * 2 + 1,
-                <test::Sleep as volley_rpc::service::Method>::ID,
+                <test::Sleep as volley_rpc::Method>::ID,
                 args.len(),
             );
             let call = framed.send(FRAME_TYPE, 0, &call_head, Bytes::from(args.clone()));

@@ -9,10 +9,10 @@ use bytes::Bytes;
 use volley_proto::wire::rpc::{CodecId, Head, Hello, Kind, WIRE_VERSION};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::{LinkReceiver, LinkSender, Message, MessageLink, local};
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{
     CallError, Config, Context, Endpoint, HandlerError, Reconnecting, Service, serve,
 };
+use volley_rpc::{Listener, listener_config};
 use volley_testkit::within;
 
 volley_rpc::service! {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use volley_rpc::link::LinkError;
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError, Reconnecting, ServerHandle};
+use volley_rpc::{Listener, listener_config};
 
 mod secure;
 use volley_testkit::within;

@@ -12,9 +12,9 @@ use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::{LinkError, MessageLink};
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, Peer, ServerHandle, serve};
+use volley_rpc::{Listener, listener_config};
 
 mod secure;
 use secure::{Here, Pki, Secure, SecureClient, SecureServer};

@@ -7,8 +7,8 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::server::{Listener, listener_config};
 use volley_rpc::{Config, Context, Endpoint, HandlerError, serve};
+use volley_rpc::{Listener, listener_config};
 use volley_testkit::within;
 
 volley_rpc::service! {

@@ -181,7 +181,7 @@ pub(super) async fn spinning(
         let base = median(&clients[0].3);
         for (spin, peer, _, rates) in &clients {
             let rate = median(rates);
-            let stats = peer.pool().stats();
+            let stats = peer.pool_stats();
             table.rows.push(vec![
                 format!("{tasks}"),
                 format!("{spin}"),

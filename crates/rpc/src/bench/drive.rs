@@ -23,13 +23,13 @@ pub const FAILURES_KEPT: usize = 1000;
 /// Which bench call to make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
-    /// [`Echo`](super::Echo).
+    /// [`Echo`](super::bench::Echo).
     Echo,
-    /// [`Put`](super::Put).
+    /// [`Put`](super::bench::Put).
     Put,
-    /// [`Get`](super::Get).
+    /// [`Get`](super::bench::Get).
     Get,
-    /// [`Push`](super::Push) one way, then [`Arrived`](super::Arrived).
+    /// [`Push`](super::bench::Push) one way, then [`Arrived`](super::bench::Arrived).
     Send,
 }
 

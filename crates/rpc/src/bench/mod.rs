@@ -34,7 +34,7 @@ crate::service! {
         /// A payload up as a bulk segment; back its length and 64-bit xxh3 hash.
         2 => fn put() -> PutReply;
         /// The call's index and a length up; that many bytes of the pattern back as a
-        /// segment, from the offset [`offset`] gives the index.
+        /// segment, from the offset `bench::offset` gives the index.
         3 => fn get(args: GetArgs);
         /// One way: a payload as a segment, the pattern's bytes at its index's offset; the
         /// server checks it and counts it for its run.
@@ -45,7 +45,7 @@ crate::service! {
     }
 }
 
-/// [`Put`]'s result.
+/// [`Put`](bench::Put)'s result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PutReply {
     /// Bytes received.
@@ -54,7 +54,7 @@ pub struct PutReply {
     pub hash: u64,
 }
 
-/// [`Get`]'s arguments.
+/// [`Get`](bench::Get)'s arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GetArgs {
     /// The call's index.
@@ -63,7 +63,7 @@ pub struct GetArgs {
     pub len: u64,
 }
 
-/// [`Push`]'s arguments.
+/// [`Push`](bench::Push)'s arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushArgs {
     /// The run it belongs to (a random number per bench run).
@@ -72,7 +72,7 @@ pub struct PushArgs {
     pub index: u64,
 }
 
-/// [`Arrived`]'s arguments.
+/// [`Arrived`](bench::Arrived)'s arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrivedArgs {
     /// The run.

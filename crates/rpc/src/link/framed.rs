@@ -23,11 +23,11 @@ pub const FRAME_TYPE: u8 = 0x52;
 /// The largest RPC message by default: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 16 << 20;
 
-pub use super::SPIN;
+use super::SPIN;
 
 /// Framed-layer settings for RPC: frames up to `max_message` plus the frame header (the
 /// first, the hello, at most [`MAX_HELLO_FRAME`]), a write budget of twice that (so one
-/// largest message never waits behind itself), the reader spinning for [`SPIN`] after
+/// largest message never waits behind itself), the reader spinning for 250 µs after
 /// traffic, at most 32 frames a write, and no idle timeout at this layer (RPC keeps its
 /// own, which knows whether calls are in flight).
 pub fn config(role: Role, max_message: usize) -> Config {

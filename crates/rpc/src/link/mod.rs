@@ -27,7 +27,8 @@ pub mod udp;
 /// need little; callers pipelining on one connection need long enough to cover the gap
 /// between batches, or each end sleeps between them. The cost is up to this much CPU
 /// after each burst of traffic, per connection.
-pub const SPIN: core::time::Duration = core::time::Duration::from_micros(250);
+#[cfg(any(feature = "tcp", feature = "local"))]
+pub(crate) const SPIN: core::time::Duration = core::time::Duration::from_micros(250);
 
 /// Polls of the in-process link's spin per offer of the CPU to other threads, as
 /// transport-tcp's reader has it: each offer is a system call, and never offering would

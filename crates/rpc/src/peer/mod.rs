@@ -39,7 +39,7 @@ mod endpoint;
 mod keepalive;
 mod serve;
 
-use crate::pool::BufferPool;
+use crate::pool::{BufferPool, PoolStats};
 use crate::router::{Reply, Router, Routes};
 use crate::service::{Method, Service};
 pub(crate) use call::{Pending, deadline_exceeded, encode_failed};
@@ -230,8 +230,13 @@ impl<S: Service, C: Codec> Peer<S, C> {
         self.inner.ours
     }
 
+    /// How the pool that arguments and results are encoded into has been used.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool().stats()
+    }
+
     /// The pool arguments and results are encoded into.
-    pub fn pool(&self) -> &BufferPool {
+    pub(crate) fn pool(&self) -> &BufferPool {
         &self.inner.pool
     }
 
