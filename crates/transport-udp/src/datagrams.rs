@@ -197,6 +197,14 @@ impl Sender {
         Ok(sent)
     }
 
+    /// Drops everything queued, unsent.
+    pub fn discard(&mut self) {
+        self.buf.clear();
+        self.count = 0;
+        self.closed = false;
+        self.dest = None;
+    }
+
     /// Sends everything queued, waiting for room in the socket's buffer if need be.
     pub async fn flush(&mut self, socket: &UdpSocket) -> io::Result<Sent> {
         let Some(dest) = self.dest.filter(|_| self.count > 0) else {
@@ -221,10 +229,7 @@ impl Sender {
             }
             Err(e) => Err(e),
         };
-        self.buf.clear();
-        self.count = 0;
-        self.closed = false;
-        self.dest = None;
+        self.discard();
         result
     }
 

@@ -64,6 +64,8 @@ use crate::time::{Duration, Instant};
 mod scp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_abandon;
 
 pub use crate::recovery::{Rto, RtoBounds, RttEstimator};
 pub use scp::ScpProtocol;
@@ -160,6 +162,10 @@ pub enum ReplyOutcome<T> {
     RetryLater,
     /// A reply for a request already completed (a late answer to a retransmission).
     Duplicate,
+    /// A reply for a request dropped by [`Window::abandon`], or one that gave up: its
+    /// sequence number is held back from new requests for as long as such a reply can
+    /// come, so it can never be taken for another request's.
+    Abandoned,
     /// A reply matching no request, or bytes that are not a reply.
     Unknown,
 }
@@ -185,6 +191,10 @@ pub struct Stats {
     pub duplicates: u64,
     /// Replies matching nothing, or not replies at all.
     pub unknown: u64,
+    /// Requests dropped by [`Window::abandon`] while outstanding.
+    pub abandoned: u64,
+    /// Replies to abandoned requests, recognised and dropped.
+    pub abandoned_replies: u64,
 }
 
 /// The largest window [`Window`] takes: far below the 65 536 sequence numbers, so the
@@ -216,6 +226,11 @@ pub struct Window<P, T> {
     next_seq: u16,
     /// One bit per sequence number: completed since last assigned (to tell duplicates).
     completed: Vec<u64>,
+    /// One bit per sequence number: abandoned while outstanding, not to be assigned again
+    /// before its entry in `holds` expires.
+    held: Vec<u64>,
+    /// Held sequence numbers and when each may be assigned again, oldest first.
+    holds: VecDeque<(u16, Instant)>,
     rtt: RttEstimator,
     stats: Stats,
 }
@@ -391,6 +406,8 @@ impl<P: Protocol, T> Window<P, T> {
             events: VecDeque::new(),
             next_seq: 0,
             completed: vec![0; 1 << 10],
+            held: vec![0; 1 << 10],
+            holds: VecDeque::new(),
             stats: Stats::default(),
         }
     }
@@ -439,7 +456,7 @@ impl<P: Protocol, T> Window<P, T> {
             return None;
         }
         let (mut bytes, token) = self.queue.pop_front()?;
-        let seq = self.allocate_seq();
+        let seq = self.allocate_seq(now);
         self.protocol.set_seq(&mut bytes, seq);
         let rto = self.rtt.rto();
         self.sends = (self.sends + 1) & Timer::SEND_MASK;
@@ -473,7 +490,10 @@ impl<P: Protocol, T> Window<P, T> {
         };
         let i = self.index(seq);
         if self.ring[i].as_ref().is_none_or(|s| s.seq != seq) {
-            return if self.is_completed(seq) {
+            return if bit(&self.held, seq) {
+                self.stats.abandoned_replies += 1;
+                ReplyOutcome::Abandoned
+            } else if self.is_completed(seq) {
                 self.stats.duplicates += 1;
                 ReplyOutcome::Duplicate
             } else {
@@ -539,6 +559,9 @@ impl<P: Protocol, T> Window<P, T> {
             if give_up {
                 if let Some(slot) = self.take(i) {
                     self.stats.gave_up += 1;
+                    // A reply to its last send may still come: held like an abandoned
+                    // request's, so it is never taken for a new request's.
+                    self.hold(slot.seq, now);
                     self.events.push_back(Event::TimedOut {
                         token: slot.token,
                         seq: slot.seq,
@@ -589,6 +612,35 @@ impl<P: Protocol, T> Window<P, T> {
             Event::TimedOut { token, request, .. } => (token, request),
         }));
         dropped
+    }
+
+    /// Drops every request as [`Window::clear`] does, and holds back the sequence
+    /// numbers of those that were sent: until the longest retransmit timeout the rule
+    /// allows has passed after `now`, no new request is given one, and a reply carrying
+    /// one is reported as [`ReplyOutcome::Abandoned`]. A driver whose operation was
+    /// interrupted calls this before the next, so that no late reply to the old one can
+    /// complete a new request.
+    pub fn abandon(&mut self, now: Instant) -> Vec<(T, Vec<u8>)> {
+        let seqs: Vec<u16> = self.ring.iter().flatten().map(|slot| slot.seq).collect();
+        for seq in seqs {
+            self.hold(seq, now);
+        }
+        self.stats.abandoned += self.outstanding as u64;
+        self.clear()
+    }
+
+    /// Holds `seq` back from new requests until the longest timeout after `now`.
+    fn hold(&mut self, seq: u16, now: Instant) {
+        if self.holds.len() == MAX_HELD {
+            // Bounded: the oldest hold is released early (after many interruptions
+            // within one timeout), so the allocator always finds a number at once.
+            if let Some((old, _)) = self.holds.pop_front() {
+                set_bit(&mut self.held, old, false);
+            }
+        }
+        set_bit(&mut self.held, seq, true);
+        self.holds
+            .push_back((seq, now + longest_timeout(self.config.rto)));
     }
 
     /// Nothing queued, outstanding, or waiting to be reported.
@@ -696,25 +748,58 @@ impl<P: Protocol, T> Window<P, T> {
         }
     }
 
-    fn allocate_seq(&mut self) -> u16 {
+    fn allocate_seq(&mut self, now: Instant) -> u16 {
+        while let Some(&(seq, until)) = self.holds.front() {
+            if until > now {
+                break;
+            }
+            self.holds.pop_front();
+            set_bit(&mut self.held, seq, false);
+        }
         // Fewer than `window` requests are outstanding and the ring holds at least twice
-        // that many slots, so a free one is found within a step or two.
+        // that many slots, so a free one is found within a step or two; at most
+        // `MAX_HELD` of the 65 536 numbers are held back.
         loop {
             let seq = self.next_seq;
             self.next_seq = self.next_seq.wrapping_add(1);
-            if self.ring[self.index(seq)].is_none() {
-                self.completed[usize::from(seq) / 64] &= !(1 << (seq % 64));
+            if self.ring[self.index(seq)].is_none() && !bit(&self.held, seq) {
+                set_bit(&mut self.completed, seq, false);
                 return seq;
             }
         }
     }
 
     fn mark_completed(&mut self, seq: u16) {
-        self.completed[usize::from(seq) / 64] |= 1 << (seq % 64);
+        set_bit(&mut self.completed, seq, true);
     }
 
     fn is_completed(&self, seq: u16) -> bool {
-        self.completed[usize::from(seq) / 64] & (1 << (seq % 64)) != 0
+        bit(&self.completed, seq)
+    }
+}
+
+/// The most sequence numbers [`Window::abandon`] holds back at once: a quarter of them.
+const MAX_HELD: usize = 1 << 14;
+
+/// The longest timeout a request can wait under `rto`: a reply later than that after
+/// its last send is not waited for by anyone.
+fn longest_timeout(rto: Rto) -> Duration {
+    match rto {
+        Rto::Fixed(timeout) => timeout,
+        Rto::Adaptive(bounds) => bounds.max.max(bounds.initial),
+    }
+}
+
+fn bit(bits: &[u64], seq: u16) -> bool {
+    bits[usize::from(seq) / 64] & (1 << (seq % 64)) != 0
+}
+
+fn set_bit(bits: &mut [u64], seq: u16, on: bool) {
+    let word = &mut bits[usize::from(seq) / 64];
+    if on {
+        *word |= 1 << (seq % 64);
+    } else {
+        *word &= !(1 << (seq % 64));
     }
 }
 

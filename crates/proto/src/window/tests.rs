@@ -9,7 +9,7 @@ use crate::simlink::{LinkSpec, SimLink};
 use crate::wire::scp::{self, ReplyRepr, RequestRepr, ReturnCode};
 use crate::wire::sdp::Address;
 
-fn request(token: u32) -> Vec<u8> {
+pub(super) fn request(token: u32) -> Vec<u8> {
     let data = token.to_le_bytes();
     let repr = scp::write_request(Address::core(0, 0, 1), 0x6000_0000 + token * 4, &data).unwrap();
     let mut buf = vec![0u8; repr.buffer_len()];
@@ -17,16 +17,16 @@ fn request(token: u32) -> Vec<u8> {
     buf
 }
 
-fn seq_of(datagram: &[u8]) -> u16 {
+pub(super) fn seq_of(datagram: &[u8]) -> u16 {
     RequestRepr::parse(datagram).unwrap().seq
 }
 
-fn token_of(datagram: &[u8]) -> u32 {
+pub(super) fn token_of(datagram: &[u8]) -> u32 {
     let data = RequestRepr::parse(datagram).unwrap().data;
     u32::from_le_bytes(data.try_into().unwrap())
 }
 
-fn reply_to(datagram: &[u8], rc: ReturnCode) -> Vec<u8> {
+pub(super) fn reply_to(datagram: &[u8], rc: ReturnCode) -> Vec<u8> {
     let repr = RequestRepr::parse(datagram).unwrap().reply(rc);
     let mut buf = vec![0u8; repr.buffer_len()];
     repr.emit(&mut buf).unwrap();
@@ -126,7 +126,10 @@ fn simulate(
                             "{token} failed twice"
                         );
                     }
-                    ReplyOutcome::RetryLater | ReplyOutcome::Duplicate | ReplyOutcome::Unknown => {}
+                    ReplyOutcome::RetryLater
+                    | ReplyOutcome::Duplicate
+                    | ReplyOutcome::Abandoned
+                    | ReplyOutcome::Unknown => {}
                 }
             }
         }

@@ -160,7 +160,13 @@ impl Driver {
                 // The window has already checked the header; take the body from the view.
                 let packet = scp::Packet::new_checked(datagram)?;
                 let body = packet.body();
-                match &mut ops[token.op] {
+                // The window only completes requests of this operation (an interrupted
+                // one's are abandoned first), and every range is still checked: a reply
+                // is never written anywhere but its own chunk.
+                let Some(op) = ops.get_mut(token.op) else {
+                    return Err(not_ours(&token));
+                };
+                match op {
                     Op::Read { chip, address, buf } => {
                         if body.len() != token.len {
                             return Err(ScpError::ReadLength {
@@ -170,7 +176,11 @@ impl Driver {
                                 got: body.len(),
                             });
                         }
-                        buf[token.offset..token.offset + token.len].copy_from_slice(body);
+                        let Some(chunk) = buf.get_mut(token.offset..token.offset + token.len)
+                        else {
+                            return Err(not_ours(&token));
+                        };
+                        chunk.copy_from_slice(body);
                     }
                     Op::Raw { reply, .. } => {
                         reply.clear();
@@ -202,7 +212,18 @@ impl Driver {
                 }
                 Ok(())
             }
-            ReplyOutcome::RetryLater | ReplyOutcome::Duplicate => Ok(()),
+            ReplyOutcome::RetryLater | ReplyOutcome::Duplicate | ReplyOutcome::Abandoned => Ok(()),
         }
     }
+}
+
+/// A completed request whose chunk lies outside the operation it names: a bug, reported
+/// as an error rather than a panic or a write elsewhere.
+fn not_ours(token: &Token) -> ScpError {
+    ScpError::InvalidArgument(format!(
+        "internal error: a reply for bytes {}..{} of operation {}, which has no such chunk",
+        token.offset,
+        token.offset + token.len,
+        token.op
+    ))
 }

@@ -33,6 +33,9 @@ pub(super) struct TcpLink {
     pub(super) stream: TcpStream,
     pub(super) read_buf: BytesMut,
     pub(super) write_buf: Vec<u8>,
+    /// Bytes of `write_buf` already written (all of it between calls, unless a call was
+    /// interrupted mid-write).
+    pub(super) written: usize,
     pub(super) decoder: Decoder,
 }
 
@@ -43,8 +46,24 @@ impl Link {
             stream,
             read_buf: BytesMut::with_capacity(64 * 1024),
             write_buf: Vec::with_capacity(16 * 1024),
+            written: 0,
             decoder: Decoder::new(frame::HEADER_LEN + scp::MAX_DATAGRAM_LEN),
         })
+    }
+
+    /// Drops datagrams queued and not yet sent (they carry abandoned requests).
+    pub(super) fn discard_unsent(&mut self) {
+        match self {
+            Self::Udp(_, io) => io.tx().discard(),
+            // A stream begun on a frame must finish it, or lose its framing: a buffer
+            // partly written is kept whole (its requests' replies will be recognised
+            // as abandoned), one not begun is dropped.
+            Self::Tcp(tcp) => {
+                if tcp.written == 0 {
+                    tcp.write_buf.clear();
+                }
+            }
+        }
     }
 
     /// Sends everything `window` has ready; returns how many "connection refused"
@@ -68,17 +87,23 @@ impl Link {
             }
             Self::Tcp(tcp) => {
                 // Small packets: coalesced into one write (copying 282 bytes is cheaper
-                // than a slice per packet).
-                tcp.write_buf.clear();
+                // than a slice per packet). What an interrupted call left half written
+                // goes first, so the stream's frames stay whole.
                 while let Some(datagram) = window.poll_transmit(now) {
                     let seq = u32::from(scp::Packet::new_unchecked(datagram).seq());
                     let header = frame::Header::new(SCP_FRAME_TYPE, seq, datagram.len())?;
                     tcp.write_buf.extend_from_slice(&header.encode());
                     tcp.write_buf.extend_from_slice(datagram);
                 }
-                if !tcp.write_buf.is_empty() {
-                    tcp.stream.write_all(&tcp.write_buf).await?;
+                while tcp.written < tcp.write_buf.len() {
+                    let n = tcp.stream.write(&tcp.write_buf[tcp.written..]).await?;
+                    if n == 0 {
+                        return Err(ScpError::Closed);
+                    }
+                    tcp.written += n;
                 }
+                tcp.write_buf.clear();
+                tcp.written = 0;
             }
         }
         Ok(refused)
@@ -162,9 +187,10 @@ impl Link {
                                     frame.ty
                                 )));
                             }
-                            let datagram = &tcp.read_buf[frame::HEADER_LEN..used];
-                            core.on_reply(ops, now, datagram)?;
-                            let _ = tcp.read_buf.split_to(used);
+                            // Taken off the buffer before it is applied: a reply that
+                            // fails its operation is not seen again by the next one.
+                            let whole = tcp.read_buf.split_to(used);
+                            core.on_reply(ops, now, &whole[frame::HEADER_LEN..])?;
                         }
                         if tcp.read_buf.capacity() < 4096 {
                             tcp.read_buf.reserve(64 * 1024);

@@ -473,14 +473,28 @@ impl ScpClient {
         ops: &mut [Op<'_>],
         progress: impl FnMut(u64),
     ) -> Result<(), ScpError> {
+        // An operation whose future was dropped (a timeout, a `select!`, Ctrl-C in
+        // Python) left its requests in the window: abandon them first, so that no reply
+        // to them is taken for one of this operation's.
+        if !self.driver.window.is_idle() {
+            self.abandon();
+        }
         self.driver.done = 0;
         self.driver.garbage = (0, None);
         let result = self.drive(ops, progress).await;
         if result.is_err() {
-            for (_, bytes) in self.driver.window.clear() {
-                self.driver.spare.push(bytes);
-            }
+            self.abandon();
         }
         result
+    }
+
+    /// Drops every request of the operation that ended or was interrupted, and what was
+    /// queued for sending, holding their sequence numbers back from new requests.
+    fn abandon(&mut self) {
+        let now = self.driver.now();
+        for (_, bytes) in self.driver.window.abandon(now) {
+            self.driver.spare.push(bytes);
+        }
+        self.link.discard_unsent();
     }
 }
