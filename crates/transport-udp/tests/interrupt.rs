@@ -4,8 +4,8 @@
 //! Reads and writes, one board over UDP and TCP, and a machine of three boards.
 
 use core::net::{Ipv4Addr, SocketAddr};
+use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, SDRAM_BASE};
