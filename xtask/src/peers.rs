@@ -20,6 +20,8 @@ pub(crate) enum Peer {
     SpiNNMan,
     /// pytest, in the same venv, for the `volley` Python package's tests.
     Pytest,
+    /// mypy, in the same venv, which checks the package's stubs.
+    Mypy,
     /// OpenSSH's sftp-server (Debian's openssh-sftp-server) and `sftp` client.
     OpenSsh,
     /// A nightly toolchain and cargo-fuzz (libFuzzer), for the fuzz targets.
@@ -70,6 +72,7 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
             Peer::Rig => ensure_rig()?,
             Peer::SpiNNMan => ensure_spinnman()?,
             Peer::Pytest => ensure_in_venv("pytest", "pytest", "import pytest")?,
+            Peer::Mypy => ensure_in_venv("mypy", "mypy", "import mypy")?,
             Peer::OpenSsh => ensure_openssh()?,
             Peer::CargoFuzz => ensure_cargo_fuzz()?,
             Peer::Toolchain(version) => ensure_toolchain(version)?,

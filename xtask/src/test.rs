@@ -76,10 +76,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// Builds the `volley` Python package (`crates/python`, by maturin through pip) into the
-/// peers' venv, then runs its pytest suite against the CLI's debug build. pytest's exit
-/// status 5 (no tests ran) is a failure.
+/// peers' venv, then runs its pytest suite against the CLI's debug build (pytest's exit
+/// status 5, no tests ran, is a failure) and `mypy --strict` over a file that uses the
+/// stubs, for Python 3.10, 3.11 and 3.12.
 fn python() -> Result<(), String> {
-    peers::ensure(&[Peer::SpiNNMan, Peer::Pytest])?;
+    peers::ensure(&[Peer::SpiNNMan, Peer::Pytest, Peer::Mypy])?;
     exec(cargo().args(["build", "-p", "volley-cli"]))?;
     peers::install_package()?;
     let root = crate::root();
@@ -91,10 +92,28 @@ fn python() -> Result<(), String> {
         .status()
         .map_err(|e| format!("cannot run pytest: {e}"))?;
     match status.code() {
-        Some(0) => Ok(()),
-        Some(5) => Err("pytest found no tests in crates/python/tests".into()),
-        _ => Err(format!("the Python tests failed ({status})")),
+        Some(0) => {}
+        Some(5) => return Err("pytest found no tests in crates/python/tests".into()),
+        _ => return Err(format!("the Python tests failed ({status})")),
     }
+    // The stubs, as a user's `mypy --strict` reads them, on each Python the package
+    // supports: every buffer the docs promise is taken.
+    for version in ["3.10", "3.11", "3.12"] {
+        exec(
+            std::process::Command::new(&python)
+                .args([
+                    "-m",
+                    "mypy",
+                    "--strict",
+                    "--no-incremental",
+                    "--python-version",
+                ])
+                .arg(version)
+                .arg("crates/python/tests/typing_check.py")
+                .current_dir(&root),
+        )?;
+    }
+    Ok(())
 }
 
 /// Runs every example of volley-rpc; each must end by printing `ok`.

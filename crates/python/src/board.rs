@@ -3,161 +3,201 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
-use volley_proto::wire::scp::Version;
-use volley_transport_udp::{ScpClient, ScpConfig, WindowSize};
+use volley_transport_udp::{ScpClient, target};
 
+use pyo3::exceptions::PyValueError;
+
+use crate::args::{self, chip, int, word};
 use crate::errors;
-use crate::transfer::{Shared, chip, run, runtime};
+use crate::transfer::{Shared, options, run, runtime, stats_dict};
 
 /// One SpiNNaker board (or `volley emulate`) over UDP, with many requests in flight.
+///
+/// Board(host, port=None, window="auto", timeout_ms=None, tries=8)
+///
+/// Args:
+///     host: the board: a name or an address, with or without a port (`"10.0.0.2"`,
+///         `"board-7:17893"`, `"[fe80::2]:17893"`).
+///     port: the port, if `host` names none (default 17893, SC&MP's).
+///     window: requests kept in flight, 1 to 1024, or `"auto"` to size it from the
+///         board's tag pool.
+///     timeout_ms: a fixed retransmit timeout in ms (1 to 3600000); None estimates it
+///         from the round-trip time.
+///     tries: sends per request before it fails, 1 to 1000.
+///
+/// Raises ValueError or TypeError for a bad argument, volley.ConnectionRefusedError if
+/// nothing listens there. Use it as a context manager, or call close().
 #[pyclass(module = "volley")]
 pub(crate) struct Board {
     shared: Shared<ScpClient>,
+    target: String,
+}
+
+/// `host`, with `port` if given (which must agree with a port in `host`), as one target.
+pub(crate) fn target_of(host: &str, port: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    // A port of 0 is never read from text: it means `host` names none.
+    let (name, in_host) =
+        target::split(host, 0).map_err(|why| PyValueError::new_err(format!("host: {why}")))?;
+    let port = match (port, in_host) {
+        (None, 0) => volley_proto::wire::scp::PORT,
+        (None, named) => named,
+        (Some(port), named) => {
+            let port = int(port, "port", 1, 65535)? as u16;
+            if named != 0 && port != named {
+                return Err(PyValueError::new_err(format!(
+                    "host {host:?} names port {named}, and port is {port}"
+                )));
+            }
+            port
+        }
+    };
+    Ok(target::join(name, port))
 }
 
 #[pymethods]
 impl Board {
-    /// Connects to the board at `host` (a name or an address) and `port`. `window` is
-    /// the requests kept in flight, 1 to 1024, or `"auto"` to size it from the board's
-    /// tag pool; `timeout_ms` a fixed retransmit timeout (default: from the RTT);
-    /// `tries` the sends per request before it fails.
     #[new]
-    #[pyo3(signature = (host, port = 17893, window = None, timeout_ms = None, tries = 8))]
+    #[pyo3(
+        signature = (host, port = None, window = None, timeout_ms = None, tries = None),
+        text_signature = "(host, port=None, window='auto', timeout_ms=None, tries=8)"
+    )]
     fn new(
         py: Python<'_>,
         host: &str,
-        port: u16,
+        port: Option<Bound<'_, PyAny>>,
         window: Option<Bound<'_, PyAny>>,
-        timeout_ms: Option<u64>,
-        tries: u32,
+        timeout_ms: Option<Bound<'_, PyAny>>,
+        tries: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let window = match window {
-            None => WindowSize::Auto,
-            Some(w) if w.extract::<&str>().is_ok_and(|s| s == "auto") => WindowSize::Auto,
-            Some(w) => match w.extract::<usize>() {
-                Ok(n) if (1..=MAX_WINDOW).contains(&n) => WindowSize::Fixed(n),
-                _ => {
-                    return Err(errors::volley(
-                        py,
-                        &format!("window takes 1 to {MAX_WINDOW} or \"auto\", not {w}"),
-                    ));
-                }
-            },
-        };
-        let mut config = ScpConfig {
-            window,
-            max_tries: tries,
-            ..ScpConfig::default()
-        };
-        if let Some(ms) = timeout_ms {
-            if ms == 0 || ms > MAX_TIMEOUT.as_millis() {
-                return Err(errors::volley(
-                    py,
-                    &format!(
-                        "timeout_ms takes 1 to {}, not {ms}",
-                        MAX_TIMEOUT.as_millis()
-                    ),
-                ));
-            }
-            config.rto = Rto::Fixed(volley_proto::time::Duration::from_millis(ms));
-        }
+        let target = target_of(host, port.as_ref())?;
+        let config = options(window.as_ref(), timeout_ms.as_ref(), tries.as_ref())?;
         let runtime = runtime(py)?;
-        let target = format!("{host}:{port}");
         let connect = ScpClient::connect_host(&target, false, config);
         let client = run(py, &runtime, connect)?.map_err(|e| errors::scp(py, &e))?;
         Ok(Self {
-            shared: Shared::new(runtime, client),
+            shared: Shared::new(runtime, client, format!("Board('{target}')")),
+            target,
         })
     }
 
+    /// read(x, y, p, address, length) -> bytes
+    ///
     /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`).
+    #[pyo3(text_signature = "(self, x, y, p, address, length)")]
     fn read<'py>(
         &self,
         py: Python<'py>,
-        x: u8,
-        y: u8,
-        p: u8,
-        address: u32,
-        length: usize,
+        x: Bound<'py, PyAny>,
+        y: Bound<'py, PyAny>,
+        p: Bound<'py, PyAny>,
+        address: Bound<'py, PyAny>,
+        length: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.shared.read(py, chip(py, x, y, p)?, address, length)
+        let chip = chip(&x, &y, &p)?;
+        self.shared
+            .read(py, chip, args::address(&address)?, args::length(&length)?)
     }
 
-    /// Writes `data` (any object with the buffer protocol: bytes, bytearray, memoryview,
-    /// a numpy array) to `address` on core `p` of chip (`x`, `y`). Bytes and C-contiguous
-    /// buffers are read in place (do not change them from another thread until this
-    /// returns); a strided view is copied first.
+    /// write(x, y, p, address, data) -> None
+    ///
+    /// Writes `data` (bytes, bytearray, memoryview, array.array, a numpy array: anything
+    /// with the buffer protocol) to `address` on core `p` of chip (`x`, `y`). Bytes and
+    /// C-contiguous buffers are read in place; a strided view is copied first.
+    #[pyo3(text_signature = "(self, x, y, p, address, data)")]
     fn write(
         &self,
         py: Python<'_>,
-        x: u8,
-        y: u8,
-        p: u8,
-        address: u32,
+        x: Bound<'_, PyAny>,
+        y: Bound<'_, PyAny>,
+        p: Bound<'_, PyAny>,
+        address: Bound<'_, PyAny>,
         data: Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.shared.write(py, chip(py, x, y, p)?, address, &data)
+        let chip = chip(&x, &y, &p)?;
+        self.shared.write(py, chip, args::address(&address)?, &data)
     }
 
+    /// fill(x, y, p, address, value, length) -> None
+    ///
     /// Fills `length` bytes (a multiple of 4) from `address` (word aligned) with the
-    /// word `value`.
+    /// 32-bit word `value`.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(text_signature = "(self, x, y, p, address, value, length)")]
     fn fill(
         &self,
         py: Python<'_>,
-        x: u8,
-        y: u8,
-        p: u8,
-        address: u32,
-        value: u32,
-        length: u32,
+        x: Bound<'_, PyAny>,
+        y: Bound<'_, PyAny>,
+        p: Bound<'_, PyAny>,
+        address: Bound<'_, PyAny>,
+        value: Bound<'_, PyAny>,
+        length: Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let chip = chip(py, x, y, p)?;
-        self.shared.call(py, move |mut client| async move {
-            client.fill(chip, address, value, length).await
-        })
+        let chip = chip(&x, &y, &p)?;
+        let length = int(&length, "length", 0, u64::from(u32::MAX))?;
+        self.shared.fill(
+            py,
+            chip,
+            args::address(&address)?,
+            word(&value, "value")?,
+            length,
+        )
     }
 
+    /// sver(x=0, y=0, p=0) -> dict
+    ///
     /// The software version of core `p` of chip (`x`, `y`): a dict with `name`,
     /// `version`, `x`, `y`, `p`, `buffer_size`.
-    #[pyo3(signature = (x = 0, y = 0, p = 0))]
-    fn sver<'py>(&self, py: Python<'py>, x: u8, y: u8, p: u8) -> PyResult<Bound<'py, PyDict>> {
-        let chip = chip(py, x, y, p)?;
-        let version = self
-            .shared
-            .call(py, move |mut client| async move { client.sver(chip).await })?;
-        let dict = PyDict::new(py);
-        dict.set_item("name", &version.name)?;
-        let text = match version.version {
-            Version::Semantic {
-                major,
-                minor,
-                patch,
-            } => format!("{major}.{minor}.{patch}"),
-            Version::Legacy(v) => format!("{}.{:02}", v / 100, v % 100),
-        };
-        dict.set_item("version", text)?;
-        dict.set_item("x", version.core.x)?;
-        dict.set_item("y", version.core.y)?;
-        dict.set_item("p", version.core.cpu)?;
-        dict.set_item("buffer_size", version.buffer_size)?;
-        Ok(dict)
+    #[pyo3(signature = (x = None, y = None, p = None), text_signature = "(self, x=0, y=0, p=0)")]
+    fn sver<'py>(
+        &self,
+        py: Python<'py>,
+        x: Option<Bound<'py, PyAny>>,
+        y: Option<Bound<'py, PyAny>>,
+        p: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let zero = 0u8.into_pyobject(py)?.into_any();
+        let chip = chip(
+            x.as_ref().unwrap_or(&zero),
+            y.as_ref().unwrap_or(&zero),
+            p.as_ref().unwrap_or(&zero),
+        )?;
+        self.shared.sver(py, chip)
     }
 
-    /// The client's counters: sent, retransmits, timeouts, duplicates, window, srtt_us
-    /// (after any transfer another thread is running on this board).
+    /// stats() -> dict
+    ///
+    /// The client's counters: `sent`, `retransmits`, `timeouts`, `duplicates`, `window`,
+    /// `srtt_us` (after any transfer another thread is running on this board).
+    #[pyo3(text_signature = "(self)")]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let client = self.shared.client.clone();
-        let client = py.detach(|| client.blocking_lock_owned());
-        let s = client.stats();
-        let dict = PyDict::new(py);
-        dict.set_item("sent", s.sent)?;
-        dict.set_item("retransmits", s.retransmits)?;
-        dict.set_item("timeouts", s.timeouts)?;
-        dict.set_item("duplicates", s.duplicates)?;
-        dict.set_item("window", client.window_size())?;
-        dict.set_item("srtt_us", s.srtt.map(|d| d.as_micros()))?;
-        Ok(dict)
+        let (stats, window) = self.shared.with(py, |c| (c.stats(), c.window_size()))?;
+        stats_dict(py, &stats, window)
+    }
+
+    /// close() -> None
+    ///
+    /// Closes the board's socket, after any transfer another thread is running. Calls
+    /// after it raise ValueError; closing twice is allowed.
+    #[pyo3(text_signature = "(self)")]
+    fn close(&self, py: Python<'_>) {
+        self.shared.close(py);
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.shared.close(py);
+        false
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.shared.with(py, ScpClient::window_size) {
+            Ok(window) => format!("Board('{}', window={window})", self.target),
+            Err(_) => format!("Board('{}', closed)", self.target),
+        }
     }
 }

@@ -17,6 +17,7 @@
 //! assert_eq!(volley_python::SLICE.as_millis(), 100);
 //! ```
 
+mod args;
 mod board;
 mod buffer;
 mod errors;

@@ -1,71 +1,83 @@
 //! `volley.Machine`: a machine of many boards, discovered from its root board, every
 //! board driven at once; each call a transfer with the GIL released.
 
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Machine as Client, ScpConfig, WindowSize};
+use volley_transport_udp::{ClientStats, Machine as Client};
 
+use crate::args::{self, chip, int, word};
+use crate::board::target_of;
 use crate::errors;
-use crate::transfer::{Data, Shared, chip, run, runtime};
+use crate::transfer::{Data, Shared, options, run, runtime, stats_dict};
 
-/// A SpiNNaker machine of many boards, discovered from its root board.
+/// A SpiNNaker machine of many boards, discovered from its root board; every board is
+/// driven at once.
+///
+/// Machine(root, port=None, window="auto", timeout_ms=None, tries=8)
+///
+/// Args:
+///     root: the root board (the one with chip (0, 0)), as `Board` takes its host.
+///     port: the port, if `root` names none (default 17893).
+///     window: requests kept in flight per board, 1 to 1024, or `"auto"` (each board's
+///         tag pool).
+///     timeout_ms: a fixed retransmit timeout in ms; None estimates it per board.
+///     tries: sends per request before it fails, 1 to 1000.
+///
+/// Use it as a context manager, or call close().
 #[pyclass(module = "volley")]
 pub(crate) struct Machine {
     shared: Shared<Client>,
+    target: String,
     chips: Vec<(u8, u8)>,
     boards: Vec<(usize, (u8, u8), String)>,
 }
 
-/// One item of a batch: (x, y, address, ...) for core 0, or (x, y, p, address, ...).
+/// One item of a batch: (x, y, address, `last`) for core 0, or (x, y, p, address,
+/// `last`); `op` and `last` name the batch and its last field in errors.
 fn item<'py>(
-    py: Python<'py>,
     item: &Bound<'py, PyAny>,
+    op: &str,
+    last: &str,
 ) -> PyResult<(Address, u32, Bound<'py, PyAny>)> {
+    let form = format!("(x, y, address, {last}) or (x, y, p, address, {last})");
     let tuple = item
         .cast::<PyTuple>()
-        .map_err(|_| errors::volley(py, "each item is a tuple"))?;
+        .map_err(|_| PyTypeError::new_err(format!("{op}: an item is a tuple {form}")))?;
     let get = |i: usize| tuple.get_item(i);
+    let zero = 0u8.into_pyobject(item.py())?.into_any();
     let (x, y, p, address, last) = match tuple.len() {
-        4 => (
-            get(0)?.extract()?,
-            get(1)?.extract()?,
-            0,
-            get(2)?.extract()?,
-            get(3)?,
-        ),
-        5 => (
-            get(0)?.extract()?,
-            get(1)?.extract()?,
-            get(2)?.extract()?,
-            get(3)?.extract()?,
-            get(4)?,
-        ),
+        4 => (get(0)?, get(1)?, zero, get(2)?, get(3)?),
+        5 => (get(0)?, get(1)?, get(2)?, get(3)?, get(4)?),
         n => {
-            return Err(errors::volley(
-                py,
-                &format!(
-                    "an item is (x, y, address, data) or (x, y, p, address, data), not {n} values"
-                ),
-            ));
+            return Err(PyValueError::new_err(format!(
+                "{op}: an item is {form}, not {n} values"
+            )));
         }
     };
-    Ok((chip(py, x, y, p)?, address, last))
+    Ok((chip(&x, &y, &p)?, args::address(&address)?, last))
 }
 
 #[pymethods]
 impl Machine {
-    /// Discovers the machine whose root board listens at `root` (HOST or HOST:PORT, port
-    /// 17893 by default) and opens a client per board, each window sized from its
-    /// board's tag pool.
     #[new]
-    fn new(py: Python<'_>, root: &str) -> PyResult<Self> {
+    #[pyo3(
+        signature = (root, port = None, window = None, timeout_ms = None, tries = None),
+        text_signature = "(root, port=None, window='auto', timeout_ms=None, tries=8)"
+    )]
+    fn new(
+        py: Python<'_>,
+        root: &str,
+        port: Option<Bound<'_, PyAny>>,
+        window: Option<Bound<'_, PyAny>>,
+        timeout_ms: Option<Bound<'_, PyAny>>,
+        tries: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let target = target_of(root, port.as_ref())?;
+        let config = options(window.as_ref(), timeout_ms.as_ref(), tries.as_ref())?;
         let runtime = runtime(py)?;
-        let config = ScpConfig {
-            window: WindowSize::Auto,
-            ..ScpConfig::default()
-        };
-        let discover = Client::discover_host(root, config);
+        let discover = Client::discover_host(&target, config);
         let client = run(py, &runtime, discover)?.map_err(|e| errors::machine(py, &e))?;
         let chips = client.chips().to_vec();
         let boards = client
@@ -74,7 +86,8 @@ impl Machine {
             .map(|b| (b.index, b.ethernet, b.addr.to_string()))
             .collect();
         Ok(Self {
-            shared: Shared::new(runtime, client),
+            shared: Shared::new(runtime, client, format!("Machine('{target}')")),
+            target,
             chips,
             boards,
         })
@@ -92,47 +105,105 @@ impl Machine {
         self.boards.clone()
     }
 
+    /// read(x, y, p, address, length) -> bytes
+    ///
     /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`), through the
     /// chip's own board.
+    #[pyo3(text_signature = "(self, x, y, p, address, length)")]
     fn read<'py>(
         &self,
         py: Python<'py>,
-        x: u8,
-        y: u8,
-        p: u8,
-        address: u32,
-        length: usize,
+        x: Bound<'py, PyAny>,
+        y: Bound<'py, PyAny>,
+        p: Bound<'py, PyAny>,
+        address: Bound<'py, PyAny>,
+        length: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.shared.read(py, chip(py, x, y, p)?, address, length)
+        let chip = chip(&x, &y, &p)?;
+        self.shared
+            .read(py, chip, args::address(&address)?, args::length(&length)?)
     }
 
+    /// write(x, y, p, address, data) -> None
+    ///
     /// Writes `data` (as `Board.write` takes it) to `address` on core `p` of chip (`x`,
     /// `y`).
+    #[pyo3(text_signature = "(self, x, y, p, address, data)")]
     fn write(
         &self,
         py: Python<'_>,
-        x: u8,
-        y: u8,
-        p: u8,
-        address: u32,
+        x: Bound<'_, PyAny>,
+        y: Bound<'_, PyAny>,
+        p: Bound<'_, PyAny>,
+        address: Bound<'_, PyAny>,
         data: Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.shared.write(py, chip(py, x, y, p)?, address, &data)
+        let chip = chip(&x, &y, &p)?;
+        self.shared.write(py, chip, args::address(&address)?, &data)
     }
 
+    /// fill(x, y, p, address, value, length) -> None
+    ///
+    /// Fills `length` bytes (a multiple of 4) from `address` (word aligned) on core `p`
+    /// of chip (`x`, `y`) with the 32-bit word `value`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(text_signature = "(self, x, y, p, address, value, length)")]
+    fn fill(
+        &self,
+        py: Python<'_>,
+        x: Bound<'_, PyAny>,
+        y: Bound<'_, PyAny>,
+        p: Bound<'_, PyAny>,
+        address: Bound<'_, PyAny>,
+        value: Bound<'_, PyAny>,
+        length: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let chip = chip(&x, &y, &p)?;
+        let length = int(&length, "length", 0, u64::from(u32::MAX))?;
+        self.shared.fill(
+            py,
+            chip,
+            args::address(&address)?,
+            word(&value, "value")?,
+            length,
+        )
+    }
+
+    /// sver(x=0, y=0, p=0) -> dict
+    ///
+    /// The software version of core `p` of chip (`x`, `y`), as `Board.sver` gives it.
+    #[pyo3(signature = (x = None, y = None, p = None), text_signature = "(self, x=0, y=0, p=0)")]
+    fn sver<'py>(
+        &self,
+        py: Python<'py>,
+        x: Option<Bound<'py, PyAny>>,
+        y: Option<Bound<'py, PyAny>>,
+        p: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let zero = 0u8.into_pyobject(py)?.into_any();
+        let chip = chip(
+            x.as_ref().unwrap_or(&zero),
+            y.as_ref().unwrap_or(&zero),
+            p.as_ref().unwrap_or(&zero),
+        )?;
+        self.shared.sver(py, chip)
+    }
+
+    /// write_many(items) -> None
+    ///
     /// Writes every item, (x, y, address, data) for core 0 or (x, y, p, address, data),
     /// every board at once.
+    #[pyo3(text_signature = "(self, items)")]
     fn write_many(&self, py: Python<'_>, items: Bound<'_, PyAny>) -> PyResult<()> {
         let mut held = Vec::new();
         for entry in items.try_iter()? {
-            let (chip, address, data) = item(py, &entry?)?;
+            let (chip, address, data) = item(&entry?, "write_many", "data")?;
             held.push((chip, address, Data::of(&data)?));
         }
         let mut batch = Vec::with_capacity(held.len());
         for (chip, address, data) in &held {
             let bytes = data.as_slice();
-            volley_transport_udp::check_range(*address, bytes.len())
-                .map_err(|e| errors::scp(py, &e))?;
+            args::range(*address, bytes.len())?;
             batch.push((*chip, *address, bytes));
         }
         self.shared.call(py, move |mut client| async move {
@@ -140,8 +211,11 @@ impl Machine {
         })
     }
 
+    /// read_many(items) -> list[bytes]
+    ///
     /// Reads every item, (x, y, address, length) for core 0 or (x, y, p, address,
     /// length), every board at once; returns a list of bytes, in order.
+    #[pyo3(text_signature = "(self, items)")]
     fn read_many<'py>(
         &self,
         py: Python<'py>,
@@ -149,9 +223,9 @@ impl Machine {
     ) -> PyResult<Bound<'py, PyList>> {
         let mut batch = Vec::new();
         for entry in items.try_iter()? {
-            let (chip, address, length) = item(py, &entry?)?;
-            let length: usize = length.extract()?;
-            volley_transport_udp::check_range(address, length).map_err(|e| errors::scp(py, &e))?;
+            let (chip, address, length) = item(&entry?, "read_many", "length")?;
+            let length = args::length(&length)?;
+            args::range(address, length)?;
             batch.push((chip, address, vec![0u8; length]));
         }
         let batch = self.shared.call(py, move |mut client| async move {
@@ -166,17 +240,80 @@ impl Machine {
         PyList::new(py, batch.iter().map(|(_, _, b)| PyBytes::new(py, b)))
     }
 
+    /// info() -> dict
+    ///
     /// The machine's size and discovery time: a dict with `width`, `height`, `boards`,
     /// `chips`, `discovery_secs`.
+    #[pyo3(text_signature = "(self)")]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let client = self.shared.client.clone();
-        let client = py.detach(|| client.blocking_lock_owned());
+        let (width, height, boards, chips, secs) = self.shared.with(py, |c| {
+            (
+                c.geometry().width(),
+                c.geometry().height(),
+                c.boards().len(),
+                c.chips().len(),
+                c.discovery_time().as_secs_f64(),
+            )
+        })?;
         let dict = PyDict::new(py);
-        dict.set_item("width", client.geometry().width())?;
-        dict.set_item("height", client.geometry().height())?;
-        dict.set_item("boards", client.boards().len())?;
-        dict.set_item("chips", client.chips().len())?;
-        dict.set_item("discovery_secs", client.discovery_time().as_secs_f64())?;
+        dict.set_item("width", width)?;
+        dict.set_item("height", height)?;
+        dict.set_item("boards", boards)?;
+        dict.set_item("chips", chips)?;
+        dict.set_item("discovery_secs", secs)?;
         Ok(dict)
+    }
+
+    /// stats() -> dict
+    ///
+    /// Every board's counters summed (`sent`, `retransmits`, `timeouts`, `duplicates`,
+    /// `window` the sum of the windows), and `boards`: each board's own, as
+    /// `Board.stats` gives them.
+    #[pyo3(text_signature = "(self)")]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (stats, windows) = self.shared.with(py, |c| (c.stats(), c.windows()))?;
+        let total = stats.iter().fold(ClientStats::default(), |mut t, s| {
+            t.sent += s.sent;
+            t.retransmits += s.retransmits;
+            t.timeouts += s.timeouts;
+            t.duplicates += s.duplicates;
+            t
+        });
+        let dict = stats_dict(py, &total, windows.iter().sum())?;
+        let per_board = stats
+            .iter()
+            .zip(&windows)
+            .map(|(s, &w)| stats_dict(py, s, w))
+            .collect::<PyResult<Vec<_>>>()?;
+        dict.set_item("boards", per_board)?;
+        Ok(dict)
+    }
+
+    /// close() -> None
+    ///
+    /// Closes every board's socket, after any transfer another thread is running. Calls
+    /// after it raise ValueError; closing twice is allowed.
+    #[pyo3(text_signature = "(self)")]
+    fn close(&self, py: Python<'_>) {
+        self.shared.close(py);
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
+        self.shared.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Machine('{}', boards={}, chips={})",
+            self.target,
+            self.boards.len(),
+            self.chips.len()
+        )
     }
 }

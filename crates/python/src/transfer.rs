@@ -8,12 +8,17 @@ use core::future::Future;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
+use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
+use volley_proto::wire::scp::Version;
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Machine, MachineError, ScpClient, ScpError, check_range};
+use volley_transport_udp::{
+    ClientStats, Machine, MachineError, ScpClient, ScpConfig, ScpError, SoftwareVersion, WindowSize,
+};
 
 use crate::buffer::Exported;
 use crate::{SLICE, errors};
@@ -39,6 +44,21 @@ pub(crate) trait Remote: Send + 'static {
         address: u32,
         data: &[u8],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Fills `len` bytes from `address` on `chip` with the word `value`.
+    fn fill(
+        &mut self,
+        chip: Address,
+        address: u32,
+        value: u32,
+        len: u32,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// The software version of `chip`.
+    fn sver(
+        &mut self,
+        chip: Address,
+    ) -> impl Future<Output = Result<SoftwareVersion, Self::Error>> + Send;
 
     /// The package's exception for `error`.
     fn raise(py: Python<'_>, error: &Self::Error) -> PyErr;
@@ -69,6 +89,23 @@ macro_rules! remote {
                 Self::write(self, chip, address, data)
             }
 
+            fn fill(
+                &mut self,
+                chip: Address,
+                address: u32,
+                value: u32,
+                len: u32,
+            ) -> impl Future<Output = Result<(), $error>> + Send {
+                Self::fill(self, chip, address, value, len)
+            }
+
+            fn sver(
+                &mut self,
+                chip: Address,
+            ) -> impl Future<Output = Result<SoftwareVersion, $error>> + Send {
+                Self::sver(self, chip)
+            }
+
             fn raise(py: Python<'_>, error: &$error) -> PyErr {
                 $raise(py, error)
             }
@@ -79,10 +116,13 @@ macro_rules! remote {
 remote!(ScpClient, ScpError, errors::scp);
 remote!(Machine, MachineError, errors::machine);
 
-/// A client, the runtime its transfers run on, and the lock that serialises them.
+/// A client, the runtime its transfers run on, and the lock that serialises them; the
+/// client is gone once closed.
 pub(crate) struct Shared<R> {
     runtime: Runtime,
-    pub(crate) client: Arc<Mutex<R>>,
+    client: Arc<Mutex<Option<R>>>,
+    /// What it is, for errors after it is closed (`Board('127.0.0.2:17893')`).
+    what: String,
 }
 
 /// A runtime for one board's or machine's transfers.
@@ -111,17 +151,6 @@ where
             Err(_) => py.check_signals()?,
         }
     }
-}
-
-/// Core `p` of chip (`x`, `y`), the core checked.
-pub(crate) fn chip(py: Python<'_>, x: u8, y: u8, p: u8) -> PyResult<Address> {
-    if p > 31 {
-        return Err(errors::volley(
-            py,
-            &format!("core {p} is out of range (0..=31)"),
-        ));
-    }
-    Ok(Address::core(x, y, p))
 }
 
 /// Bytes copied because a caller's buffer could not be read in place (a strided view):
@@ -175,27 +204,93 @@ impl<'py> Data<'py> {
 }
 
 impl<R: Remote> Shared<R> {
-    pub(crate) fn new(runtime: Runtime, client: R) -> Self {
+    pub(crate) fn new(runtime: Runtime, client: R, what: String) -> Self {
         Self {
             runtime,
-            client: Arc::new(Mutex::new(client)),
+            client: Arc::new(Mutex::new(Some(client))),
+            what,
         }
     }
 
     /// Runs `op` on the client with the GIL released, raising the client's exception if
-    /// it fails.
+    /// it fails, or `ValueError` once it is closed.
     pub(crate) fn call<T, Fut>(
         &self,
         py: Python<'_>,
-        op: impl FnOnce(tokio::sync::OwnedMutexGuard<R>) -> Fut + Send,
+        op: impl FnOnce(tokio::sync::OwnedMappedMutexGuard<Option<R>, R>) -> Fut + Send,
     ) -> PyResult<T>
     where
         Fut: Future<Output = Result<T, R::Error>> + Send,
         T: Send,
     {
         let client = self.client.clone();
-        let lock_then_op = async move { op(client.lock_owned().await).await };
-        run(py, &self.runtime, lock_then_op)?.map_err(|e| R::raise(py, &e))
+        // Err(()) when closed: the client's own error stays inside.
+        let lock_then_op = async move {
+            let guard = client.lock_owned().await;
+            match tokio::sync::OwnedMutexGuard::try_map(guard, Option::as_mut) {
+                Ok(client) => Ok(op(client).await),
+                Err(_) => Err(()),
+            }
+        };
+        match run(py, &self.runtime, lock_then_op)? {
+            Ok(result) => result.map_err(|e| R::raise(py, &e)),
+            Err(()) => Err(self.closed()),
+        }
+    }
+
+    /// Runs `f` on the client with the GIL held (for its counters), after any transfer
+    /// another thread is running.
+    pub(crate) fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&R) -> T) -> PyResult<T> {
+        let client = self.client.clone();
+        let guard = py.detach(|| client.blocking_lock_owned());
+        guard.as_ref().map(f).ok_or_else(|| self.closed())
+    }
+
+    /// Closes the client (its socket), after any transfer another thread is running;
+    /// closing twice is allowed.
+    pub(crate) fn close(&self, py: Python<'_>) {
+        let client = self.client.clone();
+        let mut guard = py.detach(|| client.blocking_lock_owned());
+        guard.take();
+    }
+
+    fn closed(&self) -> PyErr {
+        PyValueError::new_err(format!("{} is closed", self.what))
+    }
+
+    /// Fills `length` bytes from `address` on `chip` with `value`; both must be multiples
+    /// of 4, checked before anything is sent.
+    pub(crate) fn fill(
+        &self,
+        py: Python<'_>,
+        chip: Address,
+        address: u32,
+        value: u32,
+        length: u64,
+    ) -> PyResult<()> {
+        if address % 4 != 0 {
+            return Err(PyValueError::new_err(format!(
+                "fill: address must be word aligned (a multiple of 4), not {address:#x}"
+            )));
+        }
+        let len = u32::try_from(length)
+            .ok()
+            .filter(|len| len % 4 == 0)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "fill: length must be a multiple of 4 up to 0xfffffffc, not {length}"
+                ))
+            })?;
+        crate::args::range(address, len as usize)?;
+        self.call(py, move |mut client| async move {
+            client.fill(chip, address, value, len).await
+        })
+    }
+
+    /// The software version of `chip`, as a dict.
+    pub(crate) fn sver<'py>(&self, py: Python<'py>, chip: Address) -> PyResult<Bound<'py, PyDict>> {
+        let version = self.call(py, move |mut client| async move { client.sver(chip).await })?;
+        version_dict(py, &version)
     }
 
     /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`) into a new
@@ -207,7 +302,7 @@ impl<R: Remote> Shared<R> {
         address: u32,
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        check_range(address, length).map_err(|e| errors::scp(py, &e))?;
+        crate::args::range(address, length)?;
         // Read straight into the `bytes` object handed back: no second copy.
         PyBytes::new_with(py, length, |buf| {
             self.call(py, move |mut client| async move {
@@ -226,9 +321,78 @@ impl<R: Remote> Shared<R> {
     ) -> PyResult<()> {
         let data = Data::of(data)?;
         let bytes = data.as_slice();
-        check_range(address, bytes.len()).map_err(|e| errors::scp(py, &e))?;
+        crate::args::range(address, bytes.len())?;
         self.call(py, move |mut client| async move {
             client.write(chip, address, bytes).await
         })
     }
+}
+
+/// A software version as the dict `sver` returns: `name`, `version`, `x`, `y`, `p`,
+/// `buffer_size`.
+fn version_dict<'py>(py: Python<'py>, version: &SoftwareVersion) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("name", &version.name)?;
+    let text = match version.version {
+        Version::Semantic {
+            major,
+            minor,
+            patch,
+        } => format!("{major}.{minor}.{patch}"),
+        Version::Legacy(v) => format!("{}.{:02}", v / 100, v % 100),
+    };
+    dict.set_item("version", text)?;
+    dict.set_item("x", version.core.x)?;
+    dict.set_item("y", version.core.y)?;
+    dict.set_item("p", version.core.cpu)?;
+    dict.set_item("buffer_size", version.buffer_size)?;
+    Ok(dict)
+}
+
+/// A client's counters as the dict `stats` returns.
+pub(crate) fn stats_dict<'py>(
+    py: Python<'py>,
+    s: &ClientStats,
+    window: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("sent", s.sent)?;
+    dict.set_item("retransmits", s.retransmits)?;
+    dict.set_item("timeouts", s.timeouts)?;
+    dict.set_item("duplicates", s.duplicates)?;
+    dict.set_item("window", window)?;
+    dict.set_item("srtt_us", s.srtt.map(|d| d.as_micros()))?;
+    Ok(dict)
+}
+
+/// The settings `Board` and `Machine` take, each checked: `window` 1 to 1024 or
+/// `"auto"` (None), `timeout_ms` 1 to an hour or None (from the RTT), `tries` 1 to 1000.
+pub(crate) fn options(
+    window: Option<&Bound<'_, PyAny>>,
+    timeout_ms: Option<&Bound<'_, PyAny>>,
+    tries: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ScpConfig> {
+    let window = match window {
+        None => WindowSize::Auto,
+        Some(w) if w.extract::<&str>().is_ok_and(|s| s == "auto") => WindowSize::Auto,
+        Some(w) if w.extract::<&str>().is_ok() => {
+            return Err(PyValueError::new_err(format!(
+                "window must be 1 to {MAX_WINDOW} or \"auto\", not {}",
+                w.repr()?
+            )));
+        }
+        Some(w) => WindowSize::Fixed(crate::args::int(w, "window", 1, MAX_WINDOW as u64)? as usize),
+    };
+    let mut config = ScpConfig {
+        window,
+        ..ScpConfig::default()
+    };
+    if let Some(tries) = tries {
+        config.max_tries = crate::args::int(tries, "tries", 1, 1000)? as u32;
+    }
+    if let Some(ms) = timeout_ms {
+        let ms = crate::args::int(ms, "timeout_ms", 1, MAX_TIMEOUT.as_millis())?;
+        config.rto = Rto::Fixed(volley_proto::time::Duration::from_millis(ms));
+    }
+    Ok(config)
 }

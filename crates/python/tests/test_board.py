@@ -35,9 +35,9 @@ def test_errors_are_volleys_own(emulate):
         board.read(0, 0, 0, 0x1000, 4)
     assert error.value.rc == ("RC_ARG", 0x84)
     assert "read to chip" in str(error.value)
-    with pytest.raises(volley.VolleyError, match="window takes 1 to 1024"):
+    with pytest.raises(ValueError, match="window must be 1 to 1024, not 0"):
         volley.Board("127.0.0.3", window=0)
-    with pytest.raises(volley.VolleyError, match="core 40"):
+    with pytest.raises(ValueError, match="p must be 0 to 31, not 40"):
         board.read(0, 0, 40, SDRAM, 4)
 
 

@@ -38,6 +38,7 @@ pub mod channel;
 mod client;
 pub mod datagrams;
 mod machine;
+pub mod target;
 
 pub use client::{
     ClientStats, ConfigError as ScpConfigError, NoReply, Op, ScpClient, ScpConfig, ScpError,

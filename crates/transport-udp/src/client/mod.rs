@@ -218,18 +218,18 @@ impl ScpClient {
         Self::start(Link::tcp(stream), addr, config).await
     }
 
-    /// Resolves `target` (`host:port`, e.g. `localhost:17893`) and connects to the first
-    /// of its addresses that answers ([`connect_any`](Self::connect_any)).
+    /// Resolves `target` (`HOST`, `HOST:PORT` or `[V6]:PORT`, port 17893 by default:
+    /// [`target::split`](crate::target::split)) and connects to the first of its
+    /// addresses that answers ([`connect_any`](Self::connect_any)).
     pub async fn connect_host(
         target: &str,
         tcp: bool,
         config: ScpConfig,
     ) -> Result<Self, ScpError> {
         config.check()?;
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(target)
+        let addrs = crate::target::lookup(target, scp::PORT)
             .await
-            .map_err(|e| ScpError::InvalidArgument(format!("cannot resolve `{target}`: {e}")))?
-            .collect();
+            .map_err(|e| ScpError::InvalidArgument(format!("cannot resolve `{target}`: {e}")))?;
         Self::connect_any(&addrs, tcp, config)
             .await
             .map_err(|e| match e {

@@ -164,32 +164,17 @@ impl Machine {
     }
 }
 
-/// ROOT as a user gives it (HOST or HOST:PORT, port 17893 by default), resolved to an
-/// IPv4 address if it has one: a machine's boards are IPv4 hosts.
+/// ROOT as a user gives it (the one rule of [`target::split`](crate::target::split),
+/// port 17893 by default), resolved to an IPv4 address if it has one: a machine's boards
+/// are IPv4 hosts.
 async fn resolve(root: &str) -> Result<SocketAddr, MachineError> {
-    if let Ok(addr) = root.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    let fail = |why: String| MachineError::Resolve {
-        root: root.to_owned(),
-        why,
-    };
-    let found = match root.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => {
-            let port: u16 = port
-                .parse()
-                .map_err(|_| fail(format!("`{port}` is not a port")))?;
-            tokio::net::lookup_host((host, port)).await
-        }
-        _ => tokio::net::lookup_host((root, volley_proto::wire::scp::PORT)).await,
-    };
-    let addrs: Vec<SocketAddr> = found.map_err(|e| fail(e.to_string()))?.collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .ok_or_else(|| fail("it names no address".into()))
+    let addrs = crate::target::lookup(root, volley_proto::wire::scp::PORT)
+        .await
+        .map_err(|e| MachineError::Resolve {
+            root: root.to_owned(),
+            why: e.to_string(),
+        })?;
+    Ok(addrs[0])
 }
 
 /// Where chip (`x`, `y`) sits in per-chip tables.

@@ -225,6 +225,23 @@ impl Machine {
         result.map_err(self.fail(board))
     }
 
+    /// Asks `chip` for its software version, through its board.
+    pub async fn sver(&mut self, chip: Address) -> Result<crate::SoftwareVersion, MachineError> {
+        let board = self.board_of(chip.x, chip.y)?;
+        let result = self.clients[board].sver(chip).await;
+        result.map_err(self.fail(board))
+    }
+
+    /// Each board's client counters, in the order of [`boards`](Self::boards).
+    pub fn stats(&self) -> Vec<crate::ClientStats> {
+        self.clients.iter().map(ScpClient::stats).collect()
+    }
+
+    /// Each board's window, in the order of [`boards`](Self::boards).
+    pub fn windows(&self) -> Vec<usize> {
+        self.clients.iter().map(ScpClient::window_size).collect()
+    }
+
     /// Groups the chips of a batch by board, checking each is alive first.
     /// Checks each item's chip is alive and its range fits the address space, before
     /// anything is sent.
