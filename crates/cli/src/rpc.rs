@@ -19,6 +19,7 @@ use volley_rpc::tls::{self, Roots, ServerName, TlsListener};
 use volley_rpc::{Config, ConnectError, Endpoint, Reconnecting, serve};
 use volley_transport_tcp::Listener;
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
+use volley_transport_udp::target;
 
 /// The largest message either end takes (the default of the library).
 const MAX_MESSAGE: usize = 16 << 20;
@@ -194,9 +195,11 @@ impl Timeouts {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// The server's address.
-    #[arg(long)]
-    connect: SocketAddr,
+    /// The server: HOST:PORT, a name or an address (`[V6]:PORT` for IPv6); a name is
+    /// resolved once, and checked as the TLS server name unless --server-name says
+    /// otherwise.
+    #[arg(long, value_parser = host_port)]
+    connect: String,
     /// Transport.
     #[arg(long, value_enum, default_value_t = Transport::Tcp)]
     transport: Transport,
@@ -273,9 +276,23 @@ impl BenchArgs {
         let config = tls::client_config(roots, identity).context("TLS settings")?;
         let name = match &self.server_name {
             Some(name) => tls::server_name(name).context("--server-name")?,
-            None => ServerName::IpAddress(self.connect.ip().into()),
+            None => {
+                let (host, _) = target::split(&self.connect, 0).map_err(anyhow::Error::msg)?;
+                match host.parse::<std::net::IpAddr>() {
+                    Ok(ip) => ServerName::IpAddress(ip.into()),
+                    Err(_) => tls::server_name(host).context("--connect")?,
+                }
+            }
         };
         Ok(Some((config, name)))
+    }
+}
+
+/// `--connect`'s HOST:PORT (the one address rule, with no default port).
+fn host_port(text: &str) -> Result<String, String> {
+    match target::split(text, 0)? {
+        (_, 0) => Err(format!("`{text}` names no port: HOST:PORT")),
+        _ => Ok(text.to_owned()),
     }
 }
 
@@ -441,7 +458,9 @@ async fn drive(args: BenchArgs, verbose: bool) -> anyhow::Result<()> {
             .context("--auth-token-file")?;
     }
     let tls = args.tls()?;
-    let addr = args.connect;
+    let addr = target::lookup(&args.connect, 0)
+        .await
+        .with_context(|| format!("cannot resolve --connect {}", args.connect))?[0];
     let client = match args.transport {
         Transport::Tcp => match tls.clone() {
             Some((config, name)) => Reconnecting::new(endpoint, move || {

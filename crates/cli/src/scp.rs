@@ -46,8 +46,9 @@ pub(crate) enum Command {
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("to").required(true).args(["target", "machine"]))]
 pub(crate) struct Target {
-    /// The board (or link simulator): HOST:PORT, a name or an address; each address a
-    /// name resolves to is tried in turn.
+    /// The board (or link simulator): HOST or HOST:PORT (port 17893 by default;
+    /// `[V6]:PORT` for IPv6), a name or an address; each address a name resolves to is
+    /// tried in turn.
     #[arg(long)]
     target: Option<String>,
     /// A machine of many boards, by its root board: HOST or HOST:PORT (port 17893 by

@@ -217,11 +217,18 @@ async fn bad_input_is_refused_with_a_reason() {
             "--payload",
         ),
         (vec!["--connect", addr, "--batch", "1.5"], "--batch"),
+        (vec!["--connect", "127.0.0.1"], "names no port: HOST:PORT"),
+        (vec!["--connect", "127.0.0.1:http"], "is not a port"),
     ] {
         let (ok, _, stderr) = bench(&args).await;
         assert!(!ok, "{args:?} should fail");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+    // A name as well as an address (the one address rule).
+    let port = addr.rsplit_once(':').unwrap().1;
+    let by_name = format!("localhost:{port}");
+    let (ok, last, stderr) = bench(&["--connect", &by_name, "--calls", "20"]).await;
+    assert!(ok && last.contains("ok=20"), "{last}: {stderr}");
     // Nobody serving UDP there (the port is TCP's): refused at once, naming the address.
     let started = std::time::Instant::now();
     let (ok, _, stderr) = bench(&["--connect", addr, "--transport", "udp"]).await;
