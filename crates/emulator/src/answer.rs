@@ -10,7 +10,7 @@ use volley_proto::wire::scp::{
 use volley_proto::wire::sdp::Address;
 
 use crate::SDRAM_BASE;
-use crate::logic::{Fabric, Layout, State};
+use crate::logic::{Fabric, State};
 use crate::memory::Refused;
 
 /// SDRAM a fresh SpiNN-5 chip reports free to `CMD_INFO` (SpiNNMachine's
@@ -95,8 +95,8 @@ pub(crate) fn execute(
             (ReturnCode::OK, 4)
         }
         Command::IPTAG => (ReturnCode::ARG, 0),
-        Command::INFO => match fabric.layout {
-            Layout::Machine(geometry) => {
+        Command::INFO => match fabric.geometry() {
+            Some(geometry) => {
                 let ip = fabric.ips[owner];
                 match ChipInfo::of(&geometry, chip.x, chip.y, ip, FREE_SDRAM) {
                     Some(info) => {
@@ -106,7 +106,7 @@ pub(crate) fn execute(
                     None => (ReturnCode::ROUTE, 0),
                 }
             }
-            Layout::Box { .. } => (ReturnCode::CMD, 0),
+            None => (ReturnCode::CMD, 0),
         },
         _ => (ReturnCode::CMD, 0),
     }
@@ -122,7 +122,7 @@ fn aligned(address: u32, len: usize, ty: DataType) -> bool {
     address % unit == 0 && len % unit as usize == 0
 }
 
-/// On a machine, a read of the system variables or the P2P table: fills `out` and says
+/// On a machine (or one SpiNN-5 board), a read of the system variables or the P2P table: fills `out` and says
 /// whether it lay inside (`None`: not one of these regions, or not a machine).
 fn machine_region(
     fabric: &Fabric,
@@ -131,9 +131,7 @@ fn machine_region(
     address: u32,
     out: &mut [u8],
 ) -> Option<Result<(), Refused>> {
-    let Layout::Machine(geometry) = fabric.layout else {
-        return None;
-    };
+    let geometry = fabric.geometry()?;
     let start = u64::from(address);
     let end = start + out.len() as u64;
     let inside = |base: u32, len: u64| start >= u64::from(base) && end <= u64::from(base) + len;

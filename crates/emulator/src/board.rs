@@ -39,7 +39,15 @@ impl Board {
         let for_pacer = socket.try_clone()?;
         let socket = UdpSocket::from_std(socket)?;
         let udp_addr = socket.local_addr()?;
-        let fabric = Arc::new(Fabric::single(config));
+        let mut fabric = Fabric::single(config);
+        // Its chips report the address it listens on, as a real board's Ethernet chip
+        // reports its own, so a host that discovers it as a machine comes back here.
+        if let core::net::IpAddr::V4(ip) = udp_addr.ip()
+            && !ip.is_unspecified()
+        {
+            fabric.ips[0] = ip.octets();
+        }
+        let fabric = Arc::new(fabric);
         let pacer = Arc::new(Pacer::start(fabric.clone(), vec![for_pacer]));
         let mut tasks = vec![tokio::spawn(serve_udp(socket, fabric.clone(), pacer, 0))];
         let mut tcp_addr = None;

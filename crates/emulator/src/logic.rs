@@ -192,6 +192,20 @@ impl Fabric {
         }
     }
 
+    /// The machine the chips' system variables, P2P tables and chip info describe: the
+    /// machine's, or for one board of SpiNN-5's 8 x 8 box a machine of that one board (so
+    /// a host discovers a plain board as it discovers a machine).
+    pub(crate) fn geometry(&self) -> Option<Geometry> {
+        match self.layout {
+            Layout::Machine(geometry) => Some(geometry),
+            Layout::Box {
+                width: 8,
+                height: 8,
+            } => Geometry::for_boards(1).ok(),
+            Layout::Box { .. } => None,
+        }
+    }
+
     /// Board `index`'s Ethernet chip, where its requests enter the machine.
     fn ethernet(&self, index: usize) -> (u8, u8) {
         match self.layout {

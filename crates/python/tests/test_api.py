@@ -97,3 +97,11 @@ def test_help_shows_the_parameters_and_signatures_match_the_stubs():
             assert doc and len(doc) > 40, (cls, method)
     assert str(inspect.signature(volley.Board.read)) == "(self, x, y, p, address, length)"
     assert str(inspect.signature(volley.Board.sver)) == "(self, x=0, y=0, p=0)"
+
+
+def test_a_plain_board_is_a_machine_of_one_board(emulate):
+    emulate("--udp", "127.0.0.15:17893")
+    with volley.Machine("127.0.0.15") as machine:
+        assert repr(machine) == "Machine('127.0.0.15:17893', boards=1, chips=48)"
+        machine.write(7, 7, 0, SDRAM, b"corner")
+        assert machine.read(7, 7, 0, SDRAM, 6) == b"corner"

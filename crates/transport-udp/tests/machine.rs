@@ -225,3 +225,24 @@ async fn every_board_through_its_own_lossy_relay() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_board_is_a_machine_of_one_board() {
+    // `volley emulate --udp ADDR`: one board, discovered as a machine is.
+    let board = volley_emulator::Board::bind(
+        SocketAddr::from((Ipv4Addr::new(127, 0, 25, 1), 0)),
+        None,
+        volley_emulator::BoardConfig::default(),
+    )
+    .await
+    .unwrap();
+    let mut machine = timeout(LIMIT, Machine::discover(board.udp_addr(), auto()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(machine.boards().len(), 1);
+    assert_eq!(machine.chips().len(), 48);
+    assert_eq!(machine.boards()[0].addr, board.udp_addr());
+    let data = payloads(machine.chips(), 300, 9);
+    load_and_check(&mut machine, &data).await;
+}
