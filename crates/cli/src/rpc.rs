@@ -278,7 +278,7 @@ impl BenchArgs {
             Some(name) => tls::server_name(name).context("--server-name")?,
             None => {
                 let (host, _) = target::split(&self.connect, 0).map_err(anyhow::Error::msg)?;
-                match host.parse::<std::net::IpAddr>() {
+                match host.parse::<core::net::IpAddr>() {
                     Ok(ip) => ServerName::IpAddress(ip.into()),
                     Err(_) => tls::server_name(host).context("--connect")?,
                 }
