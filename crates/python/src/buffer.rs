@@ -1,6 +1,13 @@
 //! The one module of this crate with `unsafe`: borrowing a Python object's memory through
 //! the buffer protocol, so that a write's bytes go from the caller's `bytearray`,
-//! `memoryview` or numpy array straight into each datagram, with no copy on the way.
+//! `memoryview` or numpy array into each datagram without a copy of the whole.
+//!
+//! While the GIL is released another Python thread may write that memory, so no Rust
+//! reference (`&[u8]`) is ever made over it: a `&[u8]` promises the bytes do not change
+//! while it lives, which Python does not promise. The bytes leave only by raw copies
+//! ([`RawReader`] into each request's staging buffer, [`Exported::to_vec`]): a byte another
+//! thread changes meanwhile arrives as its old or its new value, never anything else, and
+//! nothing read steers control flow or memory safety.
 //!
 //! PyO3 offers the buffer protocol only from Python 3.11's limited API, and this package
 //! is built for 3.10's; `PyObject_GetBuffer`, `PyBuffer_Release` and `Py_buffer` are
@@ -83,19 +90,60 @@ impl<'py> Exported<'py> {
         })
     }
 
-    /// The exported bytes.
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        let len = usize::try_from(self.view.len).unwrap_or(0);
-        if len == 0 || self.view.buf.is_null() {
-            return &[];
+    /// How many bytes are exported.
+    pub(crate) fn len(&self) -> usize {
+        if self.view.buf.is_null() {
+            return 0;
         }
-        // SAFETY: with PyBUF_SIMPLE, a successful export is `len` contiguous bytes at
-        // `buf`, kept alive and in place until `PyBuffer_Release`, which only our `Drop`
-        // calls, after every borrow of `self` has ended. The exporter's owner may still
-        // change the bytes from another thread while the GIL is released (as it may under
-        // any C extension that releases the GIL, socket.send's included); the docs tell
-        // callers not to, and no byte read here steers control flow or memory safety.
-        unsafe { core::slice::from_raw_parts(self.view.buf.cast::<u8>(), len) }
+        usize::try_from(self.view.len).unwrap_or(0)
+    }
+
+    /// A reader of the exported bytes, in order, by raw copies. It must not outlive
+    /// `self` (the export): the transfer that reads it ends before `self` is dropped.
+    pub(crate) fn reader(&self) -> RawReader {
+        RawReader {
+            at: self.view.buf.cast::<u8>().cast_const(),
+            left: self.len(),
+        }
+    }
+
+    /// A copy of the exported bytes, made by a raw copy.
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        let len = self.len();
+        let mut out = vec![0u8; len];
+        let _ = std::io::Read::read(&mut self.reader(), &mut out);
+        out
+    }
+}
+
+/// The exported bytes, read in order by raw copies (see the module's docs).
+pub(crate) struct RawReader {
+    at: *const u8,
+    left: usize,
+}
+
+// SAFETY: a `RawReader` is a pointer into memory the exporter keeps alive and in place
+// until `PyBuffer_Release`; the transfer on the runtime's thread reads through it while
+// the caller's thread holds the `Exported` (and waits for the transfer) on the other.
+// It is only ever read through, by raw copies that make no reference over the memory.
+unsafe impl Send for RawReader {}
+
+impl std::io::Read for RawReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = out.len().min(self.left);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: `at..at + left` lies within the export (made from its `buf` and `len`,
+        // advanced by what was read); `out` is our own memory, which the export cannot
+        // overlap. Another Python thread may write the source meanwhile: a plain copy of
+        // bytes gives each as it was before or after, and no `&[u8]` is made over it.
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.at, out.as_mut_ptr(), n);
+            self.at = self.at.add(n);
+        }
+        self.left -= n;
+        Ok(n)
     }
 }
 

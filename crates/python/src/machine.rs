@@ -195,10 +195,12 @@ impl Machine {
     /// every board at once.
     #[pyo3(text_signature = "(self, items)")]
     fn write_many(&self, py: Python<'_>, items: Bound<'_, PyAny>) -> PyResult<()> {
+        // Each board's batch interleaves its items' pieces, so a buffer Python could
+        // change is copied first (by raw copies); `bytes` is read in place.
         let mut held = Vec::new();
         for entry in items.try_iter()? {
             let (chip, address, data) = item(&entry?, "write_many", "data")?;
-            held.push((chip, address, Data::of(&data)?));
+            held.push((chip, address, Data::of(&data)?.settled()));
         }
         let mut batch = Vec::with_capacity(held.len());
         for (chip, address, data) in &held {

@@ -45,6 +45,15 @@ pub(crate) trait Remote: Send + 'static {
         data: &[u8],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
+    /// Writes `len` bytes read from `source` to `address` on `chip`.
+    fn write_from(
+        &mut self,
+        chip: Address,
+        address: u32,
+        len: u32,
+        source: &mut (dyn std::io::Read + Send),
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
     /// Fills `len` bytes from `address` on `chip` with the word `value`.
     fn fill(
         &mut self,
@@ -87,6 +96,16 @@ macro_rules! remote {
                 data: &[u8],
             ) -> impl Future<Output = Result<(), $error>> + Send {
                 Self::write(self, chip, address, data)
+            }
+
+            fn write_from(
+                &mut self,
+                chip: Address,
+                address: u32,
+                len: u32,
+                source: &mut (dyn std::io::Read + Send),
+            ) -> impl Future<Output = Result<(), $error>> + Send {
+                Self::write_from(self, chip, address, len, source)
             }
 
             fn fill(
@@ -194,11 +213,34 @@ impl<'py> Data<'py> {
         Ok(Self::Bytes(bytes))
     }
 
-    /// The bytes to write.
+    /// The bytes as an owned or immutable run, for a batch: a buffer Python could
+    /// change is copied (by raw copies, counted), `bytes` is not.
+    pub(crate) fn settled(self) -> Settled<'py> {
+        match self {
+            Self::Bytes(bytes) => Settled::Bytes(bytes),
+            Self::Exported(exported) => {
+                let copy = exported.to_vec();
+                COPIED.fetch_add(copy.len() as u64, Ordering::Relaxed);
+                Settled::Owned(copy)
+            }
+        }
+    }
+}
+
+/// A batch item's bytes, which nothing else can change during the transfer.
+pub(crate) enum Settled<'py> {
+    /// Immutable `bytes`.
+    Bytes(Bound<'py, PyBytes>),
+    /// A copy of a mutable buffer.
+    Owned(Vec<u8>),
+}
+
+impl Settled<'_> {
+    /// The bytes.
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             Self::Bytes(bytes) => bytes.as_bytes(),
-            Self::Exported(exported) => exported.as_slice(),
+            Self::Owned(bytes) => bytes,
         }
     }
 }
@@ -311,7 +353,8 @@ impl<R: Remote> Shared<R> {
         })
     }
 
-    /// Writes `data` to `address` on `chip`.
+    /// Writes `data` to `address` on `chip`: `bytes` as it is, any other buffer read
+    /// in place by raw copies, a request at a time.
     pub(crate) fn write(
         &self,
         py: Python<'_>,
@@ -319,15 +362,30 @@ impl<R: Remote> Shared<R> {
         address: u32,
         data: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let data = Data::of(data)?;
-        let bytes = data.as_slice();
-        crate::args::range(address, bytes.len())?;
-        self.call(py, move |mut client| async move {
-            client.write(chip, address, bytes).await
-        })
+        match Data::of(data)? {
+            Data::Bytes(bytes) => {
+                let bytes = bytes.as_bytes();
+                crate::args::range(address, bytes.len())?;
+                self.call(py, move |mut client| async move {
+                    client.write(chip, address, bytes).await
+                })
+            }
+            Data::Exported(exported) => {
+                let len = exported.len();
+                crate::args::range(address, len)?;
+                let mut reader = exported.reader();
+                let result = self.call(py, move |mut client| async move {
+                    client
+                        .write_from(chip, address, len as u32, &mut reader)
+                        .await
+                });
+                // Released only now, after the transfer that read it has ended.
+                drop(exported);
+                result
+            }
+        }
     }
 }
-
 /// A software version as the dict `sver` returns: `name`, `version`, `x`, `y`, `p`,
 /// `buffer_size`.
 fn version_dict<'py>(py: Python<'py>, version: &SoftwareVersion) -> PyResult<Bound<'py, PyDict>> {

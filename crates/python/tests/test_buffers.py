@@ -5,6 +5,7 @@ buffer protocol refused."""
 import os
 import subprocess
 import sys
+import threading
 
 import numpy
 import pytest
@@ -64,3 +65,31 @@ def test_a_numpy_array_is_written_without_a_copy(emulate):
     # one by the 16 MiB its copy holds, which shows the measure would see a copy.
     assert in_place < 4 << 20, f"the peak grew {in_place} bytes writing a 32 MiB array"
     assert copied >= 15 << 20, f"a 16 MiB copy grew the peak only {copied} bytes"
+
+
+def test_a_buffer_changed_during_a_write_gives_only_bytes_it_held(emulate):
+    """Another thread rewrites the bytearray while the write reads it in place: no crash,
+    and every byte that lands is one the buffer held at some moment (0x00 or 0xff)."""
+    emulate("--udp", "127.0.0.16:17893")
+    board = volley.Board("127.0.0.16", window=1)
+    size = 4 << 20
+    buf = bytearray(size)
+    fills = (b"\xff" * size, bytes(size))
+    stop = threading.Event()
+    flips = [0]
+
+    def flip():
+        while not stop.is_set():
+            buf[:] = fills[flips[0] % 2]
+            flips[0] += 1
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        board.write(0, 0, 0, SDRAM, buf)
+    finally:
+        stop.set()
+        flipper.join(timeout=30)
+    assert flips[0] > 2, "the buffer did not change during the write"
+    back = board.read(0, 0, 0, SDRAM, size)
+    assert set(back) <= {0, 0xFF}

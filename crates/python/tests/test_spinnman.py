@@ -72,7 +72,7 @@ def run(root, accelerate, tmp):
         # volley carried the requests, through every board's own connection.
         assert len(txrx.volley_boards) == 3, txrx.volley_boards
         assert all(b.stats()["sent"] > 0 for b in txrx.volley_boards.values())
-        assert all(b.stats()["window"] == 6 for b in txrx.volley_boards.values())
+        assert all(b.stats()["window"] == 8 for b in txrx.volley_boards.values())
     txrx.close()
     return machine.n_chips, checked
 
@@ -98,6 +98,6 @@ def test_accelerate_raises_spinnmans_exceptions(emulate):
     txrx = volley.spinnman.accelerate(create_transceiver_from_hostname("127.0.34.0"))
     with pytest.raises(SpinnmanGenericProcessException, match="RC_ARG"):
         txrx.read_memory(0, 0, 0x1000, 4)
-    with pytest.raises(ValueError):
-        volley.spinnman.accelerate(txrx, window=8)
+    with pytest.raises(ValueError, match="keep must be 0 to 7, not 8"):
+        volley.spinnman.accelerate(txrx, keep=8)
     txrx.close()

@@ -8,8 +8,10 @@ SpiNNMan 7.4.1's signatures and behaviour, and SpiNNMan's exception types for it
 Each request goes through the connection SpiNNMan itself would choose (its
 ``MostDirectConnectionSelector``: the chip's own board once the machine is in SpiNNMan's
 data view), over sockets of volley's own to the same addresses. It never changes a
-board's transient-tag timeout (SpiNNMan's 2.56 s stays) and keeps at most 6 requests in
-flight per board, leaving SpiNNMan 2 of the board's 8 tags.
+board's transient-tag timeout (SpiNNMan's 2.56 s stays). SpiNNMan's own reads and writes
+now go through volley, so volley keeps as many requests in flight per board as SpiNNMan
+would (8, the board's transient tags); ``keep=N`` leaves N of them to a program that
+also drives the board another way (SpiNNMan's other calls, a second tool).
 
 For a sPyNNaker script, accelerate the transceiver once it exists, after ``sim.setup()``
 has made it, e.g. ``volley.spinnman.accelerate(FecDataView.get_transceiver())``; every
@@ -25,17 +27,21 @@ from . import ConnectionRefusedError as _Refused
 from . import ScpError as _ScpError
 from . import TimeoutError as _Timeout
 
-#: The most requests volley keeps in flight to one board beside SpiNNMan.
-MAX_WINDOW = 6
+#: A board's transient tags: the most requests in flight to one board.
+TAGS = 8
 _ONE_WORD = struct.Struct("<I")
 _READ_CHUNK = 1 << 20
 
 
-def accelerate(transceiver, window=MAX_WINDOW):
+def accelerate(transceiver, keep=0):
     """Replaces ``transceiver``'s ``read_memory`` and ``write_memory`` with volley's;
-    returns the transceiver."""
-    if not 1 <= window <= MAX_WINDOW:
-        raise ValueError(f"window takes 1 to {MAX_WINDOW} (SpiNNMan keeps the rest of the 8 tags), not {window}")
+    returns the transceiver. ``keep`` (0 to 7) is how many of each board's 8 transient
+    tags volley leaves free for other traffic to the board."""
+    if isinstance(keep, bool) or not isinstance(keep, int):
+        raise TypeError(f"keep must be an int, not {type(keep).__name__}")
+    if not 0 <= keep < TAGS:
+        raise ValueError(f"keep must be 0 to {TAGS - 1}, not {keep}")
+    window = TAGS - keep
     boards = {}
 
     def board_for(x, y):

@@ -430,6 +430,24 @@ impl ScpClient {
         .await
     }
 
+    /// Writes `len` bytes read in order from `source` to `address` on `chip`
+    /// ([`Op::WriteFrom`]: a request's worth at a time, as the window has room).
+    pub async fn write_from(
+        &mut self,
+        chip: Address,
+        address: u32,
+        len: u32,
+        source: &mut (dyn std::io::Read + Send),
+    ) -> Result<(), ScpError> {
+        self.execute(&mut [Op::WriteFrom {
+            chip,
+            address,
+            len,
+            source: Source(source),
+        }])
+        .await
+    }
+
     /// Fills `len` bytes from `address` on `chip` with the word `value`.
     pub async fn fill(
         &mut self,

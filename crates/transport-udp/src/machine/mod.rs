@@ -212,6 +212,22 @@ impl Machine {
         result.map_err(self.fail(board))
     }
 
+    /// Writes `len` bytes read in order from `source` to `address` on `chip`
+    /// ([`ScpClient::write_from`]).
+    pub async fn write_from(
+        &mut self,
+        chip: Address,
+        address: u32,
+        len: u32,
+        source: &mut (dyn std::io::Read + Send),
+    ) -> Result<(), MachineError> {
+        let board = self.board_of(chip.x, chip.y)?;
+        let result = self.clients[board]
+            .write_from(chip, address, len, source)
+            .await;
+        result.map_err(self.fail(board))
+    }
+
     /// Fills `len` bytes from `address` on `chip` with the word `value`.
     pub async fn fill(
         &mut self,
