@@ -42,10 +42,10 @@ impl Board {
         let mut fabric = Fabric::single(config);
         // Its chips report the address it listens on, as a real board's Ethernet chip
         // reports its own, so a host that discovers it as a machine comes back here.
-        if let core::net::IpAddr::V4(ip) = udp_addr.ip()
-            && !ip.is_unspecified()
-        {
-            fabric.ips[0] = ip.octets();
+        if let core::net::IpAddr::V4(ip) = udp_addr.ip() {
+            if !ip.is_unspecified() {
+                fabric.ips[0] = ip.octets();
+            }
         }
         let fabric = Arc::new(fabric);
         let pacer = Arc::new(Pacer::start(fabric.clone(), vec![for_pacer]));
