@@ -12,6 +12,8 @@
 //!   error or on memory growth.
 //! - `cargo xtask fuzz [--runs N] [TARGET..]`: every fuzz target for N executions, from and
 //!   into its corpus in the repo.
+//! - `cargo xtask wheel`: the `volley` Python package as an abi3 manylinux wheel in
+//!   `target/wheels/`.
 //!
 //! Plain code with no dependencies, in the rust-analyzer style.
 
@@ -24,6 +26,7 @@ mod fuzz;
 mod peers;
 mod soak;
 mod test;
+mod wheel;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("wheel") => wheel::run(&args[1..]),
         Some("-h" | "--help") | None => {
             println!("{}", USAGE);
             Ok(())
@@ -54,7 +58,9 @@ const USAGE: &str = "usage:
                                                     --transport udp|tcp limits the matrix
   cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
   cargo xtask fuzz [--runs N] [TARGET]..            every fuzz target (needs nightly + cargo-fuzz,
-                                                    installed if missing), corpora kept minimised";
+                                                    installed if missing), corpora kept minimised
+  cargo xtask wheel                                 the Python package as an abi3 manylinux wheel
+                                                    in target/wheels/";
 
 /// The workspace root (the parent of this crate's directory).
 fn root() -> PathBuf {

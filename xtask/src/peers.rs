@@ -18,10 +18,6 @@ pub(crate) enum Peer {
     /// SpiNNMan 7.4.1 (SpiNNaker's Python transceiver, with SpiNNMachine and numpy) in
     /// the same venv.
     SpiNNMan,
-    /// pytest, in the same venv, for the `volley` Python package's tests.
-    Pytest,
-    /// mypy, in the same venv, which checks the package's stubs.
-    Mypy,
     /// OpenSSH's sftp-server (Debian's openssh-sftp-server) and `sftp` client.
     OpenSsh,
     /// A nightly toolchain and cargo-fuzz (libFuzzer), for the fuzz targets.
@@ -48,7 +44,7 @@ pub(crate) const SFTP_SERVER: &str = "/usr/lib/openssh/sftp-server";
 const RIG_VERSION: &str = "2.4.1";
 /// The SpiNNMan release the machine tests and benchmarks run (its versions carry an
 /// epoch).
-const SPINNMAN_VERSION: &str = "1!7.4.1";
+pub(crate) const SPINNMAN_REQUIREMENT: &str = "SpiNNMan==1!7.4.1";
 
 /// The asyncssh release the SFTP tests serve with (the tests' own copy of this figure
 /// is `volley_sftp::testing::sshd::ASYNCSSH_VERSION`).
@@ -71,8 +67,6 @@ pub(crate) fn ensure(peers: &[Peer]) -> Result<Vec<Peer>, String> {
             }
             Peer::Rig => ensure_rig()?,
             Peer::SpiNNMan => ensure_spinnman()?,
-            Peer::Pytest => ensure_in_venv("pytest", "pytest", "import pytest")?,
-            Peer::Mypy => ensure_in_venv("mypy", "mypy", "import mypy")?,
             Peer::OpenSsh => ensure_openssh()?,
             Peer::CargoFuzz => ensure_cargo_fuzz()?,
             Peer::Toolchain(version) => ensure_toolchain(version)?,
@@ -110,11 +104,11 @@ fn ensure_rig() -> Result<(), String> {
 fn ensure_spinnman() -> Result<(), String> {
     let check = "import importlib.metadata as m, spinnman.transceiver; \
                  v = m.version('SpiNNMan'); assert v == '1!7.4.1', v";
-    ensure_in_venv("SpiNNMan", &format!("SpiNNMan=={SPINNMAN_VERSION}"), check)
+    ensure_in_venv("SpiNNMan", SPINNMAN_REQUIREMENT, check)
 }
 
 /// Installs `requirement` into the peers' venv unless `check` already runs there.
-fn ensure_in_venv(name: &str, requirement: &str, check: &str) -> Result<(), String> {
+pub(crate) fn ensure_in_venv(name: &str, requirement: &str, check: &str) -> Result<(), String> {
     let python = venv_python();
     let works = |python: &PathBuf| {
         Command::new(python)

@@ -75,19 +75,31 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds the `volley` Python package (`crates/python`, by maturin through pip) into the
-/// peers' venv, then runs its pytest suite against the CLI's debug build (pytest's exit
-/// status 5, no tests ran, is a failure) and `mypy --strict` over a file that uses the
-/// stubs, for Python 3.10, 3.11 and 3.12.
+/// Builds the `volley` Python package as a wheel (`cargo xtask wheel`), installs it into a
+/// fresh venv with no Rust on its PATH, and runs the pytest suite there against the CLI's
+/// debug build (pytest's exit status 5, no tests ran, is a failure), then `mypy --strict`
+/// over a file that uses the stubs, for Python 3.10, 3.11 and 3.12.
 fn python() -> Result<(), String> {
-    peers::ensure(&[Peer::SpiNNMan, Peer::Pytest, Peer::Mypy])?;
     exec(cargo().args(["build", "-p", "volley-cli"]))?;
-    peers::install_package()?;
+    let wheel = crate::wheel::build()?;
+    let python = crate::wheel::fresh_venv(&wheel)?;
     let root = crate::root();
-    let python = peers::venv_python();
+    let bin = python
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     let status = std::process::Command::new(&python)
-        .args(["-m", "pytest", "-q", "crates/python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "crates/python/tests",
+        ])
         .env("VOLLEY_BIN", root.join("target/debug/volley"))
+        // The package as a user without Rust has it: nothing but the venv and the system.
+        .env("PATH", format!("{bin}:/usr/bin:/bin"))
         .current_dir(&root)
         .status()
         .map_err(|e| format!("cannot run pytest: {e}"))?;
