@@ -22,6 +22,7 @@ mod board;
 mod buffer;
 mod errors;
 mod machine;
+mod methods;
 mod transfer;
 
 use core::time::Duration;

@@ -59,8 +59,7 @@ fn item<'py>(
     Ok((chip(&x, &y, &p)?, args::address(&address)?, last))
 }
 
-#[pymethods]
-impl Machine {
+crate::methods::shared_methods!(Machine {
     #[new]
     #[pyo3(
         signature = (root, port = None, window = None, timeout_ms = None, tries = None),
@@ -103,90 +102,6 @@ impl Machine {
     #[getter]
     fn boards(&self) -> Vec<(usize, (u8, u8), String)> {
         self.boards.clone()
-    }
-
-    /// read(x, y, p, address, length) -> bytes
-    ///
-    /// Reads `length` bytes from `address` on core `p` of chip (`x`, `y`), through the
-    /// chip's own board.
-    #[pyo3(text_signature = "(self, x, y, p, address, length)")]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        x: Bound<'py, PyAny>,
-        y: Bound<'py, PyAny>,
-        p: Bound<'py, PyAny>,
-        address: Bound<'py, PyAny>,
-        length: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let chip = chip(&x, &y, &p)?;
-        self.shared
-            .read(py, chip, args::address(&address)?, args::length(&length)?)
-    }
-
-    /// write(x, y, p, address, data) -> None
-    ///
-    /// Writes `data` (as `Board.write` takes it) to `address` on core `p` of chip (`x`,
-    /// `y`).
-    #[pyo3(text_signature = "(self, x, y, p, address, data)")]
-    fn write(
-        &self,
-        py: Python<'_>,
-        x: Bound<'_, PyAny>,
-        y: Bound<'_, PyAny>,
-        p: Bound<'_, PyAny>,
-        address: Bound<'_, PyAny>,
-        data: Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let chip = chip(&x, &y, &p)?;
-        self.shared.write(py, chip, args::address(&address)?, &data)
-    }
-
-    /// fill(x, y, p, address, value, length) -> None
-    ///
-    /// Fills `length` bytes (a multiple of 4) from `address` (word aligned) on core `p`
-    /// of chip (`x`, `y`) with the 32-bit word `value`.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(text_signature = "(self, x, y, p, address, value, length)")]
-    fn fill(
-        &self,
-        py: Python<'_>,
-        x: Bound<'_, PyAny>,
-        y: Bound<'_, PyAny>,
-        p: Bound<'_, PyAny>,
-        address: Bound<'_, PyAny>,
-        value: Bound<'_, PyAny>,
-        length: Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let chip = chip(&x, &y, &p)?;
-        let length = int(&length, "length", 0, u64::from(u32::MAX))?;
-        self.shared.fill(
-            py,
-            chip,
-            args::address(&address)?,
-            word(&value, "value")?,
-            length,
-        )
-    }
-
-    /// sver(x=0, y=0, p=0) -> dict
-    ///
-    /// The software version of core `p` of chip (`x`, `y`), as `Board.sver` gives it.
-    #[pyo3(signature = (x = None, y = None, p = None), text_signature = "(self, x=0, y=0, p=0)")]
-    fn sver<'py>(
-        &self,
-        py: Python<'py>,
-        x: Option<Bound<'py, PyAny>>,
-        y: Option<Bound<'py, PyAny>>,
-        p: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let zero = 0u8.into_pyobject(py)?.into_any();
-        let chip = chip(
-            x.as_ref().unwrap_or(&zero),
-            y.as_ref().unwrap_or(&zero),
-            p.as_ref().unwrap_or(&zero),
-        )?;
-        self.shared.sver(py, chip)
     }
 
     /// write_many(items) -> None
@@ -291,25 +206,6 @@ impl Machine {
         Ok(dict)
     }
 
-    /// close() -> None
-    ///
-    /// Closes every board's socket, after any transfer another thread is running. Calls
-    /// after it raise ValueError; closing twice is allowed.
-    #[pyo3(text_signature = "(self)")]
-    fn close(&self, py: Python<'_>) {
-        self.shared.close(py);
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
-        self.shared.close(py);
-        false
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "Machine('{}', boards={}, chips={})",
@@ -318,4 +214,4 @@ impl Machine {
             self.chips.len()
         )
     }
-}
+});

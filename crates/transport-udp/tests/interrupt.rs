@@ -22,15 +22,7 @@ const SMALL: u32 = SDRAM_BASE + 0x100;
 const CUTS: [u64; 6] = [0, 256, 4096, 65_536, 1 << 20, 6 << 20];
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+    volley_testkit::pattern(len, u64::from(seed))
 }
 
 /// Runs `ops` on `client` until `cut` bytes have completed, then drops the transfer
