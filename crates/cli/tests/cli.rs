@@ -255,3 +255,39 @@ async fn sftp_put_then_get_through_openssh() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_a_port_is_the_board_at_17893() {
+    // The one address rule: HOST alone means SC&MP's port.
+    let (_board, line) = spawn(&["emulate", "--udp", "127.0.16.1:17893"]).await;
+    assert!(line.starts_with("listening udp=127.0.16.1:17893"), "{line}");
+    let dir = std::env::temp_dir().join(format!("volley-cli-target-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.bin");
+    let output = dir.join("out.bin");
+    let data = pattern(4096);
+    std::fs::write(&input, &data).unwrap();
+    let at = ["--target", "127.0.16.1", "--addr", "0x60000000"];
+    let (ok, stderr) =
+        run(&[&["scp", "write"][..], &at, &[input.to_str().unwrap()]].concat()).await;
+    assert!(ok, "write: {stderr}");
+    let read = ["--len", "4096", "-o", output.to_str().unwrap()];
+    let (ok, stderr) = run(&[&["scp", "read"][..], &at, &read].concat()).await;
+    assert!(ok, "read: {stderr}");
+    assert!(std::fs::read(&output).unwrap() == data);
+    let (ok, stderr) = run(&[
+        &[
+            "scp",
+            "read",
+            "--target",
+            "127.0.16.1:x",
+            "--addr",
+            "0x60000000",
+        ][..],
+        &read[..],
+    ]
+    .concat())
+    .await;
+    assert!(!ok && stderr.contains("is not a port"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
