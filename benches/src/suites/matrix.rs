@@ -74,7 +74,7 @@ fn start_servers() -> Servers {
             .serve(service::router(state));
         let listener = Listener::bind_tcp(
             "127.0.0.1:0".parse().expect("an address"),
-            volley_rpc::listener_config(16 << 20, 64),
+            volley_rpc::listener_config(64),
         )
         .await
         .expect("bind");
@@ -117,11 +117,7 @@ async fn connect(transport: &str, addr: SocketAddr) -> Peer<Bench> {
     let endpoint = Endpoint::<Bench>::new(Config::default()).expect("settings");
     match transport {
         "tcp" => endpoint
-            .connect(
-                FramedLink::connect_tcp(addr, 16 << 20)
-                    .await
-                    .expect("connect"),
-            )
+            .connect(FramedLink::connect_tcp(addr).await.expect("connect"))
             .await
             .expect("hello"),
         _ => {

@@ -100,11 +100,7 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
         pool,
         ..Config::default()
     };
-    let framed = |addr| async move {
-        FramedLink::connect_tcp(addr, 16 * MIB)
-            .await
-            .expect("connect")
-    };
+    let framed = |addr| async move { FramedLink::connect_tcp(addr).await.expect("connect") };
     match system {
         "raw tokio" => Client::Raw(Arc::new(tokio::sync::Mutex::new(length_delimited(
             tcp(servers.raw).await,
@@ -119,7 +115,7 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
         "volley unix" => Client::Volley(
             volley(
                 config,
-                FramedLink::connect_unix(&servers.unix, 16 * MIB)
+                FramedLink::connect_unix(&servers.unix)
                     .await
                     .expect("connect"),
             )

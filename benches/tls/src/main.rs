@@ -143,14 +143,14 @@ async fn connect(system: &str, addrs: &Addrs, tls: &Tls) -> Client {
         }
         "volley tls" => {
             let name = tls::server_name("localhost").expect("a name");
-            let link = tls::connect(addrs.volley_tls, name, tls.config.clone(), 16 * MIB)
+            let link = tls::connect(addrs.volley_tls, name, tls.config.clone())
                 .await
                 .expect("connect");
             Client::Volley(volley(link).await)
         }
         "volley tcp" => Client::Volley(
             volley(
-                FramedLink::connect_tcp(addrs.volley_tcp, 16 * MIB)
+                FramedLink::connect_tcp(addrs.volley_tcp)
                     .await
                     .expect("connect"),
             )

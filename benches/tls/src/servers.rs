@@ -16,12 +16,12 @@ use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 use volley_rpc::bench::{self as service, Bench, BenchState};
 use volley_rpc::quic::QuicListener;
-use volley_rpc::{Listener, listener_config};
 use volley_rpc::tls::{self, TlsListener};
 use volley_rpc::{Config, Endpoint, ServerHandle, serve};
+use volley_rpc::{Listener, listener_config};
 
 use crate::grpc::BenchService;
-use crate::peers::{MIB, length_delimited, raw_server, tarpc_serve};
+use crate::peers::{length_delimited, raw_server, tarpc_serve};
 
 /// HTTP/2 windows for tonic, both ends: large enough that a 1 MiB message never waits
 /// for a window update (tonic's own defaults are smaller).
@@ -106,7 +106,7 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
     let listener = || async {
         Listener::bind_tcp(
             "127.0.0.1:0".parse().expect("an address"),
-            listener_config(16 * MIB, 64),
+            listener_config(64),
         )
         .await
         .expect("bind")

@@ -365,8 +365,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
     let (server, name) = match args.transport {
         Transport::Tcp => {
             // Fits: range-checked to 65536.
-            let listener_config =
-                volley_rpc::listener_config(MAX_MESSAGE, args.max_connections as usize);
+            let listener_config = volley_rpc::listener_config(args.max_connections as usize);
             let listener = Listener::bind_tcp(args.listen, listener_config)
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -464,9 +463,9 @@ async fn drive(args: BenchArgs, verbose: bool) -> anyhow::Result<()> {
     let client = match args.transport {
         Transport::Tcp => match tls.clone() {
             Some((config, name)) => Reconnecting::new(endpoint, move || {
-                tls::connect(addr, name.clone(), config.clone(), MAX_MESSAGE)
+                tls::connect(addr, name.clone(), config.clone())
             }),
-            None => Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr, MAX_MESSAGE)),
+            None => Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr)),
         },
         Transport::Quic => {
             let (tls, name) = tls

@@ -87,7 +87,7 @@ fn partial_frames(addr: SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
 
 /// Hellos of another service, each on a connection of its own.
 async fn bad_hellos(addr: SocketAddr, n: usize) -> usize {
-    let config = volley_rpc::link::framed::config(Role::Initiator, 1 << 20);
+    let config = volley_rpc::link::framed::config(Role::Initiator);
     let mut sent = 0;
     for _ in 0..n {
         let Ok(Ok((framed, _incoming))) =
@@ -105,7 +105,7 @@ async fn bad_hellos(addr: SocketAddr, n: usize) -> usize {
 
 /// A peer that says hello, then calls echo as fast as it can and never reads a reply.
 async fn never_reads(addr: SocketAddr, for_how_long: Duration) -> u64 {
-    let config = volley_rpc::link::framed::config(Role::Initiator, 1 << 20);
+    let config = volley_rpc::link::framed::config(Role::Initiator);
     let (framed, _incoming) = Framed::connect_tcp(addr, config).await.unwrap();
     framed.pause_reading();
     let h = head(Kind::HELLO, 0, 0, HELLO_LEN);
@@ -163,7 +163,7 @@ async fn a_mixed_attack_costs_bounded_memory_and_cpu_and_loses_no_good_call() {
     // The well-behaved client, connected first, calling all through the attack.
     let good = Endpoint::<Bench>::new(Config::default())
         .unwrap()
-        .connect(FramedLink::connect_tcp(addr, 16 << 20).await.unwrap())
+        .connect(FramedLink::connect_tcp(addr).await.unwrap())
         .await
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -215,7 +215,7 @@ async fn a_mixed_attack_costs_bounded_memory_and_cpu_and_loses_no_good_call() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let late = Endpoint::<Bench>::new(Config::default())
         .unwrap()
-        .connect(FramedLink::connect_tcp(addr, 16 << 20).await.unwrap())
+        .connect(FramedLink::connect_tcp(addr).await.unwrap())
         .await
         .expect("a new client is served once the attack's connections are dropped");
     assert_eq!(late.call::<Echo>(&42).await.unwrap(), 42);

@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     let notes = std::sync::Arc::new(Notes::default());
     let client = Endpoint::<Hub>::new(Config::default())?.serve(notes.clone().into_router());
 
-    let (a, b) = local::pair(64, 1 << 20);
+    let (a, b) = local::pair(64);
     let (_hub_side, peer) = tokio::try_join!(hub.connect(a), client.connect(b))?;
     let hub_client = HubClient::new(peer);
     let sum = hub_client.subscribe("weather".into(), 3).await?;
@@ -89,7 +89,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
     // A client that calls `Hub` but serves nothing connects; the hub's callback to it
     // fails alone, and the hub's handler says so to the caller.
     let bare = Endpoint::<Hub>::new(Config::default())?;
-    let (a, b) = local::pair(64, 1 << 20);
+    let (a, b) = local::pair(64);
     let (_hub_end, bare_end) = tokio::try_join!(hub.connect(a), bare.connect(b))?;
     let bare_client = HubClient::new(bare_end);
     match bare_client.subscribe("rain".into(), 1).await {

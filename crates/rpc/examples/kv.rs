@@ -15,20 +15,16 @@ use volley_rpc::{Listener, listener_config};
 mod kv;
 use kv::{Kv, KvClient, KvServer, Store};
 
-/// The largest message either end takes.
-const MAX_MESSAGE: usize = 16 << 20;
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn core::error::Error>> {
     // The server: every connection the listener accepts is served by one `Store`.
-    let listener =
-        Listener::bind_tcp("127.0.0.1:0".parse()?, listener_config(MAX_MESSAGE, 64)).await?;
+    let listener = Listener::bind_tcp("127.0.0.1:0".parse()?, listener_config(64)).await?;
     let endpoint = Endpoint::<Kv>::new(Config::default())?.serve(Store::default().into_router());
     let server = serve(endpoint, listener);
     let addr = server.local_addr().ok_or("the server has no address")?;
 
     // The client.
-    let link = FramedLink::connect_tcp(addr, MAX_MESSAGE).await?;
+    let link = FramedLink::connect_tcp(addr).await?;
     let peer = Endpoint::<Kv>::new(Config::default())?
         .connect(link)
         .await?;

@@ -17,11 +17,8 @@ use volley_rpc::{Listener, listener_config};
 mod kv;
 use kv::{Kv, KvClient, KvServer, Store};
 
-/// The largest message either end takes.
-const MAX_MESSAGE: usize = 16 << 20;
-
 async fn server(addr: SocketAddr) -> Result<ServerHandle, Box<dyn core::error::Error>> {
-    let listener = Listener::bind_tcp(addr, listener_config(MAX_MESSAGE, 64)).await?;
+    let listener = Listener::bind_tcp(addr, listener_config(64)).await?;
     let endpoint = Endpoint::<Kv>::new(Config::default())?.serve(Store::default().into_router());
     Ok(serve(endpoint, listener))
 }
@@ -33,7 +30,7 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
 
     // Nothing connects yet: the first call does.
     let endpoint = Endpoint::<Kv>::new(Config::default())?;
-    let client = Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr, MAX_MESSAGE));
+    let client = Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr));
     let kv = KvClient::new(client.clone());
     let value = Bytes::from_static(b"kept until the crash");
     assert_eq!(kv.put("a".into()).segment(value).await?, None);

@@ -55,13 +55,13 @@ async fn main() -> Result<(), Box<dyn core::error::Error>> {
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("traced-example")));
     tracing::subscriber::set_global_default(subscriber)?;
 
-    let listener = Listener::bind_tcp("127.0.0.1:0".parse()?, listener_config(1 << 20, 8)).await?;
+    let listener = Listener::bind_tcp("127.0.0.1:0".parse()?, listener_config(8)).await?;
     let server = serve(
         Endpoint::<Orders>::new(Config::default())?.serve(Shop.into_router()),
         listener,
     );
     let addr = server.local_addr().ok_or("the server has no address")?;
-    let link = FramedLink::connect_tcp(addr, 1 << 20).await?;
+    let link = FramedLink::connect_tcp(addr).await?;
     let orders = OrdersClient::new(
         Endpoint::<Orders>::new(Config::default())?
             .connect(link)

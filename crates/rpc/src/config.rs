@@ -11,7 +11,9 @@ pub struct Config {
     /// to the peer in the hello; calls past it are answered Busy. 1..=65536.
     pub credit: u32,
     /// The largest message this end takes (head, arguments and segments), told to the
-    /// peer in the hello; the link's own limit applies if lower. 4 KiB..=1 GiB.
+    /// peer in the hello, and the one place it is set: the endpoint sets its links' frame
+    /// limit to it when a connection starts (a link with a fixed limit of its own, such as
+    /// the UDP channel's datagram, keeps it if lower). 4 KiB..=1 GiB.
     pub max_message: usize,
     /// How long the handshake may take: the peer's hello must have come by then, or the
     /// connection is closed.

@@ -35,7 +35,7 @@
 //!
 //! // Two tasks in one process; over TCP use `volley_rpc::serve` and
 //! // `link::framed::FramedLink::connect_tcp`.
-//! let (a, b) = local::pair(64, 16 << 20);
+//! let (a, b) = local::pair(64);
 //! let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b))?;
 //! let store = StoreClient::new(peer);
 //!

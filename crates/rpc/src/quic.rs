@@ -135,14 +135,7 @@ pub async fn connect(
         handshake,
     )
     .await?;
-    Ok(link(
-        connection,
-        send,
-        recv,
-        config.max_message,
-        Role::Initiator,
-        None,
-    ))
+    Ok(link(connection, send, recv, Role::Initiator, None))
 }
 
 /// The framed link over a connection's stream; the connection closes once the link's
@@ -151,7 +144,6 @@ fn link(
     connection: quinn::Connection,
     send: quinn::SendStream,
     recv: quinn::RecvStream,
-    max_message: usize,
     role: Role,
     slot: Option<OwnedSemaphorePermit>,
 ) -> FramedLink {
@@ -163,7 +155,7 @@ fn link(
         connection,
         slot,
     };
-    let (framed, incoming) = Framed::new(recv, send, framed::config(role, max_message));
+    let (framed, incoming) = Framed::new(recv, send, framed::config(role));
     FramedLink::new(framed, incoming).with_connection(info)
 }
 
@@ -241,7 +233,6 @@ pub struct QuicListener {
     endpoint: quinn::Endpoint,
     slots: Arc<Semaphore>,
     max_connections: usize,
-    max_message: usize,
     handshake_timeout: Duration,
     handshakes: Handshakes<FramedLink>,
 }
@@ -264,7 +255,6 @@ impl QuicListener {
             endpoint: quinn::Endpoint::server(server, addr)?,
             slots: Arc::new(Semaphore::new(max_connections)),
             max_connections,
-            max_message: config.max_message,
             handshake_timeout: config.hello_timeout,
             handshakes: Handshakes::new(),
         })
@@ -323,7 +313,7 @@ impl Incoming for QuicListener {
 
     async fn next(&mut self) -> Option<io::Result<(FramedLink, String)>> {
         let (endpoint, slots) = (&self.endpoint, &self.slots);
-        let (max_message, timeout) = (self.max_message, self.handshake_timeout);
+        let timeout = self.handshake_timeout;
         self.handshakes
             .next(
                 || async { endpoint.accept().await.map(Ok) },
@@ -338,7 +328,7 @@ impl Incoming for QuicListener {
                         return;
                     };
                     handshakes.spawn(async move {
-                        match handshake(incoming, max_message, timeout, slot).await {
+                        match handshake(incoming, timeout, slot).await {
                             Ok(link) => Some((link, who)),
                             Err(e) => {
                                 tracing::debug!(peer = %who, "QUIC handshake failed: {e}");
@@ -363,7 +353,6 @@ impl Incoming for QuicListener {
 /// The server's handshake, then the client's stream, within `timeout`.
 async fn handshake(
     incoming: quinn::Incoming,
-    max_message: usize,
     timeout: Duration,
     slot: OwnedSemaphorePermit,
 ) -> io::Result<FramedLink> {
@@ -376,12 +365,5 @@ async fn handshake(
         }
     };
     let (connection, send, recv) = within(timeout, "the QUIC handshake".to_owned(), accept).await?;
-    Ok(link(
-        connection,
-        send,
-        recv,
-        max_message,
-        Role::Acceptor,
-        Some(slot),
-    ))
+    Ok(link(connection, send, recv, Role::Acceptor, Some(slot)))
 }

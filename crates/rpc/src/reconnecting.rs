@@ -56,7 +56,7 @@ pub(crate) const WAIT_WITHOUT_DEADLINE: Duration = Duration::from_secs(60);
 /// let addr: SocketAddr = "127.0.0.1:7000".parse()?;
 /// let endpoint = Endpoint::<Counter>::new(Config::default())?;
 /// let counter = CounterClient::new(Reconnecting::new(endpoint, move || {
-///     FramedLink::connect_tcp(addr, 16 << 20)
+///     FramedLink::connect_tcp(addr)
 /// }));
 /// // Connects now; after a restart of the server, the next call connects again.
 /// let total = counter.add(1).await?;

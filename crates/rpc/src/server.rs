@@ -33,11 +33,12 @@ use crate::service::Service;
 pub use volley_transport_tcp::Listener;
 
 #[cfg(feature = "tcp")]
-/// Listener settings for RPC: framed connections sized for `max_message`, no idle
-/// timeout (an RPC connection may rightly sit idle), at most `max_connections` at once.
-pub fn listener_config(max_message: usize, max_connections: usize) -> ServerConfig {
+/// Listener settings for RPC: framed connections (their largest message set by the
+/// serving endpoint's `Config::max_message`), no idle timeout (an RPC connection may
+/// rightly sit idle), at most `max_connections` at once.
+pub fn listener_config(max_connections: usize) -> ServerConfig {
     ServerConfig {
-        connection: framed::config(Role::Acceptor, max_message),
+        connection: framed::config(Role::Acceptor),
         max_connections,
         ..ServerConfig::default()
     }

@@ -38,7 +38,7 @@
 //! )?;
 //! let listener = Listener::bind_tcp(
 //!     "0.0.0.0:7000".parse()?,
-//!     listener_config(DEFAULT_MAX_MESSAGE, 1024),
+//!     listener_config(1024),
 //! )
 //! .await?;
 //! let endpoint = Endpoint::<Quiet>::new(Config::default())?.serve(Here.into_router());
@@ -51,7 +51,7 @@
 //!     Some((Path::new("client.pem"), Path::new("client.key"))),
 //! )?;
 //! let name = tls::server_name("rpc.example")?;
-//! let link = tls::connect("192.0.2.7:7000".parse()?, name, config, DEFAULT_MAX_MESSAGE).await?;
+//! let link = tls::connect("192.0.2.7:7000".parse()?, name, config).await?;
 //! let peer = Endpoint::<Quiet>::new(Config::default())?.connect(link).await?;
 //! # let _ = (server, peer);
 //! # Ok(())
@@ -315,7 +315,6 @@ pub async fn connect(
     addr: SocketAddr,
     name: ServerName<'static>,
     config: Arc<ClientConfig>,
-    max_message: usize,
 ) -> io::Result<FramedLink> {
     let handshake = async {
         let stream = TcpStream::connect(addr).await?;
@@ -332,11 +331,8 @@ pub async fn connect(
     .await?;
     let identity = identity(stream.get_ref().1);
     let (reader, writer) = tokio::io::split(stream);
-    let (framed, incoming) = volley_transport_tcp::Framed::new(
-        reader,
-        writer,
-        framed::config(Role::Initiator, max_message),
-    );
+    let (framed, incoming) =
+        volley_transport_tcp::Framed::new(reader, writer, framed::config(Role::Initiator));
     Ok(FramedLink::new(framed, incoming).with_connection(
         ConnectionInfo::new()
             .with_peer_addr(addr)

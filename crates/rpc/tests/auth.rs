@@ -13,7 +13,7 @@ mod common;
 use common::{Seen, Test, server_router, test::Echo, within};
 
 async fn server(endpoint: Endpoint<Test>) -> (ServerHandle, SocketAddr) {
-    let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))
+    let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(8))
         .await
         .unwrap();
     let server = serve(endpoint, listener);
@@ -30,7 +30,7 @@ async fn client(
         endpoint = endpoint.token(token.to_owned()).unwrap();
     }
     endpoint
-        .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+        .connect(FramedLink::connect_tcp(addr).await.unwrap())
         .await
 }
 

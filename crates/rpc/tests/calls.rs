@@ -30,7 +30,7 @@ async fn echo_and_bulk_over_tcp_with_no_bulk_bytes_copied() {
         let server = tokio::spawn(async move {
             let (stream, _) = listener.accept().await.unwrap();
             let (framed, incoming) =
-                Framed::from_tcp(stream, framed::config(Role::Acceptor, 16 << 20)).unwrap();
+                Framed::from_tcp(stream, framed::config(Role::Acceptor)).unwrap();
             let stats = framed.clone();
             let peer = server_end
                 .connect(FramedLink::new(framed, incoming))
@@ -38,7 +38,7 @@ async fn echo_and_bulk_over_tcp_with_no_bulk_bytes_copied() {
                 .unwrap();
             (peer, stats)
         });
-        let link = FramedLink::connect_tcp(addr, 16 << 20).await.unwrap();
+        let link = FramedLink::connect_tcp(addr).await.unwrap();
         let client_framed = link.framed().clone();
         let client = Endpoint::<Test>::new(Config::default())
             .unwrap()
@@ -88,7 +88,7 @@ async fn served_over_a_listener_on_tcp_and_unix() {
         let endpoint = Endpoint::<Test>::new(Config::default())
             .unwrap()
             .serve(server_router(seen.clone()));
-        let config = volley_rpc::listener_config(16 << 20, 64);
+        let config = volley_rpc::listener_config(64);
         let tcp = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), config)
             .await
             .unwrap();
@@ -104,11 +104,11 @@ async fn served_over_a_listener_on_tcp_and_unix() {
 
         let client_end = Endpoint::<Test>::new(Config::default()).unwrap();
         let over_tcp = client_end
-            .connect(FramedLink::connect_tcp(addr, 16 << 20).await.unwrap())
+            .connect(FramedLink::connect_tcp(addr).await.unwrap())
             .await
             .unwrap();
         let over_unix = client_end
-            .connect(FramedLink::connect_unix(&path, 16 << 20).await.unwrap())
+            .connect(FramedLink::connect_unix(&path).await.unwrap())
             .await
             .unwrap();
         for peer in [&over_tcp, &over_unix] {
@@ -342,7 +342,7 @@ async fn deadlines_travel_and_expire() {
 /// A client on an in-process link whose other end says hello, giving `credit`, and then
 /// answers nothing; that end's halves.
 async fn silent_server(credit: u32) -> (Peer<Test>, LocalSender, LocalReceiver) {
-    let (a, b) = local::pair(1024, 16 << 20);
+    let (a, b) = local::pair(1024);
     let (tx, mut rx) = b.split();
     let hello = Hello {
         version: WIRE_VERSION,
@@ -446,7 +446,7 @@ async fn graceful_shutdown_finishes_running_calls() {
             .serve(server_router(seen.clone()));
         let listener = Listener::bind_tcp(
             "127.0.0.1:0".parse().unwrap(),
-            volley_rpc::listener_config(1 << 20, 16),
+            volley_rpc::listener_config(16),
         )
         .await
         .unwrap();
@@ -454,7 +454,7 @@ async fn graceful_shutdown_finishes_running_calls() {
         let addr = server.local_addr().unwrap();
         let client = Endpoint::<Test>::new(Config::default())
             .unwrap()
-            .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+            .connect(FramedLink::connect_tcp(addr).await.unwrap())
             .await
             .unwrap();
         let slow = tokio::spawn({
@@ -573,8 +573,7 @@ async fn a_full_framed_link_gives_each_message_back_whole() {
     within(30, async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (link, accepted) =
-            tokio::join!(FramedLink::connect_tcp(addr, 1 << 20), listener.accept());
+        let (link, accepted) = tokio::join!(FramedLink::connect_tcp(addr), listener.accept());
         // The peer never reads: the socket and then the link's queue fill.
         let _unread = accepted.unwrap();
         let (sender, _receiver) = link.unwrap().split();

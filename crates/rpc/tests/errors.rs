@@ -65,7 +65,7 @@ async fn raw_peer(config: Config) -> ((Peer<Test>, Arc<Seen>), LocalSender, Loca
     let server = Endpoint::<Test>::new(config)
         .unwrap()
         .serve(server_router(seen.clone()));
-    let (a, b) = local::pair(1024, 16 << 20);
+    let (a, b) = local::pair(1024);
     let (tx, mut rx) = b.split();
     tx.send(hello(WIRE_VERSION, Test::FINGERPRINT, 64))
         .await
@@ -91,7 +91,7 @@ fn call(id: u32, method: u32, args: impl Serialize) -> Message {
 async fn hello_mismatches_fail_at_once_on_both_ends() {
     within(30, async {
         // Codec.
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let ours = Endpoint::<Test, Bincode>::new(Config::default()).unwrap();
         let theirs = Endpoint::<Test, Other>::new(Config::default()).unwrap();
         let (x, y) = tokio::join!(ours.connect(a), theirs.connect(b));
@@ -102,7 +102,7 @@ async fn hello_mismatches_fail_at_once_on_both_ends() {
 
         // Another definition of the service, from a peer without method tables (an
         // older build): the whole service's fingerprint must match, and does not.
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let (tx, _rx) = b.split();
         tx.send(hello(WIRE_VERSION, elsewhere::Test::FINGERPRINT, 1))
             .await
@@ -124,14 +124,14 @@ async fn hello_mismatches_fail_at_once_on_both_ends() {
         );
         // Two ends that send method tables connect whatever their method sets; each
         // call is checked against the other's table (tests/evolve.rs).
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let other = Endpoint::<elsewhere::Test>::new(Config::default()).unwrap();
         let (x, y) = tokio::join!(ours.connect(a), other.connect(b));
         x.unwrap();
         y.unwrap();
 
         // Wire version.
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let (tx, _rx) = b.split();
         tx.send(hello(9, Test::FINGERPRINT, 1)).await.unwrap();
         let e = ours.connect(a).await.unwrap_err();
@@ -141,14 +141,14 @@ async fn hello_mismatches_fail_at_once_on_both_ends() {
         );
 
         // Something that is not a hello.
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let (tx, _rx) = b.split();
         tx.send(call(1, 1, "hi")).await.unwrap();
         let e = ours.connect(a).await.unwrap_err();
         assert!(matches!(e, ConnectError::NotHello(Kind::CALL)), "{e}");
 
         // A malformed hello.
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let (tx, _rx) = b.split();
         tx.send(Message::new(Kind::HELLO, 0, 0, Bytes::from_static(b"VRPX")))
             .await
@@ -162,7 +162,7 @@ async fn hello_mismatches_fail_at_once_on_both_ends() {
             ..Config::default()
         })
         .unwrap();
-        let (a, _b) = local::pair(8, 1 << 20);
+        let (a, _b) = local::pair(8);
         let e = quick.connect(a).await.unwrap_err();
         assert!(matches!(e, ConnectError::Timeout(_)), "{e}");
         assert!(e.to_string().contains("200ms"), "{e}");
@@ -377,7 +377,7 @@ async fn malformed_frames_end_that_connection_only() {
             .serve(server_router(seen));
         let listener = Listener::bind_tcp(
             "127.0.0.1:0".parse().unwrap(),
-            volley_rpc::listener_config(1 << 20, 16),
+            volley_rpc::listener_config(16),
         )
         .await
         .unwrap();
@@ -385,11 +385,11 @@ async fn malformed_frames_end_that_connection_only() {
         let addr = server.local_addr().unwrap();
         let good = Endpoint::<Test>::new(Config::default())
             .unwrap()
-            .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+            .connect(FramedLink::connect_tcp(addr).await.unwrap())
             .await
             .unwrap();
 
-        let config = volley_rpc::link::framed::config(Role::Initiator, 1 << 20);
+        let config = volley_rpc::link::framed::config(Role::Initiator);
         // A frame of another protocol where the hello should be.
         let (raw, mut incoming) = Framed::connect_tcp(addr, config).await.unwrap();
         raw.send(0x01, 3, b"", Bytes::from_static(b"sftp?"))
@@ -467,7 +467,7 @@ async fn postcard_serves_and_refuses_bincode() {
         let client = Endpoint::<Test, Postcard>::new(Config::default())
             .unwrap()
             .serve(Router::<Test, Test, Postcard>::new());
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let (_s, c) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         assert_eq!(c.call::<test::Echo>(&"post".into()).await.unwrap(), "post");
         let data = payload(100_000, 5);
@@ -477,7 +477,7 @@ async fn postcard_serves_and_refuses_bincode() {
             .unwrap();
         assert_eq!(reply.segments, [data]);
 
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let bincode = Endpoint::<Test, Bincode>::new(Config::default()).unwrap();
         let (x, _) = tokio::join!(server.connect(a), bincode.connect(b));
         let e = x.unwrap_err();
@@ -500,7 +500,7 @@ async fn a_peer_that_floods_past_credit_without_reading_is_dropped() {
         .unwrap()
         .serve(server_router(seen.clone()));
         // The flooder's receiving side holds 8 messages and is never read.
-        let (a, b) = local::pair(8, 1 << 20);
+        let (a, b) = local::pair(8);
         let (tx, _never_read) = b.split();
         tx.send(hello(WIRE_VERSION, Test::FINGERPRINT, 1))
             .await

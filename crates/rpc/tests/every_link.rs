@@ -47,20 +47,20 @@ async fn one_service_runs_over_every_link() {
             .serve(Here.into_router());
         let client = || Endpoint::<Secure>::new(config).unwrap();
         let listener = || async {
-            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))
+            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(8))
                 .await
                 .unwrap()
         };
         let mut servers: Vec<ServerHandle> = Vec::new();
 
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let ours = client();
         let (_serving, peer) = tokio::try_join!(server.connect(a), ours.connect(b)).unwrap();
         exercise("in process", peer, false).await;
 
         servers.push(serve(server.clone(), listener().await));
         let addr = servers[0].local_addr().unwrap();
-        let link = FramedLink::connect_tcp(addr, 1 << 20).await.unwrap();
+        let link = FramedLink::connect_tcp(addr).await.unwrap();
         exercise("tcp", client().connect(link).await.unwrap(), false).await;
 
         servers.push(serve(
@@ -68,7 +68,7 @@ async fn one_service_runs_over_every_link() {
             TlsListener::new(listener().await, server_tls.clone()),
         ));
         let addr = servers[1].local_addr().unwrap();
-        let link = tls::connect(addr, name(), client_tls.clone(), 1 << 20)
+        let link = tls::connect(addr, name(), client_tls.clone())
             .await
             .unwrap();
         exercise("tls", client().connect(link).await.unwrap(), true).await;
@@ -77,9 +77,9 @@ async fn one_service_runs_over_every_link() {
         let unix = tokio::net::UnixListener::bind(&path).unwrap();
         servers.push(serve(
             server.clone(),
-            Listener::from_unix(unix, listener_config(1 << 20, 8)),
+            Listener::from_unix(unix, listener_config(8)),
         ));
-        let link = FramedLink::connect_unix(&path, 1 << 20).await.unwrap();
+        let link = FramedLink::connect_unix(&path).await.unwrap();
         exercise("unix", client().connect(link).await.unwrap(), false).await;
 
         let quic =

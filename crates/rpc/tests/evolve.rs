@@ -101,34 +101,34 @@ async fn over_every_link<A: Service, B: Service, F, Fut>(
     let name = || tls::server_name("localhost").unwrap();
     let config = Config::default();
     let listener = || async {
-        Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))
+        Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(8))
             .await
             .unwrap()
     };
     let mut servers: Vec<ServerHandle> = Vec::new();
 
-    let (a, b) = local::pair(64, 1 << 20);
+    let (a, b) = local::pair(64);
     let (_serving, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
     check("in process", peer).await;
 
     servers.push(serve(server.clone(), listener().await));
     let addr = servers[0].local_addr().unwrap();
-    let link = FramedLink::connect_tcp(addr, 1 << 20).await.unwrap();
+    let link = FramedLink::connect_tcp(addr).await.unwrap();
     check("tcp", client.connect(link).await.unwrap()).await;
 
     let tls_listener = TlsListener::new(listener().await, server_tls.clone());
     servers.push(serve(server.clone(), tls_listener));
     let addr = servers[1].local_addr().unwrap();
-    let link = tls::connect(addr, name(), client_tls.clone(), 1 << 20)
+    let link = tls::connect(addr, name(), client_tls.clone())
         .await
         .unwrap();
     check("tls", client.connect(link).await.unwrap()).await;
 
     let path = pki.dir.join("server.sock");
     let unix = tokio::net::UnixListener::bind(&path).unwrap();
-    let unix = Listener::from_unix(unix, listener_config(1 << 20, 8));
+    let unix = Listener::from_unix(unix, listener_config(8));
     servers.push(serve(server.clone(), unix));
-    let link = FramedLink::connect_unix(&path, 1 << 20).await.unwrap();
+    let link = FramedLink::connect_unix(&path).await.unwrap();
     check("unix", client.connect(link).await.unwrap()).await;
 
     let quic = QuicListener::bind("127.0.0.1:0".parse().unwrap(), server_tls, &config, 8).unwrap();
@@ -243,7 +243,7 @@ volley_rpc::service! {
 async fn a_client_of_another_service_is_refused_at_the_hello() {
     within(30, async {
         let server = endpoint::<v2::Kv>().serve(v2::KvServer::into_router(Store::default()));
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let client = endpoint::<Other>();
         let (served, called) = tokio::join!(server.connect(a), client.connect(b));
         let err = called.unwrap_err();

@@ -89,7 +89,7 @@ async fn a_generated_client_calls_a_server_trait() {
             .unwrap()
             .serve(Here(state.clone()).into_router());
         let client = Endpoint::<Shop>::new(Config::default()).unwrap();
-        let (a, b) = local::pair(64, 16 << 20);
+        let (a, b) = local::pair(64);
         let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         let shop = ShopClient::new(peer);
 
@@ -135,13 +135,12 @@ async fn a_handler_sees_the_callers_address_over_tcp() {
         let endpoint = Endpoint::<Shop>::new(Config::default())
             .unwrap()
             .serve(Here(Arc::default()).into_router());
-        let listener =
-            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 4))
-                .await
-                .unwrap();
+        let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(4))
+            .await
+            .unwrap();
         let server = serve(endpoint, listener);
         let addr = server.local_addr().unwrap();
-        let link = FramedLink::connect_tcp(addr, 1 << 20).await.unwrap();
+        let link = FramedLink::connect_tcp(addr).await.unwrap();
         let shop = ShopClient::new(
             Endpoint::<Shop>::new(Config::default())
                 .unwrap()
@@ -207,7 +206,7 @@ async fn each_direction_has_its_own_service_and_the_hello_checks_both() {
         let client = Endpoint::<Shop>::new(Config::default())
             .unwrap()
             .serve(Doubler.into_router());
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         assert_eq!(
             peer.peer_hello().calls,
@@ -219,7 +218,7 @@ async fn each_direction_has_its_own_service_and_the_hello_checks_both() {
         // A client that serves nothing connects (its method table lists nothing); the
         // server's calls back to it fail alone, each saying the client does not serve it.
         let bare = Endpoint::<Shop>::new(Config::default()).unwrap();
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let (server_end, bare_end) = tokio::join!(server.connect(a), bare.connect(b));
         let (server_end, bare_end) = (server_end.unwrap(), ShopClient::new(bare_end.unwrap()));
         let back = TillClient::new(server_end);
@@ -251,7 +250,7 @@ async fn calls_that_must_wait_for_credit_or_room_still_complete() {
         .unwrap()
         .serve(Here(state.clone()).into_router());
         let client = Endpoint::<Shop>::new(Config::default()).unwrap();
-        let (a, b) = local::pair(1, 1 << 20);
+        let (a, b) = local::pair(1);
         let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         let shop = ShopClient::new(peer);
         let calls = (0..32u32).map(|i| {

@@ -39,7 +39,7 @@ async fn server(config: Config, max_connections: usize) -> (Server, SocketAddr) 
         .serve(server_router(Arc::new(Seen::default())));
     let listener = Listener::bind_tcp(
         "127.0.0.1:0".parse().unwrap(),
-        volley_rpc::listener_config(1 << 20, max_connections),
+        volley_rpc::listener_config(max_connections),
     )
     .await
     .unwrap();
@@ -55,7 +55,7 @@ async fn server(config: Config, max_connections: usize) -> (Server, SocketAddr) 
 
 /// A raw framed connection speaking as a client would, hello or not.
 async fn raw(addr: SocketAddr) -> (Framed, Incoming) {
-    let config = volley_rpc::link::framed::config(Role::Initiator, 1 << 20);
+    let config = volley_rpc::link::framed::config(Role::Initiator);
     Framed::connect_tcp(addr, config).await.unwrap()
 }
 
@@ -135,12 +135,12 @@ async fn past_max_connections_the_client_hears_no_free_slot() {
     let (server, addr) = server(Config::default(), 1).await;
     let endpoint = Endpoint::<Test>::new(Config::default()).unwrap();
     let first = endpoint
-        .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+        .connect(FramedLink::connect_tcp(addr).await.unwrap())
         .await
         .unwrap();
     let second = within(
         10,
-        endpoint.connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap()),
+        endpoint.connect(FramedLink::connect_tcp(addr).await.unwrap()),
     )
     .await
     .unwrap_err();
@@ -238,7 +238,7 @@ async fn a_live_peer_answers_pings_and_stays() {
     let (_server, addr) = server(config, 4).await;
     let client = Endpoint::<Test>::new(config)
         .unwrap()
-        .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+        .connect(FramedLink::connect_tcp(addr).await.unwrap())
         .await
         .unwrap();
     // Ten keep-alive intervals without a call: pings both ways keep it up.
@@ -272,7 +272,7 @@ async fn an_idle_connection_is_closed_whatever_its_version() {
         ..config
     })
     .unwrap()
-    .connect(FramedLink::connect_tcp(addr, 1 << 20).await.unwrap())
+    .connect(FramedLink::connect_tcp(addr).await.unwrap())
     .await
     .unwrap();
     client.call::<test::Sleep>(&500).await.unwrap();
@@ -390,7 +390,7 @@ fn bincode_u64(value: u64) -> Vec<u8> {
 #[tokio::test]
 async fn the_bench_get_is_bounded_and_built_once() {
     use volley_rpc::bench::{self, Bench, BenchState, GetArgs, MAX_PAYLOAD, bench::Get};
-    let (a, b) = volley_rpc::link::local::pair(64, 32 << 20);
+    let (a, b) = volley_rpc::link::local::pair(64);
     let state = Arc::new(BenchState::default());
     let server = Endpoint::<Bench>::new(Config::default())
         .unwrap()
@@ -424,4 +424,53 @@ async fn the_bench_get_is_bounded_and_built_once() {
     let start = bench::offset(7);
     let want = bench::pattern(start + MAX_PAYLOAD);
     assert_eq!(reply.segments[0][..], want[start..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoints_max_message_sets_the_links_limit_both_ways() {
+    within(60, async {
+        // Larger than a link's default: the Config alone must carry it to both links.
+        let config = Config {
+            max_message: 24 << 20,
+            ..Config::default()
+        };
+        let (_server, addr) = server(config, 4).await;
+        let client = Endpoint::<Test>::new(config)
+            .unwrap()
+            .connect(FramedLink::connect_tcp(addr).await.unwrap())
+            .await
+            .unwrap();
+        let big: String = (0..20 << 20)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let back = client.call::<test::Echo>(&big).await.unwrap();
+        assert!(back == big, "20 MiB echoed back differently");
+
+        // Smaller than a link's default: a frame past it ends the connection at the
+        // framed layer, before its body is buffered.
+        let small = Config {
+            max_message: 64 << 10,
+            ..Config::default()
+        };
+        let (server, addr) = server(small, 4).await;
+        let (framed, mut incoming) = raw(addr).await;
+        send_hello(&framed, 0).await;
+        assert_eq!(next(&mut incoming).await.unwrap().head.kind, Kind::HELLO);
+        let args = Bytes::from(vec![7u8; 1 << 20]);
+        framed
+            .send(FRAME_TYPE, 0, &head(Kind::CALL, 1, 1, args.len()), args)
+            .await
+            .unwrap();
+        loop {
+            match next(&mut incoming).await {
+                Ok(message) => assert_ne!(message.head.kind, Kind::REPLY, "the call ran"),
+                Err(e) => {
+                    assert!(matches!(e, Error::Closed | Error::Io { .. }), "{e}");
+                    break;
+                }
+            }
+        }
+        open_now(&server, 0).await;
+    })
+    .await;
 }

@@ -74,7 +74,7 @@ async fn pairs_reach_the_handler_and_limits_are_checked_before_sending() {
         let server = Endpoint::<Show>::new(Config::default())
             .unwrap()
             .serve(here.clone().into_router());
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let client = Endpoint::<Show>::new(Config::default()).unwrap();
         let (_served, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         let show = ShowClient::new(peer);
@@ -119,10 +119,9 @@ async fn pairs_reach_the_handler_and_limits_are_checked_before_sending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconnecting_client_sends_them_too() {
     within(30, async {
-        let listener =
-            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))
-                .await
-                .unwrap();
+        let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(8))
+            .await
+            .unwrap();
         let endpoint = Endpoint::<Show>::new(Config::default())
             .unwrap()
             .serve(Arc::new(Here::default()).into_router());
@@ -130,7 +129,7 @@ async fn a_reconnecting_client_sends_them_too() {
         let addr = server.local_addr().unwrap();
         let client = Reconnecting::new(
             Endpoint::<Show>::new(Config::default()).unwrap(),
-            move || FramedLink::connect_tcp(addr, 1 << 20),
+            move || FramedLink::connect_tcp(addr),
         );
         let show = ShowClient::new(client.clone());
         let got = show.pairs().metadata("tenant", "red").await.unwrap();
@@ -147,7 +146,7 @@ async fn a_reconnecting_client_sends_them_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_peer_and_a_malformed_block() {
     within(30, async {
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let (tx, mut rx) = b.split();
         let old = Hello {
             version: WIRE_VERSION,
@@ -177,7 +176,7 @@ async fn an_older_peer_and_a_malformed_block() {
         let server = Endpoint::<Show>::new(Config::default())
             .unwrap()
             .serve(Arc::new(Here::default()).into_router());
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let (tx, mut rx) = b.split();
         tx.send(Message::new(
             Kind::HELLO,
@@ -237,7 +236,7 @@ async fn a_router_authorises_per_method_from_a_per_call_token() {
         let server = Endpoint::<Show>::new(Config::default())
             .unwrap()
             .serve(router);
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let client = Endpoint::<Show>::new(Config::default()).unwrap();
         let (_served, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         let show = ShowClient::new(peer);

@@ -97,7 +97,7 @@ async fn methods_named_like_helpers_and_keywords_are_called() {
             .unwrap()
             .serve(Kv::router(Store));
         let client = Endpoint::<Kv>::new(Config::default()).unwrap();
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         // `new` is the service's method, so the client is made with `From`.
         let kv = KvClient::from(peer);
@@ -119,7 +119,7 @@ async fn methods_named_like_helpers_and_keywords_are_called() {
             .unwrap()
             .serve(Twice.into_router());
         let client = Endpoint::<Cache>::new(Config::default()).unwrap();
-        let (a, b) = local::pair(64, 1 << 20);
+        let (a, b) = local::pair(64);
         let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b)).unwrap();
         let cache = CacheClient::new(peer);
         assert_eq!(cache.get(21).await.unwrap(), 42);

@@ -32,8 +32,6 @@ impl CountServer for Counter {
     }
 }
 
-const MAX: usize = 1 << 20;
-
 /// How the tests reach the server.
 #[derive(Clone)]
 enum Transport {
@@ -52,7 +50,7 @@ impl Transport {
 
     /// A server on `addr` (port 0: any), with `config`.
     async fn serve(&self, addr: SocketAddr, config: Config) -> ServerHandle {
-        let listener = Listener::bind_tcp(addr, listener_config(MAX, 256))
+        let listener = Listener::bind_tcp(addr, listener_config(256))
             .await
             .unwrap();
         let endpoint = Endpoint::<Count>::new(config)
@@ -69,14 +67,9 @@ impl Transport {
     fn client(&self, addr: SocketAddr, config: Config) -> CountClient {
         let endpoint = Endpoint::<Count>::new(config).unwrap();
         let client = match self.clone() {
-            Self::Tcp => Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr, MAX)),
+            Self::Tcp => Reconnecting::new(endpoint, move || FramedLink::connect_tcp(addr)),
             Self::Tls(_, tls) => Reconnecting::new(endpoint, move || {
-                tls::connect(
-                    addr,
-                    tls::server_name("localhost").unwrap(),
-                    tls.clone(),
-                    MAX,
-                )
+                tls::connect(addr, tls::server_name("localhost").unwrap(), tls.clone())
             }),
         };
         CountClient::new(client)

@@ -36,7 +36,7 @@ async fn tls_server(
     let config = tls::server_config(&cert, &key, client_ca).unwrap();
     let listener = Listener::bind_tcp(
         "127.0.0.1:0".parse().unwrap(),
-        listener_config(4 << 20, max_connections),
+        listener_config(max_connections),
     )
     .await
     .unwrap();
@@ -55,7 +55,7 @@ async fn tls_client(
     name: &str,
 ) -> Result<Peer<Secure>, ConnectError> {
     let config = tls::client_config(Roots::File(ca), identity).unwrap();
-    let link = tls::connect(addr, tls::server_name(name).unwrap(), config, 4 << 20).await?;
+    let link = tls::connect(addr, tls::server_name(name).unwrap(), config).await?;
     endpoint().connect(link).await
 }
 
@@ -67,7 +67,7 @@ async fn calls_and_bulk_segments_cross_tls_intact() {
         // The IP of the address is checked against the certificate's IP name.
         for name in ["localhost", "127.0.0.1"] {
             let config = tls::client_config(Roots::File(&pki.ca()), None).unwrap();
-            let link = tls::connect(addr, tls::server_name(name).unwrap(), config, 4 << 20)
+            let link = tls::connect(addr, tls::server_name(name).unwrap(), config)
                 .await
                 .unwrap();
             let seen = link.connection().tls.expect("a TLS link");
@@ -195,7 +195,7 @@ async fn plain_and_tls_peers_are_told_apart() {
         let pki = Pki::new("apart");
         let (_server, addr) = tls_server(&pki, None, endpoint(), 8).await;
         // A plain client on a TLS port reads the server's alert where a hello belongs.
-        let link = FramedLink::connect_tcp(addr, 1 << 20).await.unwrap();
+        let link = FramedLink::connect_tcp(addr).await.unwrap();
         let err = endpoint().connect(link).await.unwrap_err();
         assert!(
             matches!(err, ConnectError::Link(LinkError::PeerSpeaksTls)),
@@ -204,10 +204,9 @@ async fn plain_and_tls_peers_are_told_apart() {
 
         // A TLS client on a plain port: the server reads a ClientHello where the hello
         // belongs, and the client's handshake fails.
-        let listener =
-            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 8))
-                .await
-                .unwrap();
+        let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(8))
+            .await
+            .unwrap();
         let plain = listener.local_addr().unwrap();
         let server_side = tokio::spawn(async move {
             let accepted = listener.accept().await.unwrap();
@@ -219,13 +218,7 @@ async fn plain_and_tls_peers_are_told_apart() {
                 .map(drop)
         });
         let config = tls::client_config(Roots::File(&pki.ca()), None).unwrap();
-        let client = tls::connect(
-            plain,
-            tls::server_name("localhost").unwrap(),
-            config,
-            1 << 20,
-        )
-        .await;
+        let client = tls::connect(plain, tls::server_name("localhost").unwrap(), config).await;
         assert!(
             client.is_err(),
             "a TLS handshake with a plain server succeeded"
@@ -245,10 +238,9 @@ async fn a_stalled_handshake_is_dropped_and_frees_its_slot() {
         let pki = Pki::new("stalled");
         let (cert, key, _) = pki.issue("server", &["localhost"], &[]);
         let config = tls::server_config(&cert, &key, None).unwrap();
-        let listener =
-            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 1))
-                .await
-                .unwrap();
+        let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1))
+            .await
+            .unwrap();
         let incoming =
             TlsListener::new(listener, config).handshake_timeout(Duration::from_millis(300));
         let server = serve(endpoint().serve(Here.into_router()), incoming);

@@ -44,16 +44,15 @@ fn the_handler_runs_in_the_callers_trace() {
         .build()
         .unwrap();
     runtime.block_on(within(30, async {
-        let listener =
-            Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(1 << 20, 4))
-                .await
-                .unwrap();
+        let listener = Listener::bind_tcp("127.0.0.1:0".parse().unwrap(), listener_config(4))
+            .await
+            .unwrap();
         let endpoint = Endpoint::<Traced>::new(Config::default())
             .unwrap()
             .serve(Here.into_router());
         let server = serve(endpoint, listener);
         let addr = server.local_addr().unwrap();
-        let link = FramedLink::connect_tcp(addr, 1 << 20).await.unwrap();
+        let link = FramedLink::connect_tcp(addr).await.unwrap();
         let peer = Endpoint::<Traced>::new(Config::default())
             .unwrap()
             .connect(link)

@@ -15,6 +15,8 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use volley_proto::wire::frame;
+
 use crate::config::Config;
 use crate::error::Error;
 use crate::frames::{Frame, Payload};
@@ -283,7 +285,22 @@ impl Framed {
 
     /// The settings in force.
     pub fn config(&self) -> Config {
-        self.shared.config
+        Config {
+            max_frame_len: self.shared.max_frame_len(),
+            ..self.shared.config
+        }
+    }
+
+    /// Changes the largest frame either way (at least a header) from the next frame on,
+    /// for a protocol that learns its limit after the connection is made: frames are
+    /// checked against it before a byte of their body is buffered, as with
+    /// [`Config::max_frame_len`]. A first frame held to [`Config::first_frame_max`] stays
+    /// held to it.
+    pub fn set_max_frame_len(&self, len: usize) {
+        self.shared.max_frame.store(
+            len.max(frame::HEADER_LEN),
+            core::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// The counters so far.

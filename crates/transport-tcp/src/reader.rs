@@ -56,6 +56,12 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
     // Frames nobody waits for go to `incoming` while the application holds it.
     let mut incoming = Some(incoming);
     loop {
+        // The owner may change the limit (before a handshake settles it): it holds from
+        // the next frame on.
+        if !first && buffers.max_frame != shared.max_frame_len() {
+            buffers.max_frame = shared.max_frame_len();
+            decoder = Decoder::new(buffers.max_frame);
+        }
         let current = match decoder.frame_len(&buffers.current) {
             Ok(total) => total,
             Err(e) => return shared.fail(protocol(e, first, &buffers.current)),
@@ -121,8 +127,8 @@ pub(crate) async fn run<R: AsyncRead + Unpin>(
             if first {
                 // The handshake is in: later frames may be as large as any.
                 first = false;
-                decoder = Decoder::new(config.max_frame_len);
-                buffers.max_frame = config.max_frame_len;
+                buffers.max_frame = shared.max_frame_len();
+                decoder = Decoder::new(buffers.max_frame);
             }
             let buf = &mut buffers.current;
             let mut frame = buf.split_to(used).freeze();

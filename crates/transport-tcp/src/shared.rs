@@ -2,7 +2,7 @@
 //! counters, the writer's queue and its byte budget, the table of outstanding requests
 //! with their waiters, and how the connection ended.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use core::task::Waker;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -108,6 +108,9 @@ impl Drop for MemoryShare {
 
 pub(crate) struct Shared {
     pub(crate) config: Config,
+    /// The largest frame either way: `config.max_frame_len` until the owner changes it
+    /// ([`Framed::set_max_frame_len`](crate::Framed::set_max_frame_len)).
+    pub(crate) max_frame: AtomicUsize,
     state: Mutex<State>,
     /// Request slots: one per outstanding request.
     pub(crate) slots: Arc<Semaphore>,
@@ -160,6 +163,7 @@ impl Shared {
     ) -> Self {
         Self {
             config,
+            max_frame: AtomicUsize::new(config.max_frame_len),
             state: Mutex::new(State {
                 pending: HashMap::new(),
                 next_id: config.role.first_id(),
@@ -176,6 +180,11 @@ impl Shared {
             last_write: AtomicU64::new(0),
             epoch: Instant::now(),
         }
+    }
+
+    /// The largest frame either way now.
+    pub(crate) fn max_frame_len(&self) -> usize {
+        self.max_frame.load(Ordering::Relaxed)
     }
 
     /// Microseconds since this connection started.
@@ -276,10 +285,11 @@ impl Shared {
     fn cost(&self, head: &[u8], payload: &Payload) -> Result<u32, Error> {
         let body_len = head.len() + payload.len();
         let frame_len = body_len as u64 + frame::HEADER_LEN as u64;
-        if frame_len > self.config.max_frame_len as u64 {
+        let max = self.max_frame_len() as u64;
+        if frame_len > max {
             return Err(Error::TooLarge {
                 len: frame_len,
-                max: self.config.max_frame_len as u64,
+                max,
             });
         }
         if let Some(e) = self.failure() {

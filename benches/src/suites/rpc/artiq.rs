@@ -136,7 +136,7 @@ pub(super) fn artiq_router(
 
 /// ARTIQ's test_performance table over volley TCP: mean and std MiB/s per shape.
 pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Report) -> Table {
-    let link = FramedLink::connect_tcp(servers.artiq, 16 * MIB)
+    let link = FramedLink::connect_tcp(servers.artiq)
         .await
         .expect("connect");
     let peer: Peer<Artiq> = volley(Config::default(), link).await;

@@ -44,7 +44,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let state = Arc::new(BenchState::default());
         let listener = |addr: &str| {
             let addr: SocketAddr = addr.parse().expect("an address");
-            Listener::bind_tcp(addr, volley_rpc::listener_config(16 * MIB, 64))
+            Listener::bind_tcp(addr, volley_rpc::listener_config(64))
         };
         let bincode = Endpoint::<Bench, Bincode>::new(Config::default())
             .expect("settings")
@@ -61,7 +61,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let _ = std::fs::remove_file(&path);
         let unix = Listener::from_unix(
             tokio::net::UnixListener::bind(&path).expect("bind a unix socket"),
-            volley_rpc::listener_config(16 * MIB, 64),
+            volley_rpc::listener_config(64),
         );
         let u = serve(bincode.clone(), unix);
 
@@ -162,7 +162,7 @@ pub(super) fn local_to(
     server: &tokio::sync::mpsc::UnboundedSender<(LocalLink, PoolConfig)>,
     pool: PoolConfig,
 ) -> LocalLink {
-    let (ours, theirs) = local::pair(1024, 16 * MIB);
+    let (ours, theirs) = local::pair(1024);
     server.send((theirs, pool)).expect("the server thread runs");
     ours
 }

@@ -25,16 +25,17 @@ pub const DEFAULT_MAX_MESSAGE: usize = 16 << 20;
 
 use super::SPIN;
 
-/// Framed-layer settings for RPC: frames up to `max_message` plus the frame header (the
-/// first, the hello, at most [`MAX_HELLO_FRAME`]), a write budget of twice that (so one
-/// largest message never waits behind itself), the reader spinning for 250 µs after
+/// Framed-layer settings for RPC: frames up to [`DEFAULT_MAX_MESSAGE`] plus the frame
+/// header until the endpoint sets its own `Config::max_message` before the hello (the
+/// first frame, the hello, at most [`MAX_HELLO_FRAME`]), a write budget of twice the
+/// default (a larger message costs the whole budget, so it never waits behind itself), the reader spinning for 250 µs after
 /// traffic, at most 32 frames a write, and no idle timeout at this layer (RPC keeps its
 /// own, which knows whether calls are in flight).
-pub fn config(role: Role, max_message: usize) -> Config {
+pub fn config(role: Role) -> Config {
     Config {
         spin: Some(SPIN),
-        max_frame_len: max_message + frame::HEADER_LEN,
-        write_budget: (2 * max_message).max(4 << 20),
+        max_frame_len: DEFAULT_MAX_MESSAGE + frame::HEADER_LEN,
+        write_budget: 2 * DEFAULT_MAX_MESSAGE,
         // Measured with the rpc suite: 64 KiB reads beat 256 KiB ones by a fifth on 1 MiB
         // calls over loopback (32 KiB was no better).
         read_chunk: 64 * 1024,
@@ -95,16 +96,14 @@ impl FramedLink {
     }
 
     /// Connects over TCP to `addr` with [`config`]'s settings.
-    pub async fn connect_tcp(addr: SocketAddr, max_message: usize) -> io::Result<Self> {
-        let (framed, incoming) =
-            Framed::connect_tcp(addr, config(Role::Initiator, max_message)).await?;
+    pub async fn connect_tcp(addr: SocketAddr) -> io::Result<Self> {
+        let (framed, incoming) = Framed::connect_tcp(addr, config(Role::Initiator)).await?;
         Ok(Self::new(framed, incoming).with_peer_addr(addr))
     }
 
     /// Connects to a Unix socket with [`config`]'s settings.
-    pub async fn connect_unix(path: impl AsRef<Path>, max_message: usize) -> io::Result<Self> {
-        let (framed, incoming) =
-            Framed::connect_unix(path, config(Role::Initiator, max_message)).await?;
+    pub async fn connect_unix(path: impl AsRef<Path>) -> io::Result<Self> {
+        let (framed, incoming) = Framed::connect_unix(path, config(Role::Initiator)).await?;
         Ok(Self::new(framed, incoming))
     }
 
@@ -120,6 +119,11 @@ impl MessageLink for FramedLink {
 
     fn connection(&self) -> ConnectionInfo {
         self.connection.clone()
+    }
+
+    fn limit_message(&mut self, max: usize) {
+        self.framed
+            .set_max_frame_len(max.saturating_add(frame::HEADER_LEN));
     }
 
     fn split(self) -> (FramedSender, FramedReceiver) {

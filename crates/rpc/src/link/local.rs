@@ -77,8 +77,9 @@ struct Padded<T>(T);
 struct Closer(Arc<Queue>);
 
 /// Two connected ends; each holds at most `capacity` messages sent and not yet taken
-/// (1..=1_048_576; senders wait beyond it), and carries messages up to `max_message`.
-pub fn pair(capacity: usize, max_message: usize) -> (LocalLink, LocalLink) {
+/// (1..=1_048_576; senders wait beyond it). Messages are as large as the endpoints'
+/// `Config::max_message` allows.
+pub fn pair(capacity: usize) -> (LocalLink, LocalLink) {
     assert!(
         (1..=1 << 20).contains(&capacity),
         "local link capacity must be 1..=1048576, not {capacity}"
@@ -96,12 +97,12 @@ pub fn pair(capacity: usize, max_message: usize) -> (LocalLink, LocalLink) {
         LocalLink {
             tx: Arc::new(Closer(a_to_b.clone())),
             rx: LocalReceiver::new(b_to_a.clone()),
-            max_message,
+            max_message: usize::MAX,
         },
         LocalLink {
             tx: Arc::new(Closer(b_to_a)),
             rx: LocalReceiver::new(a_to_b),
-            max_message,
+            max_message: usize::MAX,
         },
     )
 }
@@ -210,6 +211,10 @@ impl Drop for LocalReceiver {
 impl MessageLink for LocalLink {
     type Sender = LocalSender;
     type Receiver = LocalReceiver;
+
+    fn limit_message(&mut self, max: usize) {
+        self.max_message = max;
+    }
 
     fn split(self) -> (LocalSender, LocalReceiver) {
         let mut rx = self.rx;
@@ -323,7 +328,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_burst_arrives_in_order_and_a_full_queue_holds_its_sender() {
-        let (a, b) = pair(3, 1 << 20);
+        let (a, b) = pair(3);
         let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
         for id in 0..3 {
             tx.try_send(message(id)).expect("room");
@@ -349,7 +354,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_senders_going_ends_the_queue_after_what_is_in_it() {
-        let (a, b) = pair(8, 1 << 20);
+        let (a, b) = pair(8);
         let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
         let clone = tx.clone();
         tx.try_send(message(7)).unwrap();
@@ -365,7 +370,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sleeping_receiver_wakes_for_a_message_and_for_a_close() {
-        let (a, b) = pair(8, 1 << 20);
+        let (a, b) = pair(8);
         let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
         // Straight to sleep, without the spin a current-thread runtime gets.
         rx.spin = false;
@@ -390,7 +395,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_receiver_going_fails_sends_and_frees_a_waiting_sender() {
-        let (a, b) = pair(1, 1 << 20);
+        let (a, b) = pair(1);
         let ((tx, _a_rx), (_b_tx, rx)) = (a.split(), b.split());
         tx.try_send(message(1)).unwrap();
         let waiting = tokio::spawn({
@@ -406,7 +411,7 @@ mod tests {
             Err(TrySendError::Failed(LinkError::Closed))
         ));
         // An end dropped before it is split counts as gone too.
-        let (a, b) = pair(1, 1 << 20);
+        let (a, b) = pair(1);
         drop(b);
         let (tx, _rx) = a.split();
         assert!(matches!(
@@ -417,7 +422,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_spinning_receiver_gathers_what_was_waiting_and_takes_what_comes_at_once() {
-        let (a, b) = pair(16, 1 << 20);
+        let (a, b) = pair(16);
         let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
         assert!(rx.spin, "a current-thread runtime's receiver spins");
         // Waiting at the first look: the receiver lets the runtime run once before it
@@ -457,7 +462,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_spinning_receiver_learns_of_the_senders_end_at_its_next_look() {
-        let (a, b) = pair(4, 1 << 20);
+        let (a, b) = pair(4);
         let ((tx, _a_rx), (_b_tx, mut rx)) = (a.split(), b.split());
         let next = rx.recv();
         tokio::pin!(next);

@@ -263,6 +263,15 @@ pub trait MessageLink: Send + 'static {
     /// Splits the link.
     fn split(self) -> (Self::Sender, Self::Receiver);
 
+    /// Sets the largest message either way to `max`, before the first message after the
+    /// hello: an [`Endpoint`](crate::Endpoint) calls it with its `Config::max_message`
+    /// when a connection starts, so the size is set in one place. A link with a limit of
+    /// its own that it cannot change keeps it (the default does nothing): the endpoint then
+    /// offers the smaller of the two ([`LinkSender::max_message`]).
+    fn limit_message(&mut self, max: usize) {
+        let _ = max;
+    }
+
     /// What is known of the connection (the peer's address), read before the split and
     /// given to handlers through `Call::connection`. Nothing by default.
     fn connection(&self) -> ConnectionInfo {

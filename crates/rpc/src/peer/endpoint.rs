@@ -120,7 +120,8 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
 
     /// Starts a connection over `link`: sends this end's hello, checks the peer's, then
     /// serves. Both ends do the same; neither is special.
-    pub async fn connect<L: MessageLink>(&self, link: L) -> Result<Peer<S, C>, ConnectError> {
+    pub async fn connect<L: MessageLink>(&self, mut link: L) -> Result<Peer<S, C>, ConnectError> {
+        link.limit_message(self.config.max_message);
         let connection = link.connection();
         let (sender, mut receiver) = link.split();
         let ours = Hello {

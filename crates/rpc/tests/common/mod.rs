@@ -224,7 +224,7 @@ pub async fn udp_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>
 /// A server and a client joined by an in-process link.
 pub async fn local_pair(server: Config, client: Config) -> (Peer<Test>, Peer<Test>, Arc<Seen>) {
     let (server_end, client_end, seen) = ends(server, client);
-    let (a, b) = local::pair(64, 16 << 20);
+    let (a, b) = local::pair(64);
     let (s, c) = within(10, async {
         tokio::try_join!(server_end.connect(a), client_end.connect(b)).unwrap()
     })
