@@ -159,7 +159,9 @@ pub enum CallError {
         method: &'static str,
         /// Why the connection ended.
         cause: LinkError,
-        /// Whether the call had gone to the link: if so the peer may have run it.
+        /// Whether the peer may have run the call: it had gone to the link, and the
+        /// connection did not end in the peer's idle close (a peer closing as idle runs
+        /// no call that arrives then).
         sent: bool,
     },
 }

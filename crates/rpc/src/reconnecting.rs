@@ -70,8 +70,11 @@ pub(crate) const WAIT_WITHOUT_DEADLINE: Duration = Duration::from_secs(60);
 ///   fails with [`CallError::Unavailable`], saying why the last try failed.
 /// - Calls in flight when the connection is lost fail with
 ///   [`CallError::ConnectionLost`], whose `sent` says that they may have run; the next
-///   calls go over a new connection. Nothing is retried: whether a call may run twice is
-///   the caller's to decide.
+///   calls go over a new connection. A call that may have run is never sent again:
+///   whether it may run twice is the caller's to decide.
+/// - Calls the server promises it never ran go again on the next connection: those it
+///   answered [`CallError::ShuttingDown`] (the connection is then [`Peer::draining`] and
+///   takes no more), and those that crossed its idle close.
 /// - A connection the server closed for being idle (it says so before it closes) is no
 ///   failure: the next call connects again.
 ///
@@ -195,7 +198,7 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
         state
             .peer
             .as_ref()
-            .filter(|p| p.failure().is_none())
+            .filter(|p| p.failure().is_none() && !p.draining())
             .cloned()
     }
 
@@ -215,7 +218,11 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
                 if shared.closed.load(Ordering::SeqCst) {
                     return Err("the client was shut down".to_owned());
                 }
-                if let Some(peer) = state.peer.as_ref().filter(|p| p.failure().is_none()) {
+                if let Some(peer) = state
+                    .peer
+                    .as_ref()
+                    .filter(|p| p.failure().is_none() && !p.draining())
+                {
                     return Ok(peer.clone());
                 }
                 if !state.connecting {
@@ -282,9 +289,10 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
     }
 
     /// Runs `call` with `args` (encoded once) on a connection, and again on the next one
-    /// whenever a connection ends before the call went out (`ConnectionLost` with
-    /// `sent: false`), until the call's wait for a connection runs out. A call that went
-    /// out is never sent again.
+    /// whenever the call did not run there: the connection ended before the call went out
+    /// or was closed as idle as it did (`ConnectionLost` with `sent: false`), or the peer
+    /// was shutting down (`ShuttingDown`); until the call's wait for a connection runs
+    /// out. A call that may have run is never sent again.
     async fn on_a_connection<M, T, F, Fut>(
         &self,
         args: &M::Args,
@@ -311,9 +319,11 @@ impl<S: Service, C: Codec> Reconnecting<S, C> {
         loop {
             let left = Self::left::<M>(budget, start)?;
             match call(peer, args.clone(), left).await {
-                Err(CallError::ConnectionLost { sent: false, .. }) => {
-                    // Not sent: the connection ended first. Let the loss be seen, then go
-                    // on the next connection.
+                Err(
+                    CallError::ConnectionLost { sent: false, .. } | CallError::ShuttingDown { .. },
+                ) => {
+                    // Not run: the connection ended first, or the peer refused it as it
+                    // shut down. Let the loss be seen, then go on the next connection.
                     tokio::task::yield_now().await;
                     peer = self
                         .for_call::<M>(wait.saturating_sub(start.elapsed()))

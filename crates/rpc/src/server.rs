@@ -289,7 +289,10 @@ where
                 }
             }
         }
-        // Shutting down: each connection drains its running calls, then closes.
+        // Shutting down: the listener closes first (so clients find the address free for
+        // the next server, not a backlog nobody accepts from), then each connection
+        // drains its running calls and closes.
+        drop(incoming);
         while connections.join_next().await.is_some() {}
         Ok(())
     });

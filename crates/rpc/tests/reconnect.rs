@@ -21,14 +21,25 @@ volley_rpc::service! {
     pub service Count {
         /// Adds to it; gives the new total.
         1 => fn add(by: u64) -> u64;
+        /// Waits `ms` milliseconds; gives them back.
+        2 => fn hold(ms: u64) -> u64;
     }
 }
 
 struct Counter(AtomicU64);
 
+/// Holds started, on any server of this file (only one test holds).
+static HOLDING: AtomicU64 = AtomicU64::new(0);
+
 impl CountServer for Counter {
     async fn add(&self, _cx: Context<Count>, by: u64) -> Result<u64, HandlerError> {
         Ok(self.0.fetch_add(by, Ordering::Relaxed) + by)
+    }
+
+    async fn hold(&self, _cx: Context<Count>, ms: u64) -> Result<u64, HandlerError> {
+        HOLDING.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(ms)
     }
 }
 
@@ -189,6 +200,93 @@ async fn an_idle_close_is_reported_as_one_and_the_next_call_reconnects() {
         }
         assert_eq!(server.stats().connected, 2);
         assert_eq!(reconnecting(&client).reconnects(), 1);
+        client.caller().shutdown().await;
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+/// A graceful restart: while the old server drains a running call, calls it answers
+/// "shutting down" (they never ran) go to the server that takes its place, and succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_a_draining_server_refuses_go_to_the_next_one() {
+    within(30, async {
+        let old = Transport::Tcp
+            .serve("127.0.0.1:0".parse().unwrap(), Config::default())
+            .await;
+        let addr = old.local_addr().unwrap();
+        let client = Transport::Tcp.client(addr, Config::default());
+        assert_eq!(client.add(1).await.unwrap(), 1);
+        let first = reconnecting(&client).current().unwrap();
+        let running = {
+            let client = client.clone();
+            tokio::spawn(async move { client.hold(600).await })
+        };
+        while HOLDING.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let shutdown = tokio::spawn(old.shutdown());
+        // The old server now refuses new calls on the connection: seen through it.
+        loop {
+            match first.call::<count::Add>(&0).await {
+                Ok(_) => tokio::task::yield_now().await,
+                Err(CallError::ShuttingDown { .. }) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(first.draining());
+        let call = {
+            let client = client.clone();
+            tokio::spawn(async move { client.add(10).deadline(Duration::from_secs(10)).await })
+        };
+        // The old server let go of the address at once: the next one binds it.
+        let new = Transport::Tcp.serve(addr, Config::default()).await;
+        assert_eq!(
+            call.await.unwrap().unwrap(),
+            10,
+            "the call ran on the new server"
+        );
+        assert_eq!(
+            running.await.unwrap().unwrap(),
+            600,
+            "the running call finished"
+        );
+        shutdown.await.unwrap().unwrap();
+        assert_eq!(reconnecting(&client).reconnects(), 1);
+        client.caller().shutdown().await;
+        new.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+/// Calls paced at about the server's idle timeout, so that some cross its idle close:
+/// none fails (one the close cut off never ran there, and goes again on a new connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_crossing_an_idle_close_go_again() {
+    within(60, async {
+        let idle = Config {
+            keepalive: Some(Duration::from_millis(10)),
+            idle_timeout: Some(Duration::from_millis(50)),
+            ..Config::default()
+        };
+        let server = Transport::Tcp
+            .serve("127.0.0.1:0".parse().unwrap(), idle)
+            .await;
+        let addr = server.local_addr().unwrap();
+        let client = Transport::Tcp.client(addr, Config::default());
+        let mut total = 0;
+        for i in 0..100u64 {
+            // 40..60 ms apart, around the 50 ms timeout and its 10 ms tick.
+            tokio::time::sleep(Duration::from_micros(40_000 + i * 7919 % 20_000)).await;
+            total += 1;
+            let got = client.add(1).deadline(Duration::from_secs(5)).await;
+            assert_eq!(got.unwrap(), total, "call {i}");
+        }
+        assert!(
+            reconnecting(&client).reconnects() > 5,
+            "only {} idle closes: the pacing missed the timeout",
+            reconnecting(&client).reconnects()
+        );
         client.caller().shutdown().await;
         server.shutdown().await.unwrap();
     })

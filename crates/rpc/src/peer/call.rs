@@ -488,6 +488,9 @@ impl<S: Service, C: Codec> Inner<S, C> {
             }
             _ => {
                 let code = ErrorCode(reply.head.method);
+                if code == ErrorCode::SHUTTING_DOWN {
+                    self.draining.store(true, Ordering::Relaxed);
+                }
                 let detail = String::from_utf8_lossy(&reply.args).into_owned();
                 Err(match (code, deadline) {
                     (ErrorCode::DEADLINE, Some(after)) => deadline_exceeded::<M>(after),

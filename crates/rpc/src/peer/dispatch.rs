@@ -28,12 +28,14 @@ impl<S: Service, C: Codec> Inner<S, C> {
     }
 
     /// The error for a call on a connection that has ended; `sent` if the call had been
-    /// handed to the link (it may have run).
+    /// handed to the link (it may have run), unless the peer closed the connection as
+    /// idle: it runs no call that arrives as it does (`keepalive::watch`).
     pub(super) fn lost(&self, method: &'static str, fallback: LinkError, sent: bool) -> CallError {
+        let cause = self.failure.get().cloned().unwrap_or(fallback);
         CallError::ConnectionLost {
             method,
-            cause: self.failure.get().cloned().unwrap_or(fallback),
-            sent,
+            sent: sent && !matches!(cause, LinkError::IdleClosed(_)),
+            cause,
         }
     }
 

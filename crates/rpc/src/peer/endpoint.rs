@@ -273,6 +273,8 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             in_flight: AtomicUsize::new(0),
             pending_answers: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
+            idle_closing: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             idle: Notify::new(),
             counters: Counters::default(),
             _s: PhantomData,

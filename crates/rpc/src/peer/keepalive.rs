@@ -93,6 +93,18 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Wa
         }
         if let Some(idle) = watch.idle {
             if now - active_at >= idle {
+                // Close the door, then look again: a call admitted meanwhile keeps the
+                // connection open (its admission comes before its look at the door), and
+                // one that looks after is refused unrun; either way no call the peer sent
+                // runs after the close, so the peer may send them all again.
+                inner.idle_closing.store(true, Ordering::SeqCst);
+                let busy = inner.busy();
+                let a = inner.activity.load(Ordering::Relaxed);
+                if busy || a != active {
+                    inner.idle_closing.store(false, Ordering::SeqCst);
+                    (active, active_at) = (a, now);
+                    continue;
+                }
                 if inner.theirs.capabilities & CAP_HEARS_CLOSING != 0 {
                     // Said first, so the peer reports an idle close as one (a reconnecting
                     // client just connects again); what is queued goes out before the
@@ -112,7 +124,7 @@ impl<S, C> Inner<S, C> {
     /// Whether anything is in flight either way: calls of ours awaiting replies, one-way
     /// calls whose credit has not come back, or calls of the peer's running here.
     fn busy(&self) -> bool {
-        self.in_flight.load(Ordering::Relaxed) > 0
+        self.in_flight.load(Ordering::SeqCst) > 0
             || self.oneway_out.load(Ordering::Relaxed) > 0
             || !lock(&self.waiters).is_empty()
     }

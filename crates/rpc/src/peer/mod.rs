@@ -153,6 +153,12 @@ struct Inner<S, C> {
     /// Answers (error replies, pongs) this end is sending from tasks of their own.
     pending_answers: AtomicUsize,
     shutting_down: AtomicBool,
+    /// Set while the keepalive task closes an idle connection: calls arriving then are
+    /// refused unrun, so the peer may send again every call the close cut off.
+    idle_closing: AtomicBool,
+    /// Set once the peer answered a call `ShuttingDown`: a reconnecting client takes
+    /// its next calls elsewhere.
+    draining: AtomicBool,
     idle: Notify,
     counters: Counters,
     _s: PhantomData<fn() -> (S, C)>,
@@ -218,6 +224,13 @@ impl<S: Service, C: Codec> Peer<S, C> {
     /// Why the connection ended, if it has.
     pub fn failure(&self) -> Option<LinkError> {
         self.inner.failure.get().cloned()
+    }
+
+    /// Whether the peer has answered a call [`CallError::ShuttingDown`]: it takes no new
+    /// calls on this connection (a [`Reconnecting`](crate::Reconnecting) client then
+    /// makes its next calls on a new one).
+    pub fn draining(&self) -> bool {
+        self.inner.draining.load(Ordering::Relaxed)
     }
 
     /// The peer's hello: its limits and credit.

@@ -38,6 +38,17 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 format!("{} calls in flight, the credit given", self.ours.credit),
             );
         }
+        // Admitted first, then the door looked at: the keepalive task closes it first,
+        // then looks at what is admitted, so a call either holds the connection open or
+        // is refused unrun (see `keepalive::watch`).
+        if self.idle_closing.load(Ordering::SeqCst) {
+            self.finish_one();
+            return self.answer_error(
+                head.call_id,
+                ErrorCode::SHUTTING_DOWN,
+                "the peer is closing the connection as idle".into(),
+            );
+        }
         let handler = self
             .router
             .as_ref()
