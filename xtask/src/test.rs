@@ -78,7 +78,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 /// Builds the `volley` Python package as a wheel (`cargo xtask wheel`), installs it into a
 /// fresh venv with no Rust on its PATH, and runs the pytest suite there against the CLI's
 /// debug build (pytest's exit status 5, no tests ran, is a failure), then `mypy --strict`
-/// over a file that uses the stubs, for Python 3.10, 3.11 and 3.12.
+/// over a file that uses the stubs, for Python 3.10, 3.11 and 3.12; then installs from
+/// source out of a read-only checkout (`wheel::read_only_install`).
 fn python() -> Result<(), String> {
     exec(cargo().args(["build", "-p", "volley-cli"]))?;
     let wheel = crate::wheel::build()?;
@@ -125,7 +126,8 @@ fn python() -> Result<(), String> {
                 .current_dir(&root),
         )?;
     }
-    Ok(())
+    // A user's install from source, from a checkout they cannot write to.
+    crate::wheel::read_only_install()
 }
 
 /// Runs every example of volley-rpc; each must end by printing `ok`.

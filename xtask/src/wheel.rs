@@ -48,7 +48,10 @@ pub(crate) fn build() -> Result<PathBuf, String> {
             // maturin's own audit picks the policy from the symbols the library uses;
             // a wheel it cannot tag fails here rather than install where it would not run.
             .args(["--auditwheel", "check"])
-            .current_dir(root()),
+            // From the package's directory, cargo reads its `.cargo/config.toml`: the build
+            // goes where `pip install ./crates/python` puts it, so the read-only install
+            // test after it finds it built.
+            .current_dir(root().join("crates/python")),
     )?;
     let wheels: Vec<PathBuf> = std::fs::read_dir(&out)
         .map_err(|e| format!("{}: {e}", out.display()))?
@@ -105,4 +108,51 @@ pub(crate) fn fresh_venv(wheel: &PathBuf) -> Result<PathBuf, String> {
         ));
     }
     Ok(python)
+}
+
+/// Where `read_only_install` makes its venv.
+const READ_ONLY_VENV: &str = "/tmp/volley-readonly-venv";
+
+/// `pip install ./crates/python` (a build from source, as a user with Rust runs it) from
+/// the checkout mounted read-only in a mount namespace of its own, so nothing else sees
+/// the mount: the build must write nothing inside the checkout (the package's
+/// `.cargo/config.toml` sends it to `/tmp/volley-python-target`). Then the package is
+/// imported from the venv it went to. Needs root (`unshare --mount`).
+pub(crate) fn read_only_install() -> Result<(), String> {
+    let venv = PathBuf::from(READ_ONLY_VENV);
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv).map_err(|e| format!("{}: {e}", venv.display()))?;
+    }
+    exec(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    let python = venv.join("bin/python");
+    // $1 the checkout, $2 the venv's python. A write that succeeds means the mount did
+    // not take, and the test would prove nothing.
+    let script = r#"mount --bind -o ro "$1" "$1" || exit 2
+if touch "$1/.read-only-probe" 2>/dev/null; then
+    rm -f "$1/.read-only-probe"; echo "the checkout is still writable"; exit 3
+fi
+exec "$2" -m pip install --quiet "$1/crates/python""#;
+    exec(
+        Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(root())
+            .arg(&python),
+    )
+    .map_err(|e| {
+        format!(
+            "pip install ./crates/python from a read-only checkout failed: {e} \
+             (the test needs root for `unshare --mount`)"
+        )
+    })?;
+    let check = "import volley, sys; p = volley.__file__; \
+                 assert p.startswith(sys.prefix), p; print('installed at', p)";
+    exec(Command::new(&python).args(["-c", check]).current_dir("/"))
 }
