@@ -58,13 +58,36 @@ enum Command {
     Rpc(rpc::Command),
 }
 
+/// The tokio runtime a command runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Runtime {
+    /// One thread: every task on the thread that started it (volley's readers spin there
+    /// for a moment before they sleep, which pays when it has a core to itself).
+    Current,
+    /// tokio's default multi-thread runtime, a worker per core (what `#[tokio::main]`
+    /// gives).
+    Multi,
+}
+
+impl Runtime {
+    fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
+        match self {
+            Self::Current => tokio::runtime::Builder::new_current_thread(),
+            Self::Multi => tokio::runtime::Builder::new_multi_thread(),
+        }
+        .enable_all()
+        .build()
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let lines = logging(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let kind = match &cli.command {
+        Command::Rpc(command) => command.runtime(),
+        _ => Runtime::Current,
+    };
+    let runtime = match kind.build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("volley: cannot start the runtime: {e}");

@@ -33,9 +33,21 @@ pub(crate) enum Command {
     /// with --tls-cert and --tls-key (TCP), authenticated with --auth-token-file or
     /// --client-ca; without them, keep it on loopback unless the network is yours.
     Serve(ServeArgs),
-    /// Drive a bench server, check every reply, and end with the line
-    /// `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M`.
+    /// Drive a bench server, check every reply, and end with the line `calls=N ok=K
+    /// failed=F secs=S calls/s=R MiB/s=M reconnects=C cpu_us_per_call=U p50_us=A
+    /// p99_us=B p999_us=C` (this process's CPU per call made; latency of the calls that
+    /// succeeded, from when each was due with --rate).
     Bench(BenchArgs),
+}
+
+impl Command {
+    /// The runtime the command asks for.
+    pub(crate) fn runtime(&self) -> crate::Runtime {
+        match self {
+            Self::Serve(args) => args.runtime,
+            Self::Bench(args) => args.runtime,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -63,6 +75,9 @@ pub(crate) enum CallKind {
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// The tokio runtime to serve on.
+    #[arg(long, value_enum, default_value_t = crate::Runtime::Current)]
+    runtime: crate::Runtime,
     /// Address to listen on (port 0 picks one).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
@@ -195,6 +210,9 @@ impl Timeouts {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
+    /// The tokio runtime to drive from.
+    #[arg(long, value_enum, default_value_t = crate::Runtime::Current)]
+    runtime: crate::Runtime,
     /// The server: HOST:PORT, a name or an address (`[V6]:PORT` for IPv6); a name is
     /// resolved once, and checked as the TLS server name unless --server-name says
     /// otherwise.

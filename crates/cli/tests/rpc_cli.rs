@@ -30,7 +30,8 @@ async fn bench(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// The fields of `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M reconnects=C`, in order.
+/// The fields of `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M reconnects=C
+/// cpu_us_per_call=U p50_us=A p99_us=B p999_us=C`, in order.
 fn fields(line: &str) -> Vec<(String, f64)> {
     line.split(' ')
         .map(|field| {
@@ -121,7 +122,11 @@ async fn every_call_kind_is_verified_end_to_end() {
                 "secs",
                 "calls/s",
                 "MiB/s",
-                "reconnects"
+                "reconnects",
+                "cpu_us_per_call",
+                "p50_us",
+                "p99_us",
+                "p999_us"
             ],
             "{last}"
         );
@@ -468,4 +473,52 @@ async fn a_token_file_on_both_ends_admits_and_its_absence_is_refused() {
     assert!(!serve.status.success());
     assert!(String::from_utf8_lossy(&serve.stderr).contains("empty first line"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Both ends on tokio's multi-thread runtime, closed- and open-loop: every call verified,
+/// the CPU per call and the latency percentiles filled in and ordered.
+#[tokio::test]
+async fn a_multi_thread_runtime_on_both_ends_with_cpu_and_latency() {
+    let (_server, line) = spawn(&[
+        "rpc",
+        "serve",
+        "--runtime",
+        "multi",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .await;
+    let addr = line
+        .strip_prefix("listening tcp=")
+        .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+        .to_owned();
+    let runs: &[(&[&str], f64)] = &[
+        (&["--calls", "3000", "--concurrency", "8"], 3000.0),
+        // Open loop: 400 calls a second for half a second.
+        (&["--rate", "400", "--duration", "0.5"], 200.0),
+    ];
+    for (extra, calls) in runs {
+        let mut args = vec!["--runtime", "multi", "--connect", addr.as_str()];
+        args.extend_from_slice(extra);
+        let (ok, last, stderr) = bench(&args).await;
+        assert!(ok, "{args:?}: {stderr}");
+        let get = |key: &str| {
+            fields(&last)
+                .into_iter()
+                .find(|(k, _)| k == key)
+                .unwrap_or_else(|| panic!("no {key} in `{last}`"))
+                .1
+        };
+        assert_eq!(get("calls"), *calls, "{last}");
+        assert_eq!(get("ok"), *calls, "{last}");
+        assert!(get("cpu_us_per_call") > 0.0, "{last}");
+        let (p50, p99, p999) = (get("p50_us"), get("p99_us"), get("p999_us"));
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= p999, "{last}");
+    }
+    let (ok, _, stderr) = bench(&["--runtime", "many", "--connect", addr.as_str()]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("invalid value 'many' for '--runtime"),
+        "{stderr}"
+    );
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use hdrhistogram::Histogram;
 
 use super::{
     ArrivedArgs, Bench, BenchClient, GetArgs, MAX_WINDOW, PushArgs, PutReply, SLACK, offset,
@@ -74,15 +75,24 @@ pub struct Outcome {
     pub failures: Vec<(u64, String)>,
     /// Connections made again after the first (by a reconnecting client).
     pub reconnects: u64,
+    /// CPU seconds (user and system) this process spent during the run: the client's
+    /// own, and a server's too if it runs in the same process.
+    pub cpu_secs: f64,
+    /// Latency percentiles of the calls that succeeded, in microseconds: p50, p99, p99.9.
+    /// Closed-loop, from a call's issue to its reply; open-loop, from the time it was due
+    /// (so a call held back by the ones before it counts its wait).
+    pub latency_us: [u64; 3],
 }
 
 impl Outcome {
-    /// The CLI's last line:
-    /// `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M reconnects=C`.
+    /// The CLI's last line: `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M reconnects=C
+    /// cpu_us_per_call=U p50_us=A p99_us=B p999_us=C` (CPU per call made).
     pub fn line(&self) -> String {
         let secs = self.secs.max(1e-9);
+        let [p50, p99, p999] = self.latency_us;
         format!(
-            "calls={} ok={} failed={} secs={:.3} calls/s={:.0} MiB/s={:.1} reconnects={}",
+            "calls={} ok={} failed={} secs={:.3} calls/s={:.0} MiB/s={:.1} reconnects={} \
+             cpu_us_per_call={:.2} p50_us={p50} p99_us={p99} p999_us={p999}",
             self.calls,
             self.ok,
             self.failed,
@@ -90,24 +100,44 @@ impl Outcome {
             self.ok as f64 / secs,
             self.bytes as f64 / secs / f64::from(1 << 20),
             self.reconnects,
+            self.cpu_secs * 1e6 / self.calls.max(1) as f64,
         )
     }
 }
 
 /// Tallies of one caller.
-#[derive(Default)]
 struct Tally {
     made: u64,
     ok: u64,
     failed: u64,
     failures: Vec<(u64, String)>,
+    /// Microseconds each call that succeeded took.
+    latency: Histogram<u64>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            made: 0,
+            ok: 0,
+            failed: 0,
+            failures: Vec::new(),
+            // 3 significant figures, resized as larger values come.
+            latency: Histogram::new(3).expect("3 significant figures is in range"),
+        }
+    }
 }
 
 impl Tally {
-    fn count(&mut self, index: u64, result: Result<bool, CallError>) {
+    fn count(&mut self, index: u64, result: Result<bool, CallError>, took: Duration) {
         self.made += 1;
         match result {
-            Ok(true) => self.ok += 1,
+            Ok(true) => {
+                self.ok += 1;
+                let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+                // An auto-resizing histogram takes any value.
+                let _ = self.latency.record(us);
+            }
             Ok(false) => self.fail(index, "a reply's content did not match".into()),
             Err(e) => self.fail(index, e.to_string()),
         }
@@ -126,7 +156,22 @@ impl Tally {
         self.failed += other.failed;
         let room = FAILURES_KEPT - self.failures.len();
         self.failures.extend(other.failures.into_iter().take(room));
+        let _ = self.latency.add(&other.latency);
     }
+
+    /// p50, p99 and p99.9 in microseconds (0 with no call counted).
+    fn percentiles(&self) -> [u64; 3] {
+        [0.5, 0.99, 0.999].map(|q| self.latency.value_at_quantile(q))
+    }
+}
+
+/// CPU seconds (user and system) this process has used so far.
+fn cpu_now() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| {
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+        secs(u.user_time()) + secs(u.system_time())
+    })
 }
 
 /// What every call of a run shares.
@@ -172,6 +217,7 @@ pub async fn run<C: Codec>(caller: impl Into<Caller<Bench, C>>, spec: Spec) -> O
         payload,
         start: Instant::now(),
     });
+    let cpu_start = cpu_now();
     let mut total = match spec.rate {
         Some(rate) => open_loop(&shared, rate).await,
         None => closed_loop(&shared, window).await,
@@ -205,6 +251,7 @@ pub async fn run<C: Codec>(caller: impl Into<Caller<Bench, C>>, spec: Spec) -> O
         }
     }
     let secs = shared.start.elapsed().as_secs_f64();
+    let cpu_secs = cpu_now() - cpu_start;
     let reconnects = match &caller {
         Caller::Reconnecting(client) => client.reconnects(),
         Caller::Peer(_) => 0,
@@ -216,8 +263,10 @@ pub async fn run<C: Codec>(caller: impl Into<Caller<Bench, C>>, spec: Spec) -> O
         secs,
         bytes: total.ok * payload as u64,
         first_error: total.failures.first().map(|(_, e)| e.clone()),
+        latency_us: total.percentiles(),
         failures: total.failures,
         reconnects,
+        cpu_secs,
     }
 }
 
@@ -241,11 +290,14 @@ async fn closed_loop<C: Codec>(shared: &std::sync::Arc<Shared<C>>, window: usize
                 // Issue the batch (never more than `window` at a time), await all of it.
                 let calls = futures::stream::iter(indexes.by_ref().take(batch))
                     .take_while(|_| core::future::ready(shared.open()))
-                    .map(|i| async move { (i, one(shared, i).await) })
+                    .map(|i| async move {
+                        let issued = Instant::now();
+                        (i, one(shared, i).await, issued.elapsed())
+                    })
                     .buffer_unordered(window);
                 futures::pin_mut!(calls);
-                while let Some((i, result)) = calls.next().await {
-                    tally.count(i, result);
+                while let Some((i, result, took)) = calls.next().await {
+                    tally.count(i, result, took);
                 }
             }
             tally
@@ -277,16 +329,17 @@ async fn open_loop<C: Codec>(shared: &Shared<C>, rate: f64) -> Tally {
             break;
         }
         tokio::select! {
-            Some((index, result)) = in_flight.next() => tally.count(index, result),
+            Some((index, result, took)) = in_flight.next() => tally.count(index, result, took),
             () = tokio::time::sleep_until(due.into()) => {
                 let index = i;
-                in_flight.push(async move { (index, one(shared, index).await) });
+                // Timed from when it was due, not when this task got to send it.
+                in_flight.push(async move { (index, one(shared, index).await, due.elapsed()) });
                 i += 1;
             }
         }
     }
-    while let Some((index, result)) = in_flight.next().await {
-        tally.count(index, result);
+    while let Some((index, result, took)) = in_flight.next().await {
+        tally.count(index, result, took);
     }
     tally
 }
