@@ -53,6 +53,15 @@ async fn server(config: Config, max_connections: usize) -> (Server, SocketAddr) 
     (server, addr)
 }
 
+/// A client of the test service at `addr`, connected.
+async fn client(config: Config, addr: SocketAddr) -> volley_rpc::Peer<Test> {
+    Endpoint::<Test>::new(config)
+        .unwrap()
+        .connect(FramedLink::connect_tcp(addr).await.unwrap())
+        .await
+        .unwrap()
+}
+
 /// A raw framed connection speaking as a client would, hello or not.
 async fn raw(addr: SocketAddr) -> (Framed, Incoming) {
     let config = volley_rpc::link::framed::config(Role::Initiator);
@@ -236,11 +245,7 @@ async fn a_live_peer_answers_pings_and_stays() {
         ..Config::default()
     };
     let (_server, addr) = server(config, 4).await;
-    let client = Endpoint::<Test>::new(config)
-        .unwrap()
-        .connect(FramedLink::connect_tcp(addr).await.unwrap())
-        .await
-        .unwrap();
+    let client = client(config, addr).await;
     // Ten keep-alive intervals without a call: pings both ways keep it up.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(client.failure().is_none(), "{:?}", client.failure());
@@ -435,11 +440,7 @@ async fn the_endpoints_max_message_sets_the_links_limit_both_ways() {
             ..Config::default()
         };
         let (_server, addr) = server(config, 4).await;
-        let client = Endpoint::<Test>::new(config)
-            .unwrap()
-            .connect(FramedLink::connect_tcp(addr).await.unwrap())
-            .await
-            .unwrap();
+        let client = client(config, addr).await;
         let big: String = (0..20 << 20)
             .map(|i| char::from(b'a' + (i % 26) as u8))
             .collect();

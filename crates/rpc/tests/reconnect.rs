@@ -166,21 +166,27 @@ async fn a_crashed_tls_server_is_reconnected_under_64_callers() {
     within(30, crash_and_restart(Transport::tls())).await;
 }
 
+/// A TCP server that pings after `keepalive_ms` and closes a connection idle for
+/// `idle_ms`, and a reconnecting client of it.
+async fn idle_server(keepalive_ms: u64, idle_ms: u64) -> (ServerHandle, CountClient) {
+    let idle = Config {
+        keepalive: Some(Duration::from_millis(keepalive_ms)),
+        idle_timeout: Some(Duration::from_millis(idle_ms)),
+        ..Config::default()
+    };
+    let server = Transport::Tcp
+        .serve("127.0.0.1:0".parse().unwrap(), idle)
+        .await;
+    let client = Transport::Tcp.client(server.local_addr().unwrap(), Config::default());
+    (server, client)
+}
+
 /// A client quiet for longer than the server's idle timeout: the server says why it
 /// closes, the client reports it as an idle close, and the next call goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_close_is_reported_as_one_and_the_next_call_reconnects() {
     within(30, async {
-        let idle = Config {
-            keepalive: Some(Duration::from_millis(100)),
-            idle_timeout: Some(Duration::from_millis(300)),
-            ..Config::default()
-        };
-        let server = Transport::Tcp
-            .serve("127.0.0.1:0".parse().unwrap(), idle)
-            .await;
-        let addr = server.local_addr().unwrap();
-        let client = Transport::Tcp.client(addr, Config::default());
+        let (server, client) = idle_server(100, 300).await;
         assert_eq!(client.add(2).await.unwrap(), 2);
         let first = reconnecting(&client).current().unwrap();
         let cause = tokio::time::timeout(Duration::from_secs(5), first.closed())
@@ -264,16 +270,7 @@ async fn calls_a_draining_server_refuses_go_to_the_next_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_crossing_an_idle_close_go_again() {
     within(60, async {
-        let idle = Config {
-            keepalive: Some(Duration::from_millis(10)),
-            idle_timeout: Some(Duration::from_millis(50)),
-            ..Config::default()
-        };
-        let server = Transport::Tcp
-            .serve("127.0.0.1:0".parse().unwrap(), idle)
-            .await;
-        let addr = server.local_addr().unwrap();
-        let client = Transport::Tcp.client(addr, Config::default());
+        let (server, client) = idle_server(10, 50).await;
         let mut total = 0;
         for i in 0..100u64 {
             // 40..60 ms apart, around the 50 ms timeout and its 10 ms tick.

@@ -153,32 +153,29 @@ async fn random_calls(client: &mut ScpClient, seed: u64) {
 
 const SEEDS: [u64; 3] = [1, 0x5eed, 0xdead_beef];
 
+/// Every seed's calls on one client of a board made with `config`, over TCP or UDP;
+/// gives the client back for its counters.
+async fn every_seed(config: BoardConfig, tcp: bool) -> ScpClient {
+    let board = volley_emulator::testing::board_with_tcp(config).await;
+    let mut client = match tcp {
+        true => ScpClient::connect_tcp(board.tcp_addr().unwrap(), ScpConfig::default()).await,
+        false => ScpClient::connect(board.udp_addr(), ScpConfig::default()).await,
+    }
+    .unwrap();
+    for seed in SEEDS {
+        random_calls(&mut client, seed).await;
+    }
+    client
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_over_udp() {
-    within(120, async {
-        let board = volley_emulator::testing::board_with_tcp(BoardConfig::default()).await;
-        let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default())
-            .await
-            .unwrap();
-        for seed in SEEDS {
-            random_calls(&mut client, seed).await;
-        }
-    })
-    .await;
+    within(120, every_seed(BoardConfig::default(), false)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_over_tcp() {
-    within(120, async {
-        let board = volley_emulator::testing::board_with_tcp(BoardConfig::default()).await;
-        let mut client = ScpClient::connect_tcp(board.tcp_addr().unwrap(), ScpConfig::default())
-            .await
-            .unwrap();
-        for seed in SEEDS {
-            random_calls(&mut client, seed).await;
-        }
-    })
-    .await;
+    within(120, every_seed(BoardConfig::default(), true)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,13 +188,7 @@ async fn random_cuts_over_udp_with_replies_lost() {
             tto: 2,
             ..BoardConfig::default()
         };
-        let board = volley_emulator::testing::board_with_tcp(config).await;
-        let mut client = ScpClient::connect(board.udp_addr(), ScpConfig::default())
-            .await
-            .unwrap();
-        for seed in SEEDS {
-            random_calls(&mut client, seed).await;
-        }
+        let client = every_seed(config, false).await;
         assert!(client.stats().retransmits > 0, "no reply was lost");
     })
     .await;
