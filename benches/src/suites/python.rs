@@ -1,7 +1,7 @@
 //! `python`: volley from Python beside SpiNNaker's own Python tools, every system timed
 //! from Python in a process of its own (`benches/python_suite.py`).
 //!
-//! On emulated machines of 3 and 24 boards with SC&MP's costs modelled, every chip is
+//! On emulated machines of 1, 3 and 24 boards with SC&MP's costs modelled, every chip is
 //! loaded and read back, verified, by (a) SpiNNMan 7.4.1 chip by chip with the machine in
 //! its data view (as SpiNNFrontEndCommon runs it), (b) the same loop after
 //! `volley.spinnman.accelerate`, (c) `volley.Machine.write_many`/`read_many`, and, beside
@@ -27,7 +27,8 @@ use crate::kit::serve_on_thread;
 
 /// The machines, each on loopback addresses of its own (SpiNNMan always uses port
 /// 17893): boards, first board's address.
-const MACHINES: [(usize, Ipv4Addr); 2] = [
+const MACHINES: [(usize, Ipv4Addr); 3] = [
+    (1, Ipv4Addr::new(127, 0, 26, 0)),
     (3, Ipv4Addr::new(127, 0, 21, 0)),
     (24, Ipv4Addr::new(127, 0, 20, 0)),
 ];
@@ -80,6 +81,14 @@ pub(crate) fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) 
         .unwrap_or_else(|e| panic!("the emulated machine binds {base} onwards: {e}"));
         (machine.board_addrs().to_vec(), machine)
     })
+}
+
+/// "1 board", "3 boards".
+fn boards_label(boards: usize) -> String {
+    match boards {
+        1 => "1 board".into(),
+        n => format!("{n} boards"),
+    }
 }
 
 /// One machine's samples: the four systems', and the host ceiling's.
@@ -238,7 +247,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 ("-".into(), share(w, r, bound))
             };
             report.rows.push(vec![
-                format!("{} boards", m.boards),
+                boards_label(m.boards),
                 (*name).into(),
                 format!("{w:.2}"),
                 format!("{r:.2}"),
@@ -260,7 +269,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             ("bound: this host's ceiling", host),
         ] {
             report.rows.push(vec![
-                format!("{} boards", m.boards),
+                boards_label(m.boards),
                 name.into(),
                 format!("{value:.2}"),
                 format!("{value:.2}"),
@@ -270,10 +279,10 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         }
         let [a, b, c, rust] = [figures[0], figures[1], figures[2], figures[3]];
         notes.push(format!(
-            "{} boards: (b) accelerate {:.2}x/{:.2}x (write/read) SpiNNMan's own loop (a) \
+            "{}: (b) accelerate {:.2}x/{:.2}x (write/read) SpiNNMan's own loop (a) \
              (goal at least 0.97x), {:.0}%/{:.0}% of one board's modelled rate \
              {board_rate:.2} Mbit/s; (a) SpiNNMan {:.0}%/{:.0}%",
-            m.boards,
+            boards_label(m.boards),
             b.0 / a.0,
             b.1 / a.1,
             100.0 * b.0 / board_rate,
@@ -282,10 +291,10 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             100.0 * a.1 / board_rate,
         ));
         notes.push(format!(
-            "{} boards: (c) volley.Machine {:.1}x/{:.1}x (a){}, {:.0}%/{:.0}% of the \
+            "{}: (c) volley.Machine {:.1}x/{:.1}x (a){}, {:.0}%/{:.0}% of the \
              machine's bound {bound:.2} Mbit/s (goal 90%), {:+.1}%/{:+.1}% beside the Rust \
              Machine (goal within 10%)",
-            m.boards,
+            boards_label(m.boards),
             c.0 / a.0,
             c.1 / a.1,
             if m.boards == 24 { " (goal 10x)" } else { "" },
