@@ -1,6 +1,54 @@
 //! What every benchmark binary shares, the TLS rows' (`benches/tls`, outside the
-//! workspace) included: medians, servers on a thread of their own, and interleaved
-//! rounds. Only tokio, futures and std: `benches/tls` includes this file as it is.
+//! workspace) included: medians, servers on a thread of their own, interleaved rounds,
+//! and the CPU each round cost the clients' and the servers' threads. Only tokio, futures
+//! and std: `benches/tls` includes this file as it is.
+
+use std::sync::Mutex;
+
+/// The kernel thread ids of the threads [`serve_on_thread`] started: their CPU is the
+/// servers', every other thread's the clients'.
+static SERVER_THREADS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// This thread's kernel id (`/proc/thread-self` names it).
+fn this_thread() -> Option<String> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(link.file_name()?.to_str()?.to_owned())
+}
+
+/// CPU seconds so far of this process's threads, split into (clients, servers): each
+/// thread's time on a CPU from its scheduler statistics (nanoseconds, user and system
+/// together). A thread that has ended is no longer counted, so a round is measured by the
+/// difference of two calls around it, in which no thread of the suite's own ends.
+pub(crate) fn cpu_split() -> (f64, f64) {
+    let servers = SERVER_THREADS.lock().map(|s| s.clone()).unwrap_or_default();
+    let mut split = (0.0, 0.0);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return split;
+    };
+    for task in tasks.flatten() {
+        let ns = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        let secs = ns as f64 * 1e-9;
+        match servers.iter().any(|t| task.file_name().to_str() == Some(t)) {
+            true => split.1 += secs,
+            false => split.0 += secs,
+        }
+    }
+    split
+}
+
+/// One workload's interleaved rounds: per system, each round's calls a second and the
+/// CPU microseconds a call cost the clients' and the servers' threads.
+pub(crate) struct Rounds {
+    /// Calls a second, per system, per round.
+    pub(crate) rates: Vec<Vec<f64>>,
+    /// Clients' CPU microseconds per call, per system, per round.
+    pub(crate) client_us: Vec<Vec<f64>>,
+    /// Servers' CPU microseconds per call, per system, per round.
+    pub(crate) server_us: Vec<Vec<f64>>,
+}
 
 /// The median of some values (the mean of the middle two for an even count).
 pub(crate) fn median(values: &[f64]) -> f64 {
@@ -16,24 +64,36 @@ pub(crate) fn median(values: &[f64]) -> f64 {
 /// Rates of `systems` systems doing `calls` calls each, interleaved: `seconds(i, warm)`
 /// runs system `i` once (a warm-up run first, with `warm` set and its time ignored),
 /// then `rounds` rounds each run every system once in an order rotated by one a round,
-/// so that no system always follows the same one. Calls a second, per system.
+/// so that no system always follows the same one. Calls a second and CPU per call, per
+/// system and round (the CPU of everything the process did in the round: the suites run
+/// one system at a time).
 pub(crate) fn interleaved(
     systems: usize,
     rounds: usize,
     calls: usize,
     mut seconds: impl FnMut(usize, bool) -> f64,
-) -> Vec<Vec<f64>> {
+) -> Rounds {
     for i in 0..systems {
         seconds(i, true);
     }
-    let mut rates = vec![Vec::new(); systems];
+    let mut out = Rounds {
+        rates: vec![Vec::new(); systems],
+        client_us: vec![Vec::new(); systems],
+        server_us: vec![Vec::new(); systems],
+    };
+    let per_call = 1e6 / calls.max(1) as f64;
     for round in 0..rounds {
         for k in 0..systems {
             let i = (k + round) % systems;
-            rates[i].push(calls as f64 / seconds(i, false));
+            let before = cpu_split();
+            let secs = seconds(i, false);
+            let after = cpu_split();
+            out.rates[i].push(calls as f64 / secs);
+            out.client_us[i].push((after.0 - before.0) * per_call);
+            out.server_us[i].push((after.1 - before.1) * per_call);
         }
     }
-    rates
+    out
 }
 
 /// Runs servers on a thread of their own with a current-thread runtime: `make` starts
@@ -47,6 +107,9 @@ where
 {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        if let (Some(id), Ok(mut servers)) = (this_thread(), SERVER_THREADS.lock()) {
+            servers.push(id);
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

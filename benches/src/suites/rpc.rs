@@ -76,10 +76,10 @@ const SYSTEMS: [(&str, bool); 10] = [
     ("volley tcp postcard", false),
     ("volley unix", false),
     ("volley in-process", false),
-    ("raw in-process", false),
+    ("mpsc + oneshot", false),
 ];
 
-/// The systems whose `/ raw` divides by the raw in-process anchor (the last system), not
+/// The systems whose `/ raw` divides by the in-process anchor (mpsc + oneshot, the last system), not
 /// by raw tokio over TCP.
 fn in_process(system: &str) -> bool {
     system.ends_with("in-process")
@@ -121,7 +121,7 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
             )
             .await,
         ),
-        "raw in-process" => {
+        "mpsc + oneshot" => {
             let (tx, rx) = tokio::sync::mpsc::channel(1024);
             servers.raw_local.send(rx).expect("the server thread runs");
             Client::RawLocal(tx)
@@ -175,8 +175,8 @@ async fn raw_local_call(
         reply,
     })
     .await
-    .map_err(|_| "raw in-process: the server ended")?;
-    match answer.await.map_err(|_| "raw in-process: no reply")? {
+    .map_err(|_| "mpsc + oneshot: the server ended")?;
+    match answer.await.map_err(|_| "mpsc + oneshot: no reply")? {
         RawReply::Echo(v) => check(v == index, "echo"),
         RawReply::Put(len, hash) => check(
             len == w.payload as u64 && hash == peers::put_hash(pattern, start, w.payload),
@@ -244,26 +244,47 @@ pub(crate) fn run(mode: Mode) -> Report {
         "min..max calls/s",
         "/ tarpc",
         "/ raw",
+        "client CPU µs/call",
+        "server CPU µs/call",
+        "calls/CPU-s",
+        "/ tarpc per CPU",
     ];
     let clients: Vec<Client> = (0..SYSTEMS.len())
         .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &servers, PoolConfig::default())))
         .collect();
     for w in workloads {
         peers::expect_puts(w, &pattern);
-        let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
+        let rounds = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
             let w = if warm { w.warm_up() } else { w };
             runtime_of(i)
                 .block_on(measure(&clients[i], w, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))
         });
+        let rates = &rounds.rates;
         let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
+        let cpu: Vec<(f64, f64)> = (0..SYSTEMS.len())
+            .map(|i| (median(&rounds.client_us[i]), median(&rounds.server_us[i])))
+            .collect();
+        let per_cpu = |i: usize| 1e6 / (cpu[i].0 + cpu[i].1).max(1e-9);
         // Each anchor at its best runtime setup for this workload.
         let (raw, tarpc) = (medians[0].max(medians[1]), medians[2].max(medians[3]));
+        let tarpc_per_cpu = per_cpu(2).max(per_cpu(3));
         let raw_local = medians[SYSTEMS.len() - 1];
         for (i, (system, _)) in SYSTEMS.iter().enumerate() {
             let rate = medians[i];
             let raw = if in_process(system) { raw_local } else { raw };
-            let (row, point) = w.row(system, rate, &rates[i], &[tarpc, raw]);
+            let (mut row, mut point) = w.row(system, rate, &rates[i], &[tarpc, raw]);
+            row.extend([
+                format!("{:.1}", cpu[i].0),
+                format!("{:.1}", cpu[i].1),
+                format!("{:.0}", per_cpu(i)),
+                format!("{:.2}x", per_cpu(i) / tarpc_per_cpu),
+            ]);
+            point["client_cpu_us_per_call"] = json!(cpu[i].0);
+            point["server_cpu_us_per_call"] = json!(cpu[i].1);
+            point["calls_per_cpu_sec"] = json!(per_cpu(i));
+            point["client_cpu_rounds_us"] = json!(rounds.client_us[i]);
+            point["server_cpu_rounds_us"] = json!(rounds.server_us[i]);
             report.rows.push(row);
             report.data.push(point);
         }
@@ -285,9 +306,18 @@ pub(crate) fn run(mode: Mode) -> Report {
             .into(),
     );
     report.notes.push(
-        "raw in-process: the ceiling of the in-process rows: the same callers sending each call \
-         through a tokio mpsc queue (1024) to one server task that answers on a oneshot; no codec, \
-         no ids, no credit; the in-process rows' / raw divides by it"
+        "CPU: each thread's time on a CPU (user and system, from /proc/self/task/*/schedstat) \
+         over the round, divided by the calls: the servers' thread apart, every other thread \
+         (the client runtime's, the caller's) the client's; / tarpc per CPU divides calls per \
+         CPU-second (client and server together) by the better of tarpc's two setups; \
+         volley's readers spin up to 250 µs before they sleep, which these columns include"
+            .into(),
+    );
+    report.notes.push(
+        "mpsc + oneshot: the in-process anchor, not a ceiling: the same callers sending each call \
+         through a tokio mpsc queue (1024) to one server task that answers on a oneshot (no \
+         codec, no ids, no credit; its server task sleeps between calls where volley's reader \
+         spins); the in-process rows' / raw divides by it"
             .into(),
     );
     report.notes.push(

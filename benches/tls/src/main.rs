@@ -295,7 +295,8 @@ fn main() {
             runtime_of(i)
                 .block_on(measure(&clients[i], w, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))
-        });
+        })
+        .rates;
         let m: Vec<f64> = rates.iter().map(|r| kit::median(r)).collect();
         let best = |name: &str| m[at(name)].max(m[at(&format!("{name}, mt client"))]);
         let (raw, tarpc, tonic) = (
