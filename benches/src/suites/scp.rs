@@ -261,15 +261,17 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
             );
         }
     }
-    // On the lossless 1 ms link the bound at window W is W x 256 B per round trip; the
-    // round trip is measured by volley's window-1 rate of this same run (one request per
-    // round trip), so the bound is W times that rate.
+    // On the lossless 1 ms link the bound at window W is W x 256 B per round trip, the
+    // round trip being the link's (the relay's own delay is taken out of it) plus the
+    // plain board's modelled service time, which is none: a bound no client's own run
+    // sets.
     let lossless = 1;
-    let one = medians[lossless][client("volley w1")];
+    let trip = LINKS[lossless].rtt.as_secs_f64();
+    let per_window = 256.0 * 8.0 / f64::from(1 << 20) / trip;
     let mut shares = Vec::new();
     for (ci, (name, _, window)) in CLIENTS.iter().enumerate() {
         let (w, r) = medians[lossless][ci];
-        let bound = (one.0 * *window as f64, one.1 * *window as f64);
+        let bound = (per_window * *window as f64, per_window * *window as f64);
         let share = (w / bound.0, r / bound.1);
         if share.0.is_finite() && share.1.is_finite() {
             shares.push(format!(
@@ -285,9 +287,10 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
         }
     }
     notes.push(format!(
-        "{}: share of the window bound (W x 256 B per round trip, the round trip from volley's \
-         window-1 rate), write/read: {}",
+        "{}: share of the window bound (W x 256 B per round trip of the link, {:.2} Mbit/s a \
+         request in flight), write/read: {}",
         LINKS[lossless].name,
+        per_window,
         shares.join(", ")
     ));
     let best = CLIENTS
