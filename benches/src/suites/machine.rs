@@ -175,7 +175,9 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         ),
     ];
     if let Some(e) = spinnman_error {
-        notes.push(format!("SpiNNMan did not run in every round: {e}"));
+        // A peer that did not run is a failed suite, not a footnote.
+        notes.push(format!("FAILED: SpiNNMan did not run in every round: {e}"));
+        report.failures += 1;
     }
     notes.push(format!(
         "the suite took {:.0} s",

@@ -313,7 +313,9 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
         relay_rtt.as_micros()
     ));
     if let Some(e) = rig_error {
-        notes.push(format!("rig did not run in every round: {e}"));
+        // A peer that did not run is a failed suite, not a footnote.
+        notes.push(format!("FAILED: rig did not run in every round: {e}"));
+        report.failures += 1;
     }
     ratios.push(json!({ "ratio": "volley best / raw ceiling (GSO/GRO echo)", "value": best / ceiling.mbit_16_gso }));
     ratios.push(json!({ "ratio": "volley best / raw ceiling (one per call)", "value": best / ceiling.mbit_16 }));
