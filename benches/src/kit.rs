@@ -15,6 +15,14 @@ fn this_thread() -> Option<String> {
     Some(link.file_name()?.to_str()?.to_owned())
 }
 
+/// Counts the calling thread's CPU as the servers' from now on (for a server runtime's
+/// worker threads: `Builder::on_thread_start(register_server_thread)`).
+pub(crate) fn register_server_thread() {
+    if let (Some(id), Ok(mut servers)) = (this_thread(), SERVER_THREADS.lock()) {
+        servers.push(id);
+    }
+}
+
 /// CPU seconds so far of this process's threads, split into (clients, servers): each
 /// thread's time on a CPU from its scheduler statistics (nanoseconds, user and system
 /// together). A thread that has ended is no longer counted, so a round is measured by the
@@ -107,9 +115,7 @@ where
 {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        if let (Some(id), Ok(mut servers)) = (this_thread(), SERVER_THREADS.lock()) {
-            servers.push(id);
-        }
+        register_server_thread();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -3,7 +3,8 @@
 //! sequential 8-byte calls, 64 concurrent callers, 1 MiB put and 1 MiB get. volley runs
 //! over TCP (bincode and postcard), a Unix socket and the in-process link. Then ARTIQ's
 //! `test_performance` table over volley TCP, allocations per call against payload size,
-//! and what spinning for a pool buffer buys.
+//! what spinning for a pool buffer buys, and a light-load table (an open-loop client at
+//! 1,000 and 10,000 calls a second: CPU per call and latency percentiles).
 //!
 //! Every system does the same work per call: echo returns its 8 bytes, put hashes the
 //! payload with xxh3 and returns length and hash, get returns a slice of a fixed pattern
@@ -37,6 +38,7 @@ use crate::kit;
 
 mod artiq;
 mod costs;
+mod light;
 mod peers;
 mod servers;
 
@@ -296,6 +298,17 @@ pub(crate) fn run(mode: Mode) -> Report {
         report.tables.push(table);
     }
     let table = runtime.block_on(spinning(mode, &servers, &pattern, &mut report));
+    report.tables.push(table);
+    let defaults = light::start_default_servers();
+    let table = light::light_table(
+        mode,
+        &servers,
+        &defaults,
+        &current,
+        &multi,
+        &pattern,
+        &mut report,
+    );
     report.tables.push(table);
     report.notes.push(
         "every reply checked (echo value, put length and xxh3, get bytes against the pattern); \

@@ -36,7 +36,7 @@ pub(crate) enum Command {
     /// Drive a bench server, check every reply, and end with the line `calls=N ok=K
     /// failed=F secs=S calls/s=R MiB/s=M reconnects=C cpu_us_per_call=U p50_us=A
     /// p99_us=B p999_us=C` (this process's CPU per call made; latency of the calls that
-    /// succeeded, from when each was due with --rate).
+    /// succeeded, from each one's sending).
     Bench(BenchArgs),
 }
 

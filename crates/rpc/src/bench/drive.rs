@@ -78,9 +78,9 @@ pub struct Outcome {
     /// CPU seconds (user and system) this process spent during the run: the client's
     /// own, and a server's too if it runs in the same process.
     pub cpu_secs: f64,
-    /// Latency percentiles of the calls that succeeded, in microseconds: p50, p99, p99.9.
-    /// Closed-loop, from a call's issue to its reply; open-loop, from the time it was due
-    /// (so a call held back by the ones before it counts its wait).
+    /// Latency percentiles of the calls that succeeded, in microseconds: p50, p99, p99.9,
+    /// each call timed from its sending to its reply (open-loop calls are sent at their
+    /// time whatever is in flight; tokio's timer may send one up to a millisecond late).
     pub latency_us: [u64; 3],
 }
 
@@ -332,8 +332,12 @@ async fn open_loop<C: Codec>(shared: &Shared<C>, rate: f64) -> Tally {
             Some((index, result, took)) = in_flight.next() => tally.count(index, result, took),
             () = tokio::time::sleep_until(due.into()) => {
                 let index = i;
-                // Timed from when it was due, not when this task got to send it.
-                in_flight.push(async move { (index, one(shared, index).await, due.elapsed()) });
+                // Timed from its sending: tokio's timer wakes this task up to a millisecond
+                // after `due`, which would otherwise be every call's latency.
+                in_flight.push(async move {
+                    let sent = Instant::now();
+                    (index, one(shared, index).await, sent.elapsed())
+                });
                 i += 1;
             }
         }
