@@ -100,7 +100,34 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 
     let mut json_parts = Vec::new();
     let mut report = String::from("# volley benchmark report\n\n");
-    for suite in &suites {
+    let durations = out_dir.join("durations.txt");
+    let mut took = Durations::read(&durations);
+    let mode_name = &mode[2..];
+    eprintln!(
+        "\nxtask bench: {} suite(s) in {mode_name} mode: {}",
+        suites.len(),
+        suites
+            .iter()
+            .map(|s| match took.get(s, mode_name) {
+                Some(secs) => format!("{s} (last run here {secs:.0} s)"),
+                None => format!("{s} (no earlier run here)"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(total) = suites
+        .iter()
+        .map(|s| took.get(s, mode_name))
+        .sum::<Option<f64>>()
+    {
+        eprintln!(
+            "xtask bench: about {:.0} minutes, going by the last runs",
+            total / 60.0
+        );
+    }
+    for (n, suite) in suites.iter().enumerate() {
+        eprintln!("\nxtask bench: [{}/{}] {suite}", n + 1, suites.len());
+        let started = std::time::Instant::now();
         let json = out_dir.join(format!("{suite}.json"));
         let md = out_dir.join(format!("{suite}.md"));
         // Speed is measured without the counting allocator, whose shared counters tax
@@ -127,6 +154,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .arg(&out_dir)
                 .args(transport.iter().flat_map(|t| ["--transport", t.as_str()])),
         )?;
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "xtask bench: [{}/{}] {suite} took {secs:.0} s",
+            n + 1,
+            suites.len()
+        );
+        took.set(suite, mode_name, secs);
+        took.write(&durations)?;
         json_parts.push(format!("\"{suite}\": {}", read(&json)?.trim()));
         report.push_str(&read(&md)?);
         report.push('\n');
@@ -195,7 +230,7 @@ fn read(path: &PathBuf) -> Result<String, String> {
     fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-fn write(path: &PathBuf, text: &str) -> Result<(), String> {
+fn write(path: &std::path::Path, text: &str) -> Result<(), String> {
     fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
@@ -258,4 +293,46 @@ fn save(out_dir: &std::path::Path, suites: &[String], mode: &str) -> Result<(), 
     write(&path, &note)?;
     eprintln!("xtask bench: charts saved under {}", docs.display());
     Ok(())
+}
+
+/// How long each suite took when it last ran here, by mode (`target/bench/durations.txt`,
+/// a line `SUITE MODE SECONDS` each), so a run can say how long it will take.
+struct Durations(Vec<(String, String, f64)>);
+
+impl Durations {
+    /// What the file holds; nothing if there is no file or a line does not parse.
+    fn read(path: &std::path::Path) -> Self {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        Self(
+            text.lines()
+                .filter_map(|line| {
+                    let mut fields = line.split_whitespace();
+                    let (suite, mode) = (fields.next()?, fields.next()?);
+                    let secs = fields.next()?.parse().ok()?;
+                    Some((suite.to_owned(), mode.to_owned(), secs))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, suite: &str, mode: &str) -> Option<f64> {
+        self.0
+            .iter()
+            .find(|(s, m, _)| s == suite && m == mode)
+            .map(|d| d.2)
+    }
+
+    fn set(&mut self, suite: &str, mode: &str, secs: f64) {
+        self.0.retain(|(s, m, _)| !(s == suite && m == mode));
+        self.0.push((suite.to_owned(), mode.to_owned(), secs));
+    }
+
+    fn write(&self, path: &std::path::Path) -> Result<(), String> {
+        let text: String = self
+            .0
+            .iter()
+            .map(|(s, m, secs)| format!("{s} {m} {secs:.0}\n"))
+            .collect();
+        write(path, &text)
+    }
 }
