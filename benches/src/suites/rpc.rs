@@ -335,7 +335,10 @@ pub(crate) fn run(mode: Mode) -> Report {
     );
     report.notes.push(
         "raw tokio: LengthDelimitedCodec frames, the same number outstanding as callers, \
-         answered in order by one task per connection (no request ids, no dispatch): the machine's baseline"
+         answered in order by one task per connection (no request ids, no dispatch), each end \
+         feeding while replies or requests are already read and flushing once when none is \
+         (a put's payload is still copied into the frame and the codec's buffer): the \
+         machine's baseline"
             .into(),
     );
     tls_rows(mode, &mut report);

@@ -15,6 +15,9 @@ use tokio_rustls::TlsAcceptor;
 use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 use volley_rpc::bench::{self as service, Bench, BenchState};
+
+/// The read buffer of the buffered tokio-rustls anchor: volley's TLS link's size.
+pub const READ_BUFFER: usize = 64 * 1024;
 use volley_rpc::quic::QuicListener;
 use volley_rpc::tls::{self, TlsListener};
 use volley_rpc::{Config, Endpoint, ServerHandle, serve};
@@ -30,6 +33,8 @@ pub const H2_WINDOW: u32 = 8 << 20;
 /// Where each server listens.
 pub struct Addrs {
     pub raw_tls: SocketAddr,
+    /// Raw tokio-rustls reading through a 64 KiB buffer, as volley's TLS link does.
+    pub raw_tls_buffered: SocketAddr,
     pub tarpc_tls: SocketAddr,
     pub tonic_tls: SocketAddr,
     pub tonic_plain: SocketAddr,
@@ -63,6 +68,23 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
             let _ = volley_transport_tcp::tune(&stream);
             let (accept, p) = (accept.clone(), p.clone());
             tokio::spawn(async move {
+                if let Ok(stream) = accept.accept(stream).await {
+                    raw_server(stream, p).await;
+                }
+            });
+        }
+    });
+
+    // The same, reading the socket through a 64 KiB buffer (volley's TLS link does).
+    let buffered = tcp_listener().await;
+    let raw_tls_buffered = buffered.local_addr().expect("address");
+    let (accept, p) = (acceptor.clone(), pattern.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = buffered.accept().await {
+            let _ = volley_transport_tcp::tune(&stream);
+            let (accept, p) = (accept.clone(), p.clone());
+            tokio::spawn(async move {
+                let stream = tokio::io::BufReader::with_capacity(READ_BUFFER, stream);
                 if let Ok(stream) = accept.accept(stream).await {
                     raw_server(stream, p).await;
                 }
@@ -153,6 +175,7 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
     });
     let addrs = Addrs {
         raw_tls,
+        raw_tls_buffered,
         tarpc_tls,
         tonic_tls,
         tonic_plain,

@@ -267,7 +267,8 @@ pub(crate) async fn tarpc_call(
 }
 
 /// The raw baseline: `w.callers` frames outstanding on the one connection, a new one sent
-/// as each reply comes, replies checked in order.
+/// as each reply comes (fed while more replies are already read, flushed once when none
+/// is), replies checked in order.
 pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
     framed: &tokio::sync::Mutex<Framed<S, LengthDelimitedCodec>>,
     w: Workload,
@@ -324,11 +325,18 @@ pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
         check(ok, "raw")?;
         if sent < w.calls as u64 {
             framed
-                .send(request(sent))
+                .feed(request(sent))
                 .await
                 .map_err(|e| e.to_string())?;
             expected.push_back(sent);
             sent += 1;
+        }
+        // Feed while more replies are read already, flush once when none is: a batch a
+        // write, as the server does (and as volley's writer gathers what is queued).
+        if framed.read_buffer().is_empty() {
+            SinkExt::<Bytes>::flush(&mut *framed)
+                .await
+                .map_err(|e| e.to_string())?;
         }
     }
     Ok(())
