@@ -24,7 +24,6 @@ use volley_rpc::bench::{self as service, Bench, BenchState, Spec, Workload};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::{Config, Endpoint, Peer};
-use volley_transport_tcp::Listener;
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
 use crate::harness::{Mode, Report, median};
@@ -68,17 +67,10 @@ struct Servers {
 
 fn start_servers() -> Servers {
     crate::harness::serve_on_thread(move || async move {
-        let state = Arc::new(BenchState::default());
+        let tcp = super::rpc::bench_tcp_server().await;
         let endpoint = Endpoint::<Bench>::new(Config::default())
             .expect("settings")
-            .serve(service::router(state));
-        let listener = Listener::bind_tcp(
-            "127.0.0.1:0".parse().expect("an address"),
-            volley_rpc::listener_config(64),
-        )
-        .await
-        .expect("bind");
-        let tcp = volley_rpc::serve(endpoint.clone(), listener);
+            .serve(service::router(Arc::new(BenchState::default())));
         let channel = ChannelEndpoint::bind(
             "127.0.0.1:0".parse().expect("an address"),
             ChannelConfig::server(),

@@ -49,6 +49,7 @@ use peers::{
     Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run,
     raw_server, tarpc_serve, tcp,
 };
+pub(crate) use servers::bench_tcp_server;
 use servers::{RawCall, RawReply, Servers, local_to, start_servers};
 /// Pattern bytes: the largest payload plus room for every offset.
 const PATTERN: usize = MIB + 4096;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
@@ -44,6 +44,32 @@ pub struct Addrs {
     pub raw_quic: SocketAddr,
 }
 
+/// The raw tokio-rustls anchor's server on a port of its own, each accepted socket
+/// wrapped by `wrap` (itself, or a read buffer) before the handshake; its address.
+async fn raw_tls_server<S>(
+    acceptor: TlsAcceptor,
+    pattern: Bytes,
+    wrap: fn(TcpStream) -> S,
+) -> SocketAddr
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let listener = tcp_listener().await;
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = volley_transport_tcp::tune(&stream);
+            let (accept, p) = (acceptor.clone(), pattern.clone());
+            tokio::spawn(async move {
+                if let Ok(stream) = accept.accept(wrap(stream)).await {
+                    raw_server(stream, p).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
 /// Starts every server on a thread of its own; returns their addresses.
 pub fn start(dir: &Path, pattern: Bytes) -> Addrs {
     let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
@@ -59,38 +85,13 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
     let config = tls::server_config(cert, key, None).expect("TLS settings");
     let acceptor = TlsAcceptor::from(config.clone());
 
-    // Raw tokio-rustls: length-delimited frames answered in order.
-    let raw = tcp_listener().await;
-    let raw_tls = raw.local_addr().expect("address");
-    let (accept, p) = (acceptor.clone(), pattern.clone());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = raw.accept().await {
-            let _ = volley_transport_tcp::tune(&stream);
-            let (accept, p) = (accept.clone(), p.clone());
-            tokio::spawn(async move {
-                if let Ok(stream) = accept.accept(stream).await {
-                    raw_server(stream, p).await;
-                }
-            });
-        }
-    });
-
-    // The same, reading the socket through a 64 KiB buffer (volley's TLS link does).
-    let buffered = tcp_listener().await;
-    let raw_tls_buffered = buffered.local_addr().expect("address");
-    let (accept, p) = (acceptor.clone(), pattern.clone());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = buffered.accept().await {
-            let _ = volley_transport_tcp::tune(&stream);
-            let (accept, p) = (accept.clone(), p.clone());
-            tokio::spawn(async move {
-                let stream = tokio::io::BufReader::with_capacity(READ_BUFFER, stream);
-                if let Ok(stream) = accept.accept(stream).await {
-                    raw_server(stream, p).await;
-                }
-            });
-        }
-    });
+    // Raw tokio-rustls: length-delimited frames answered in order; then the same reading
+    // the socket through a 64 KiB buffer (volley's TLS link does).
+    let raw_tls = raw_tls_server(acceptor.clone(), pattern.clone(), |s| s).await;
+    let raw_tls_buffered = raw_tls_server(acceptor.clone(), pattern.clone(), |s| {
+        tokio::io::BufReader::with_capacity(READ_BUFFER, s)
+    })
+    .await;
 
     // tarpc over tokio-rustls, as its TLS example does.
     let tarpc = tcp_listener().await;

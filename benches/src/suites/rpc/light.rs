@@ -32,17 +32,7 @@ pub(super) fn start_default_servers() -> DefaultServers {
             .build()
             .expect("a tokio runtime");
         runtime.block_on(async move {
-            let state = Arc::new(BenchState::default());
-            let endpoint = Endpoint::<Bench>::new(Config::default())
-                .expect("settings")
-                .serve(service::router(state));
-            let listener = Listener::bind_tcp(
-                "127.0.0.1:0".parse().expect("an address"),
-                volley_rpc::listener_config(64),
-            )
-            .await
-            .expect("bind");
-            let volley = serve(endpoint, listener);
+            let volley = bench_tcp_server().await;
             let pattern = service::pattern(PATTERN);
             let tarpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let tarpc_addr = tarpc.local_addr().expect("address");

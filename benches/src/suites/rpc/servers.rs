@@ -39,6 +39,21 @@ pub(super) enum RawReply {
     Get(Bytes),
 }
 
+/// volley's bench service over TCP on a port of its own (what the light-load table and the
+/// matrix suite serve), on the runtime it is called from.
+pub(crate) async fn bench_tcp_server() -> volley_rpc::ServerHandle {
+    let endpoint = Endpoint::<Bench>::new(Config::default())
+        .expect("settings")
+        .serve(service::router(Arc::new(BenchState::default())));
+    let listener = Listener::bind_tcp(
+        "127.0.0.1:0".parse().expect("an address"),
+        volley_rpc::listener_config(64),
+    )
+    .await
+    .expect("bind");
+    serve(endpoint, listener)
+}
+
 pub(super) fn start_servers(dir: PathBuf) -> Servers {
     crate::harness::serve_on_thread(move || async move {
         let state = Arc::new(BenchState::default());
