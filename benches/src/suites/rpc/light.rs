@@ -16,10 +16,12 @@ use super::*;
 const RATES: [f64; 2] = [1_000.0, 10_000.0];
 
 /// Servers on tokio's default multi-thread runtime (a worker per core), each worker
-/// counted as a server thread: volley over TCP and tarpc.
+/// counted as a server thread: volley over TCP, tarpc and the raw baseline.
+#[derive(Clone, Copy)]
 pub(super) struct DefaultServers {
-    volley: SocketAddr,
-    tarpc: SocketAddr,
+    pub(super) volley: SocketAddr,
+    pub(super) tarpc: SocketAddr,
+    pub(super) raw: SocketAddr,
 }
 
 pub(super) fn start_default_servers() -> DefaultServers {
@@ -36,15 +38,25 @@ pub(super) fn start_default_servers() -> DefaultServers {
             let pattern = service::pattern(PATTERN);
             let tarpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let tarpc_addr = tarpc.local_addr().expect("address");
+            let tarpc_pattern = pattern.clone();
             tokio::spawn(async move {
                 while let Ok((stream, _)) = tarpc.accept().await {
                     let _ = volley_transport_tcp::tune(&stream);
-                    tarpc_serve(length_delimited(stream), pattern.clone());
+                    tarpc_serve(length_delimited(stream), tarpc_pattern.clone());
+                }
+            });
+            let raw = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let raw_addr = raw.local_addr().expect("address");
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = raw.accept().await {
+                    let _ = volley_transport_tcp::tune(&stream);
+                    tokio::spawn(raw_server(stream, pattern.clone()));
                 }
             });
             let addrs = DefaultServers {
                 volley: volley.local_addr().expect("address"),
                 tarpc: tarpc_addr,
+                raw: raw_addr,
             };
             let _ = tx.send(addrs);
             futures::future::pending::<()>().await;
@@ -103,7 +115,6 @@ async fn open_loop(
 pub(super) fn light_table(
     mode: Mode,
     servers: &Servers,
-    defaults: &DefaultServers,
     current: &tokio::runtime::Runtime,
     multi: &tokio::runtime::Runtime,
     pattern: &Bytes,
@@ -116,7 +127,7 @@ pub(super) fn light_table(
     let systems: [(&str, SocketAddr, bool, bool); 3] = [
         (
             "volley tcp (default runtimes)",
-            defaults.volley,
+            servers.default.volley,
             true,
             false,
         ),
@@ -126,7 +137,12 @@ pub(super) fn light_table(
             false,
             false,
         ),
-        ("tarpc (default runtimes)", defaults.tarpc, true, true),
+        (
+            "tarpc (default runtimes)",
+            servers.default.tarpc,
+            true,
+            true,
+        ),
     ];
     let runtime = |multi_client: bool| if multi_client { multi } else { current };
     let clients: Vec<Client> = systems

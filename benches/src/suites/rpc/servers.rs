@@ -8,6 +8,8 @@ use super::*;
 // The servers, all on one current-thread runtime.
 
 pub(super) struct Servers {
+    /// volley, tarpc and the raw baseline on tokio's default multi-thread runtime.
+    pub(super) default: light::DefaultServers,
     pub(super) volley: SocketAddr,
     pub(super) postcard: SocketAddr,
     pub(super) unix: PathBuf,
@@ -55,6 +57,7 @@ pub(crate) async fn bench_tcp_server() -> volley_rpc::ServerHandle {
 }
 
 pub(super) fn start_servers(dir: PathBuf) -> Servers {
+    let default = light::start_default_servers();
     crate::harness::serve_on_thread(move || async move {
         let state = Arc::new(BenchState::default());
         let listener = |addr: &str| {
@@ -157,6 +160,7 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
             }
         });
         let servers = Servers {
+            default,
             volley: v.local_addr().expect("address"),
             postcard: p.local_addr().expect("address"),
             unix: path,
