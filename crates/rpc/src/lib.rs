@@ -116,6 +116,7 @@ mod pool;
 #[cfg(feature = "quic")]
 pub mod quic;
 mod reconnecting;
+mod reply;
 mod request;
 mod router;
 mod server;
@@ -137,7 +138,8 @@ pub use metadata::Metadata;
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::{PoolConfig, PoolStats};
 pub use reconnecting::{Caller, Reconnecting};
-pub use request::{OneWay, ReplyFuture, Request, SendFuture, ValueFuture, WithSegments};
+pub use reply::{ReplyFuture, SendFuture, ValueFuture};
+pub use request::{OneWay, Request, WithSegments};
 pub use router::{Call, CallCheck, Reply, Router};
 /// serde, whose `Serialize` and `Deserialize` arguments and results derive: with
 /// `#[serde(crate = "volley_rpc::serde")]` a crate need not depend on it itself.

@@ -18,7 +18,7 @@ use crate::error::{CallError, ConnectError};
 use crate::link::{MessageLink, Payload};
 use crate::metadata::Pairs;
 use crate::peer::{Endpoint, Peer, deadline_exceeded, encode_failed};
-use crate::request::{ReplyFuture, SendFuture};
+use crate::reply::{ReplyFuture, SendFuture};
 use crate::service::{Method, Service};
 
 /// The first pause after a failed try; each next one doubles, up to [`MAX_RETRY`].

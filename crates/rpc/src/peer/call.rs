@@ -5,7 +5,7 @@
 use super::*;
 use crate::link::{INLINE, Payload, TrySendError};
 use crate::pool::PoolBuf;
-use crate::request::{ReplyFuture, SendFuture};
+use crate::reply::{ReplyFuture, SendFuture};
 
 impl<S: Service, C: Codec> Peer<S, C> {
     /// Calls `M` and waits for its result.
