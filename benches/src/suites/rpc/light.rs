@@ -36,27 +36,10 @@ pub(super) fn start_default_servers() -> DefaultServers {
         runtime.block_on(async move {
             let volley = bench_tcp_server().await;
             let pattern = service::pattern(PATTERN);
-            let tarpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let tarpc_addr = tarpc.local_addr().expect("address");
-            let tarpc_pattern = pattern.clone();
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = tarpc.accept().await {
-                    let _ = volley_transport_tcp::tune(&stream);
-                    tarpc_serve(length_delimited(stream), tarpc_pattern.clone());
-                }
-            });
-            let raw = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let raw_addr = raw.local_addr().expect("address");
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = raw.accept().await {
-                    let _ = volley_transport_tcp::tune(&stream);
-                    tokio::spawn(raw_server(stream, pattern.clone()));
-                }
-            });
             let addrs = DefaultServers {
                 volley: volley.local_addr().expect("address"),
-                tarpc: tarpc_addr,
-                raw: raw_addr,
+                tarpc: servers::tarpc_tcp_server(pattern.clone()).await,
+                raw: servers::raw_tcp_server(pattern).await,
             };
             let _ = tx.send(addrs);
             futures::future::pending::<()>().await;

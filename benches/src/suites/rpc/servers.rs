@@ -56,6 +56,34 @@ pub(crate) async fn bench_tcp_server() -> volley_rpc::ServerHandle {
     serve(endpoint, listener)
 }
 
+/// tarpc's bench server over TCP on a port of its own, on the runtime it is called from;
+/// its address.
+pub(super) async fn tarpc_tcp_server(pattern: Bytes) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = volley_transport_tcp::tune(&stream);
+            tarpc_serve(length_delimited(stream), pattern.clone());
+        }
+    });
+    addr
+}
+
+/// The raw baseline's server over TCP on a port of its own, a task per connection, on the
+/// runtime it is called from; its address.
+pub(super) async fn raw_tcp_server(pattern: Bytes) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = volley_transport_tcp::tune(&stream);
+            tokio::spawn(raw_server(stream, pattern.clone()));
+        }
+    });
+    addr
+}
+
 pub(super) fn start_servers(dir: PathBuf) -> Servers {
     let default = light::start_default_servers();
     crate::harness::serve_on_thread(move || async move {
@@ -98,24 +126,8 @@ pub(super) fn start_servers(dir: PathBuf) -> Servers {
         let a = serve(artiq, listener("127.0.0.1:0").await.expect("bind"));
 
         let pattern = service::pattern(PATTERN);
-        let tarpc_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let tarpc_addr = tarpc_listener.local_addr().expect("address");
-        let tarpc_pattern = pattern.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = tarpc_listener.accept().await {
-                let _ = volley_transport_tcp::tune(&stream);
-                tarpc_serve(length_delimited(stream), tarpc_pattern.clone());
-            }
-        });
-
-        let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let raw_addr = raw_listener.local_addr().expect("address");
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = raw_listener.accept().await {
-                let _ = volley_transport_tcp::tune(&stream);
-                tokio::spawn(raw_server(stream, pattern.clone()));
-            }
-        });
+        let tarpc_addr = tarpc_tcp_server(pattern.clone()).await;
+        let raw_addr = raw_tcp_server(pattern).await;
 
         let (local_tx, local_rx) = tokio::sync::mpsc::unbounded_channel();
         let state2 = state.clone();
