@@ -15,6 +15,8 @@ const SUITES: &[&str] = &[
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let command_line = format!("cargo xtask bench {}", args.join(" "));
+    let command_line = command_line.trim_end();
     let mut suites = Vec::new();
     let mut mode = "--quick";
     let mut baseline: Option<PathBuf> = None;
@@ -183,7 +185,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         report_path.display()
     );
     if save_charts {
-        save(&out_dir, &suites, mode)?;
+        save(&out_dir, &suites, command_line)?;
     }
     if let Some(baseline) = baseline {
         eprintln!("\nxtask bench: every figure beside {}", baseline.display());
@@ -234,23 +236,17 @@ fn write(path: &std::path::Path, text: &str) -> Result<(), String> {
     fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Copies the run's charts into `docs/charts/` (where the README shows them from) with a
-/// note of when, where and how they were measured.
-fn save(out_dir: &std::path::Path, suites: &[String], mode: &str) -> Result<(), String> {
-    let docs = root().join("docs").join("charts");
+/// Saves the run's tables and charts under `docs/bench/` (where the README links them
+/// from): `SUITE.md` opens with when, at which commit, on which host and by which command
+/// it was measured, then the suite's tables as the run wrote them; `SUITE.svg` beside it
+/// where the suite draws a chart. `docs/bench/README.md` lists what each file holds.
+fn save(out_dir: &std::path::Path, suites: &[String], command: &str) -> Result<(), String> {
+    let docs = root().join("docs").join("bench");
     fs::create_dir_all(&docs).map_err(|e| format!("cannot create {}: {e}", docs.display()))?;
-    let mut saved = Vec::new();
-    for suite in suites {
-        let chart = out_dir.join(format!("{suite}.svg"));
-        if chart.exists() {
-            let to = docs.join(format!("{suite}.svg"));
-            fs::copy(&chart, &to).map_err(|e| format!("cannot copy {}: {e}", chart.display()))?;
-            saved.push(suite.clone());
-        }
-    }
     let output = |program: &str, args: &[&str]| {
         Command::new(program)
             .args(args)
+            .current_dir(root())
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default()
@@ -263,36 +259,81 @@ fn save(out_dir: &std::path::Path, suites: &[String], mode: &str) -> Result<(), 
                 .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
         })
         .unwrap_or_default();
-    // One line per run: suites saved now are struck from older lines, which stay.
-    let path = docs.join("RECORDED.md");
-    let mut lines: Vec<String> = Vec::new();
-    for line in fs::read_to_string(&path).unwrap_or_default().lines() {
-        let Some((names, rest)) = line.strip_prefix("- ").and_then(|l| l.split_once(": ")) else {
-            continue;
-        };
-        let kept: Vec<&str> = names
-            .split(", ")
-            .filter(|n| !saved.iter().any(|s| s == n))
-            .collect();
-        if !kept.is_empty() {
-            lines.push(format!("- {}: {rest}", kept.join(", ")));
-        }
-    }
-    lines.push(format!(
-        "- {}: measured {} by `cargo xtask bench {mode} --save-charts` on {}, {} cores ({cpu})",
-        saved.join(", "),
+    let commit = output("git", &["rev-parse", "--short=12", "HEAD"]);
+    let dirty = !output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let stamp = format!(
+        "Measured {} at commit `{commit}`{} on {}, {} cores ({cpu}), by `{command}`.",
         output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        if dirty { " (with uncommitted changes)" } else { "" },
         output("uname", &["-srm"]),
         output("nproc", &[]),
-    ));
-    let note = format!(
-        "# Recorded charts\n\nEach line says when and where its suites' charts were saved; \
-         the same command saves them again.\n\n{}\n",
-        lines.join("\n")
     );
-    write(&path, &note)?;
-    eprintln!("xtask bench: charts saved under {}", docs.display());
+    for suite in suites {
+        let chart = out_dir.join(format!("{suite}.svg"));
+        if chart.exists() {
+            let to = docs.join(format!("{suite}.svg"));
+            fs::copy(&chart, &to).map_err(|e| format!("cannot copy {}: {e}", chart.display()))?;
+        }
+        let tables = read(&out_dir.join(format!("{suite}.md")))?;
+        // The suite's Markdown opens with its title as a second-level heading; here it
+        // is the page's own.
+        let tables = tables.strip_prefix('#').unwrap_or(&tables);
+        write(
+            &docs.join(format!("{suite}.md")),
+            &format!("{}\n\n{stamp}\n{}", first_line(tables), after_first_line(tables)),
+        )?;
+    }
+    let index = SUITES
+        .iter()
+        .filter(|s| docs.join(format!("{s}.md")).exists())
+        .map(|s| {
+            let text = fs::read_to_string(docs.join(format!("{s}.md"))).unwrap_or_default();
+            let measured = text
+                .lines()
+                .find(|l| l.starts_with("Measured "))
+                .unwrap_or("");
+            format!("- [{s}]({s}.md): {}. {measured}", describe(s))
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    write(
+        &docs.join("README.md"),
+        &format!(
+            "# Benchmark tables\n\nWritten by `cargo xtask bench --save-charts`, one file a suite, \
+             each with the commit, host and command it was measured with; nothing here is \
+             typed by hand. Running the same command again replaces the suites it runs.\n\n\
+             {index}\n"
+        ),
+    )?;
+    eprintln!("xtask bench: tables and charts saved under {}", docs.display());
     Ok(())
+}
+
+/// A Markdown text's first line.
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// A Markdown text after its first line.
+fn after_first_line(text: &str) -> &str {
+    text.split_once('\n').map_or("", |(_, rest)| rest)
+}
+
+/// What a suite measures, in a line (for `docs/bench/README.md`).
+fn describe(suite: &str) -> &'static str {
+    match suite {
+        "codec" => "the wire formats' parse and emit rates, in process",
+        "scp" => "one board's SCP reads and writes against window size, volley beside rig, at RTT 0, 1 ms and 1 ms with 1% loss",
+        "machine" => "discovering, loading and reading an emulated machine of many boards, volley beside SpiNNMan's Transceiver",
+        "python" => "the same from Python: the volley package beside SpiNNMan on 1, 3 and 24 boards",
+        "sftp" => "SFTP get and put against OpenSSH's sftp-server without ssh, volley beside OpenSSH's client and other Rust clients",
+        "sftp-ssh" => "SFTP over a real sshd and a link with latency: files and trees, volley beside sftp, scp, rclone and lftp",
+        "wake" => "wake-ups and latency of a paced request stream, spinning against sleeping",
+        "rpc" => "RPC calls a second and CPU a call, volley beside tarpc and raw anchors, on every transport, and a light-load table",
+        "matrix" => "the UDP channel against TCP over a grid of request counts, batch sizes and links",
+        "channel" => "the reliable UDP channel against quinn and volley's own TCP, bulk and round trips",
+        _ => "",
+    }
 }
 
 /// How long each suite took when it last ran here, by mode (`target/bench/durations.txt`,

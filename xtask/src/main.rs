@@ -6,7 +6,9 @@
 //! - `cargo xtask bench [--suite NAME].. [--quick | --full]`: builds the benchmark suites in
 //!   release mode, runs them against embedded servers on loopback, prints their tables and
 //!   writes `target/bench/results.json`, `target/bench/report.md` and SVG charts beside
-//!   them; `--baseline FILE` prints every figure beside the same one in a saved run.
+//!   them; `--baseline FILE` prints every figure beside the same one in a saved run;
+//!   `--save-charts` also writes each suite's tables and chart under `docs/bench/`, stamped
+//!   with the date, commit, host and command.
 //! - `cargo xtask soak [--minutes N]`: minutes (2 by default) of mixed, verified traffic
 //!   against an emulator and a link simulator, with garbage and FILL storms; fails on any
 //!   error or on memory growth.
@@ -54,8 +56,9 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage:
   cargo xtask test [fmt|clippy|doc|nostd|msrv|tests]..  every check, or the named ones
   cargo xtask bench [--suite NAME].. [--quick|--full] [--baseline RESULTS.json] [--save-charts] [--transport udp|tcp]
-                                                    suites: codec, scp, sftp, sftp-ssh, wake, rpc, matrix, channel (default: all);
-                                                    --transport udp|tcp limits the matrix
+                                                    suites: codec, scp, machine, python, sftp, sftp-ssh, wake, rpc, matrix, channel (default: all);
+                                                    --transport udp|tcp limits the matrix;
+                                                    --save-charts writes docs/bench/SUITE.md and .svg
   cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
   cargo xtask fuzz [--runs N] [TARGET]..            every fuzz target (needs nightly + cargo-fuzz,
                                                     installed if missing), corpora kept minimised
