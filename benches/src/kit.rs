@@ -25,7 +25,7 @@ pub(crate) fn register_server_thread() {
 
 /// CPU seconds so far of this process's threads, split into (clients, servers): each
 /// thread's time on a CPU from its scheduler statistics (nanoseconds, user and system
-/// together). A thread that has ended is no longer counted, so a round is measured by the
+/// together); the link simulator's threads (named `volley-netsim*`) are neither. A thread that has ended is no longer counted, so a round is measured by the
 /// difference of two calls around it, in which no thread of the suite's own ends.
 pub(crate) fn cpu_split() -> (f64, f64) {
     let servers = SERVER_THREADS.lock().map(|s| s.clone()).unwrap_or_default();
@@ -34,6 +34,11 @@ pub(crate) fn cpu_split() -> (f64, f64) {
         return split;
     };
     for task in tasks.flatten() {
+        // The link simulator's relays stand for the network: neither side's CPU.
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if name.starts_with("volley-netsim") {
+            continue;
+        }
         let ns = std::fs::read_to_string(task.path().join("schedstat"))
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
