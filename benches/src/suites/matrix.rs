@@ -140,6 +140,9 @@ struct Cell {
     ok: bool,
     secs: f64,
     peak_mib: f64,
+    /// CPU seconds the client's and the servers' threads spent on the cell (the link
+    /// simulator's are neither).
+    cpu: f64,
 }
 
 /// Links: name, RTT in ms, loss per packet each way.
@@ -257,11 +260,14 @@ fn run_link(
             for _ in 0..rounds {
                 for ((_, peer), runs) in peers.iter().zip(&mut runs) {
                     reset_peak();
+                    let before = crate::kit::cpu_split();
                     let outcome = runtime.block_on(service::run(peer.clone(), spec));
+                    let after = crate::kit::cpu_split();
                     runs.push(Cell {
                         ok: outcome.failed == 0,
                         secs: outcome.secs,
                         peak_mib: peak_mib(),
+                        cpu: (after.0 - before.0) + (after.1 - before.1),
                     });
                 }
             }
@@ -270,6 +276,7 @@ fn run_link(
                     ok: runs.iter().all(|c| c.ok),
                     secs: median(&runs.iter().map(|c| c.secs).collect::<Vec<_>>()),
                     peak_mib: runs.iter().map(|c| c.peak_mib).fold(0.0, f64::max),
+                    cpu: median(&runs.iter().map(|c| c.cpu).collect::<Vec<_>>()),
                 };
                 measured.push((transport, n, b, cell));
             }
@@ -348,7 +355,7 @@ fn lossy_link_in_namespace(mode: Mode, transports: &[&'static str]) -> Result<Lo
         let fields: Vec<&str> = line.split_whitespace().collect();
         let bad = || format!("the namespaced child printed `{line}`");
         match fields.as_slice() {
-            ["cell", transport, n, b, ok, secs, peak] => {
+            ["cell", transport, n, b, ok, secs, peak, cpu] => {
                 let transport = match *transport {
                     "udp" => "udp",
                     "tcp" => "tcp",
@@ -358,6 +365,7 @@ fn lossy_link_in_namespace(mode: Mode, transports: &[&'static str]) -> Result<Lo
                     ok: *ok == "ok",
                     secs: secs.parse().map_err(|_| bad())?,
                     peak_mib: peak.parse().map_err(|_| bad())?,
+                    cpu: cpu.parse().map_err(|_| bad())?,
                 };
                 let n = n.parse().map_err(|_| bad())?;
                 let b = b.parse().map_err(|_| bad())?;
@@ -452,10 +460,11 @@ pub(crate) fn lossy_link_child(args: &[String]) -> Result<(), String> {
     let measured = run_link(&runtime, &servers, LOSSY, &transports, mode);
     for (transport, n, b, cell) in measured {
         println!(
-            "cell {transport} {n} {b} {} {} {}",
+            "cell {transport} {n} {b} {} {} {} {}",
             if cell.ok { "ok" } else { "failed" },
             cell.secs,
-            cell.peak_mib
+            cell.peak_mib,
+            cell.cpu
         );
     }
     let listing = run("nft", &["list", "table", "inet", "volley_loss"], None)?;
@@ -501,8 +510,10 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
         "secs",
         "calls/s",
         "peak RSS MiB",
+        "CPU us/call",
         "inf / 1",
         "UDP / TCP",
+        "UDP / TCP CPU",
     ];
     let on: Vec<&'static str> = ["udp", "tcp"]
         .into_iter()
@@ -567,6 +578,11 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
             .then(|| cells.get(&(l, "tcp", n, b)))
             .flatten()
             .map_or("-".into(), |tcp| format!("{:.2}x", tcp.secs / cell.secs));
+        let cpu_us = cell.cpu * 1e6 / n as f64;
+        let udp_over_tcp_cpu = (transport == "udp")
+            .then(|| cells.get(&(l, "tcp", n, b)))
+            .flatten()
+            .map_or("-".into(), |tcp| format!("{:.2}x", cell.cpu / tcp.cpu));
         report.rows.push(vec![
             LINKS[l].0.into(),
             transport.into(),
@@ -580,19 +596,21 @@ pub(crate) fn run(mode: Mode, transports: Transports) -> Report {
             format!("{:.4}", cell.secs),
             format!("{:.0}", n as f64 / cell.secs),
             format!("{:.1}", cell.peak_mib),
+            format!("{cpu_us:.1}"),
             inf_over_1,
             udp_over_tcp,
+            udp_over_tcp_cpu,
         ]);
         report.data.push(json!({
             "link": LINKS[l].0, "transport": transport, "n": n, "batch": batch_name(batch),
             "ok": cell.ok, "secs": cell.secs, "calls_per_sec": n as f64 / cell.secs,
-            "peak_rss_mib": cell.peak_mib,
+            "peak_rss_mib": cell.peak_mib, "cpu_us_per_call": cpu_us,
         }));
     }
     let failed = cells.values().filter(|c| !c.ok).count();
     report.failures = failed;
     report.notes.push(format!(
-        "{} cells, {failed} failed; every reply checked; peak RSS is the whole process's (client and servers), reset before each cell",
+        "{} cells, {failed} failed; every reply checked; peak RSS is the whole process's (client and servers), reset before each cell; CPU is the client's and the servers' threads' (the link simulator's not counted), per call; UDP / TCP is a speed ratio (above 1.00x UDP is faster), UDP / TCP CPU a cost ratio (below 1.00x UDP costs less)",
         cells.len()
     ));
     report.notes.push(

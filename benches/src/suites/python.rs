@@ -102,7 +102,7 @@ struct MachineRun {
 pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
     let started = Instant::now();
     let (per_chip, rounds) = match mode {
-        Mode::Quick => (16 * 1024, 3),
+        Mode::Quick => (4 * 1024, 1),
         Mode::Full => (64 * 1024, 3),
     };
     let costs = ScampCosts::default();

@@ -41,16 +41,22 @@ pub(crate) fn run(mode: Mode) -> Report {
         "p99 us",
         "p99 min..max",
         "frames/s",
+        "CPU us/frame",
     ];
     for in_flight in [1usize, 16, 256] {
         // Both modes in every round, alternating which goes first, so drift in the
         // machine's load falls on both alike.
         let modes = [Signal::PerFrame, Signal::Batched];
         let mut results: [Vec<(f64, f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
+        let mut cpu: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for round in 0..rounds {
             for k in 0..2 {
                 let m = if round % 2 == 0 { k } else { 1 - k };
+                let before = crate::kit::cpu_split();
                 results[m].push(runtime.block_on(one_run(server, modes[m], in_flight, requests)));
+                let after = crate::kit::cpu_split();
+                let secs = (after.0 - before.0) + (after.1 - before.1);
+                cpu[m].push(secs * 1e6 / requests as f64);
             }
         }
         for (m, signal) in modes.into_iter().enumerate() {
@@ -75,10 +81,11 @@ pub(crate) fn run(mode: Mode) -> Report {
                 format!("{b:.1}"),
                 format!("{lo:.0}..{hi:.0}"),
                 crate::harness::si(f),
+                format!("{:.2}", median(&cpu[m])),
             ]);
             report.data.push(json!({
                 "in_flight": in_flight, "signal": name, "wakeups_per_frame": w,
-                "p50_us": a, "p99_us": b, "frames_per_sec": f,
+                "p50_us": a, "p99_us": b, "frames_per_sec": f, "cpu_us_per_frame": median(&cpu[m]),
             }));
         }
         // Each round ran both modes back to back: compare them pairwise, so a slow
@@ -101,6 +108,11 @@ pub(crate) fn run(mode: Mode) -> Report {
         }));
         eprintln!("wake: {in_flight} in flight done");
     }
+    report.notes.push(
+        "CPU us/frame: every thread of the process (the client's and the echo server's), \
+         per request and its reply"
+            .into(),
+    );
     report
 }
 
