@@ -264,7 +264,11 @@ fn save(out_dir: &std::path::Path, suites: &[String], command: &str) -> Result<(
     let stamp = format!(
         "Measured {} at commit `{commit}`{} on {}, {} cores ({cpu}), by `{command}`.",
         output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        if dirty { " (with uncommitted changes)" } else { "" },
+        if dirty {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        },
         output("uname", &["-srm"]),
         output("nproc", &[]),
     );
@@ -280,7 +284,11 @@ fn save(out_dir: &std::path::Path, suites: &[String], command: &str) -> Result<(
         let tables = tables.strip_prefix('#').unwrap_or(&tables);
         write(
             &docs.join(format!("{suite}.md")),
-            &format!("{}\n\n{stamp}\n{}", first_line(tables), after_first_line(tables)),
+            &format!(
+                "{}\n\n{stamp}\n{}",
+                first_line(tables),
+                after_first_line(tables)
+            ),
         )?;
     }
     let index = SUITES
@@ -305,7 +313,10 @@ fn save(out_dir: &std::path::Path, suites: &[String], command: &str) -> Result<(
              {index}\n"
         ),
     )?;
-    eprintln!("xtask bench: tables and charts saved under {}", docs.display());
+    eprintln!(
+        "xtask bench: tables and charts saved under {}",
+        docs.display()
+    );
     Ok(())
 }
 
@@ -323,15 +334,33 @@ fn after_first_line(text: &str) -> &str {
 fn describe(suite: &str) -> &'static str {
     match suite {
         "codec" => "the wire formats' parse and emit rates, in process",
-        "scp" => "one board's SCP reads and writes against window size, volley beside rig, at RTT 0, 1 ms and 1 ms with 1% loss",
-        "machine" => "discovering, loading and reading an emulated machine of many boards, volley beside SpiNNMan's Transceiver",
-        "python" => "the same from Python: the volley package beside SpiNNMan on 1, 3 and 24 boards",
-        "sftp" => "SFTP get and put against OpenSSH's sftp-server without ssh, volley beside OpenSSH's client and other Rust clients",
-        "sftp-ssh" => "SFTP over a real sshd and a link with latency: files and trees, volley beside sftp, scp, rclone and lftp",
-        "wake" => "wake-ups and latency of a paced request stream, spinning against sleeping",
-        "rpc" => "RPC calls a second and CPU a call, volley beside tarpc and raw anchors, on every transport, and a light-load table",
-        "matrix" => "the UDP channel against TCP over a grid of request counts, batch sizes and links",
-        "channel" => "the reliable UDP channel against quinn and volley's own TCP, bulk and round trips",
+        "scp" => {
+            "one board's SCP reads and writes against window size, volley beside rig, at RTT 0, 1 ms and 1 ms with 1% loss"
+        }
+        "machine" => {
+            "discovering, loading and reading an emulated machine of many boards, volley beside SpiNNMan's Transceiver"
+        }
+        "python" => {
+            "the same from Python: the volley package beside SpiNNMan on 1, 3 and 24 boards"
+        }
+        "sftp" => {
+            "SFTP get and put against OpenSSH's sftp-server without ssh, volley beside OpenSSH's client and other Rust clients"
+        }
+        "sftp-ssh" => {
+            "SFTP over a real sshd and a link with latency: files and trees, volley beside sftp, scp, rclone and lftp"
+        }
+        "wake" => {
+            "wake-ups per frame, latency and CPU of small frames over loopback TCP, a wake-up per frame against one per batch"
+        }
+        "rpc" => {
+            "RPC calls a second and CPU a call, volley beside tarpc and raw anchors, on every transport, and a light-load table"
+        }
+        "matrix" => {
+            "the UDP channel against TCP over a grid of request counts, batch sizes and links"
+        }
+        "channel" => {
+            "the reliable UDP channel against quinn and volley's own TCP, bulk and round trips"
+        }
         _ => "",
     }
 }

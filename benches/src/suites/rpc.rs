@@ -8,11 +8,12 @@
 //!
 //! Every system does the same work per call: echo returns its 8 bytes, put hashes the
 //! payload with xxh3 and returns length and hash, get returns a slice of a fixed pattern
-//! at an offset from the call's index; the client checks each reply. The servers run on
-//! one current-thread runtime on a thread of their own (tarpc's fastest setup), their
-//! clients on a current-thread or a two-worker runtime; the "default runtimes" rows run
-//! both ends on tokio's multi-thread runtime, as `#[tokio::main]` gives. Each round runs
-//! every system once, in rotating order, and the table gives medians.
+//! at an offset from the call's index; the client checks each reply. The headline rows
+//! (`raw tokio`, `tarpc`, `volley tcp`) run both ends on tokio's multi-thread runtime, as
+//! `#[tokio::main]` gives; beside them each runs with its server on one current-thread
+//! runtime of its own and its client on a current-thread (`tuned` for volley, whose readers
+//! spin there) or a two-worker one. Each round runs every system once, in rotating order,
+//! and the table gives medians.
 
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -68,31 +69,34 @@ enum Client {
 }
 
 /// Each system, and whether its client runs on the 2-worker runtime (else the
-/// current-thread one). Servers run on one current-thread runtime, except for the
-/// "default runtimes" rows, whose servers run on tokio's multi-thread runtime (a worker
-/// per core) as `#[tokio::main]` gives: what most users run. tarpc and the raw baseline
-/// run all three ways and are compared at their best per workload; volley over TCP shows
-/// all three.
+/// current-thread one). A plain name (`raw tokio`, `tarpc`, `volley tcp`) runs on the
+/// default runtimes, what `#[tokio::main]` gives and most users run: the server on tokio's
+/// multi-thread runtime (a worker per core), the client on a 2-worker one. `current-thread`
+/// and `tuned` rows run the server on one current-thread runtime and the client on
+/// another (`tuned`: volley's, whose readers spin up to 250 us there before they sleep);
+/// `mt client` rows the server so and the client on the 2-worker runtime. tarpc and the
+/// raw baseline run all three ways and are compared at their best per workload; volley
+/// over TCP shows all three.
 const SYSTEMS: [(&str, bool); 13] = [
-    ("raw tokio", false),
+    ("raw tokio", true),
+    ("raw tokio, current-thread", false),
     ("raw tokio, mt client", true),
-    ("raw tokio, default runtimes", true),
-    ("tarpc", false),
+    ("tarpc", true),
+    ("tarpc, current-thread", false),
     ("tarpc, mt client", true),
-    ("tarpc, default runtimes", true),
-    ("volley tcp", false),
+    ("volley tcp", true),
+    ("volley tcp, tuned", false),
     ("volley tcp, mt client", true),
-    ("volley tcp, default runtimes", true),
-    ("volley tcp postcard", false),
-    ("volley unix", false),
-    ("volley in-process", false),
-    ("mpsc + oneshot", false),
+    ("volley tcp postcard, tuned", false),
+    ("volley unix, tuned", false),
+    ("volley in-process, tuned", false),
+    ("mpsc + oneshot, current-thread", false),
 ];
 
 /// The systems whose `/ raw` divides by the in-process anchor (mpsc + oneshot, the last system), not
 /// by raw tokio over TCP.
 fn in_process(system: &str) -> bool {
-    system.ends_with("in-process")
+    system.contains("in-process")
 }
 
 /// A volley connection over `link`, after its hello.
@@ -110,21 +114,24 @@ async fn connect(system: &str, servers: &Servers, pool: PoolConfig) -> Client {
         ..Config::default()
     };
     match system {
-        "raw tokio, default runtimes" => {
+        "raw tokio" => {
             let stream = tcp(servers.default.raw).await;
             return Client::Raw(Arc::new(tokio::sync::Mutex::new(length_delimited(stream))));
         }
-        "tarpc, default runtimes" => {
+        "tarpc" => {
             let stream = tcp(servers.default.tarpc).await;
             return Client::Tarpc(peers::tarpc_client(length_delimited(stream)));
         }
-        "volley tcp, default runtimes" => {
+        "volley tcp" => {
             let link = FramedLink::connect_tcp(servers.default.volley).await;
             return Client::Volley(volley(config, link.expect("connect")).await);
         }
         _ => {}
     }
-    let system = system.trim_end_matches(", mt client");
+    let system = system
+        .trim_end_matches(", mt client")
+        .trim_end_matches(", current-thread")
+        .trim_end_matches(", tuned");
     let framed = |addr| async move { FramedLink::connect_tcp(addr).await.expect("connect") };
     match system {
         "raw tokio" => Client::Raw(Arc::new(tokio::sync::Mutex::new(length_delimited(
@@ -296,8 +303,8 @@ pub(crate) fn run(mode: Mode) -> Report {
         let setups = |name: &str| {
             [
                 name.to_owned(),
+                format!("{name}, current-thread"),
                 format!("{name}, mt client"),
-                format!("{name}, default runtimes"),
             ]
             .map(|s| at(&s))
         };
@@ -309,6 +316,14 @@ pub(crate) fn run(mode: Mode) -> Report {
             best("tarpc", &|i| medians[i]),
         );
         let tarpc_per_cpu = best("tarpc", &per_cpu);
+        // The setup users run, like for like.
+        let (v, t) = (at("volley tcp"), at("tarpc"));
+        report.notes.push(format!(
+            "{}: on the default runtimes volley tcp / tarpc = {:.2}x calls/s, {:.2}x calls per CPU-second",
+            w.name,
+            medians[v] / medians[t],
+            per_cpu(v) / per_cpu(t)
+        ));
         let raw_local = medians[SYSTEMS.len() - 1];
         for (i, (system, _)) in SYSTEMS.iter().enumerate() {
             let rate = medians[i];
@@ -343,8 +358,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         "every reply checked (echo value, put length and xxh3, get bytes against the pattern); \
          the client's expected put hashes are computed before the rounds (the servers hash \
          every payload they get, in the timed path); every TCP socket, the peers' too, set up \
-         by volley_transport_tcp::tune (Nagle off, reno on loopback); servers on one current-thread runtime, clients on a current-thread runtime, or (mt client) a \
-         2-worker one; default runtimes: the server on tokio's multi-thread runtime (a worker per core), the client on the 2-worker one; one connection per system; each caller task holds its own clone of the client, so a call clones nothing; / tarpc and / raw divide by the best of each anchor's three setups"
+         by volley_transport_tcp::tune (Nagle off, reno on loopback); plain names (raw tokio, tarpc, volley tcp) run on the default runtimes: the server on tokio's multi-thread runtime (a worker per core), the client on a 2-worker one, as #[tokio::main] gives; current-thread and tuned: server and client each on a current-thread runtime (tuned: volley's readers spin there up to 250 µs before they sleep); mt client: the server so, the client on the 2-worker runtime; one connection per system; each caller task holds its own clone of the client, so a call clones nothing; / tarpc and / raw divide by the best of each anchor's three setups"
             .into(),
     );
     report.notes.push(

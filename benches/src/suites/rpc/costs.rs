@@ -81,7 +81,7 @@ pub(super) async fn allocations(servers: &Servers, pattern: &Bytes, report: &mut
         columns: ALLOC_COLUMNS.to_vec(),
         rows: Vec::new(),
     };
-    for system in ["volley tcp", "tarpc"] {
+    for system in ["volley tcp, tuned", "tarpc, current-thread"] {
         let client = connect(system, servers, PoolConfig::default()).await;
         for work in [Work::Put, Work::Get] {
             for payload in [8usize, 64 * 1024, MIB] {
