@@ -52,10 +52,20 @@ pub(crate) struct Args {
     /// With --scamp-costs: the Ethernet chip's time per request, in microseconds.
     #[arg(long, requires = "scamp_costs", value_parser = micros)]
     scamp_service_us: Option<core::time::Duration>,
+    /// With --scamp-costs: how a request for a chip without Ethernet is charged. `hops`
+    /// (the default): it holds a P2P stream 1.24 ms a hop. `monitors`: it holds the
+    /// monitors at both ends 638 us, plus 1 us a hop (the monitors' software, not the
+    /// hops, is what costs on hardware). Both are calibrated from the same ratio.
+    #[arg(long, requires = "scamp_costs", value_enum, default_value = "hops")]
+    scamp_p2p_model: P2pModel,
     /// With --scamp-costs: the time a forwarded request holds a P2P stream, per hop, in
     /// microseconds.
     #[arg(long, requires = "scamp_costs", value_parser = micros)]
     scamp_p2p_hop_us: Option<core::time::Duration>,
+    /// With --scamp-costs: the time a forwarded request holds the monitors at both ends,
+    /// in microseconds (0 in the `hops` model).
+    #[arg(long, requires = "scamp_costs", value_parser = micros)]
+    scamp_p2p_monitor_us: Option<core::time::Duration>,
     /// With --scamp-costs: P2P streams per chip, 1 to 255.
     #[arg(long, requires = "scamp_costs", value_parser = clap::value_parser!(u8).range(1..))]
     scamp_streams: Option<u8>,
@@ -75,6 +85,15 @@ pub(crate) struct Args {
     max_tcp_connections: u32,
 }
 
+/// The two models of SCP over P2P (`--scamp-p2p-model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum P2pModel {
+    /// A P2P stream held per hop.
+    Hops,
+    /// The monitors at both ends held, plus a little per hop.
+    Monitors,
+}
+
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let config = BoardConfig {
         processing_delay: args.delay_ms,
@@ -84,10 +103,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         memory_budget: (args.memory_mib as usize) << 20,
         max_tcp_connections: args.max_tcp_connections as usize,
         scamp: args.scamp_costs.then(|| {
-            let defaults = ScampCosts::default();
+            let defaults = match args.scamp_p2p_model {
+                P2pModel::Hops => ScampCosts::default(),
+                P2pModel::Monitors => ScampCosts::monitors(),
+            };
             ScampCosts {
                 service: args.scamp_service_us.unwrap_or(defaults.service),
                 p2p_hop: args.scamp_p2p_hop_us.unwrap_or(defaults.p2p_hop),
+                p2p_monitor: args.scamp_p2p_monitor_us.unwrap_or(defaults.p2p_monitor),
                 streams: args.scamp_streams.unwrap_or(defaults.streams),
                 buffers: args.scamp_buffers.unwrap_or(defaults.buffers),
             }

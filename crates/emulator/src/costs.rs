@@ -24,6 +24,17 @@
 //!   (from its arrival to its reply) is dropped without a word, as SC&MP drops it
 //!   (spinnaker_tools #92).
 //!
+//! A second model of P2P, [`ScampCosts::monitors`], charges what hardware mostly spends on
+//! SCP to a chip without Ethernet: the software of the monitor cores at both ends, which
+//! pass the request and its reply on packet by packet. Such a request holds the Ethernet
+//! chip's monitor and its target chip's monitor together for
+//! [`ScampCosts::p2p_monitor`], 638 us, plus [`ScampCosts::p2p_hop`] of 1 us a hop (a
+//! router forwards a packet in well under that; it is kept small on purpose). The same
+//! ratio calibrates it: a board's Ethernet monitor that serves a request for one of its
+//! other chips in 63.8 + 638 us serves them 11 times slower than its own. Under this model
+//! a board's chips are reached no faster through many requests in flight; only more
+//! Ethernet monitors (more boards, each reached directly) serve more at once.
+//!
 //! The transient tags (8 a board, held until the reply leaves or, for a lost reply, the
 //! tag timeout) are modelled whether or not the costs are on ([`BoardConfig::pool_size`]).
 //! Not modelled: the P2P packets themselves (a request's hops are one delay), links that
@@ -48,6 +59,10 @@ pub struct ScampCosts {
     /// The time a request for a chip without Ethernet holds one of its P2P streams, per
     /// hop from the Ethernet chip it came in by.
     pub p2p_hop: Duration,
+    /// The time a request for a chip without Ethernet holds both the Ethernet chip's
+    /// monitor and its target chip's monitor (zero in the default, per-hop model; see
+    /// [`ScampCosts::monitors`]).
+    pub p2p_monitor: Duration,
     /// P2P streams per chip.
     pub streams: u8,
     /// Messages a board holds at once, from a request's arrival to its reply.
@@ -59,6 +74,7 @@ impl Default for ScampCosts {
         Self {
             service: Duration::from_nanos(63_800),
             p2p_hop: Duration::from_micros(1_240),
+            p2p_monitor: Duration::ZERO,
             streams: 8,
             buffers: 32,
         }
@@ -66,11 +82,22 @@ impl Default for ScampCosts {
 }
 
 impl ScampCosts {
+    /// The second P2P model (see the module's documentation): a request for a chip
+    /// without Ethernet holds the monitors at both ends for 638 us and adds 1 us a hop.
+    pub fn monitors() -> Self {
+        Self {
+            p2p_hop: Duration::from_micros(1),
+            p2p_monitor: Duration::from_micros(638),
+            ..Self::default()
+        }
+    }
+
     /// Checks every number: times of at most an hour, at least one stream and one
     /// buffer.
     pub fn check(&self) -> Result<(), ConfigError> {
         check_delay("SC&MP service time", self.service)?;
         check_delay("P2P time per hop", self.p2p_hop)?;
+        check_delay("P2P time at the monitors", self.p2p_monitor)?;
         if self.streams == 0 {
             return Err(ConfigError::NoStreams);
         }
@@ -110,30 +137,49 @@ impl Monitor {
     pub(crate) fn hold(&mut self, until: Instant) {
         self.held.push(Reverse(until));
     }
+
+    /// Keeps the monitor busy until `until` (a P2P request it passes on, in the
+    /// monitors model).
+    pub(crate) fn busy_until(&mut self, until: Instant) {
+        self.free_at = Some(self.free_at.map_or(until, |free| free.max(until)));
+    }
 }
 
-/// The P2P streams of a board's chips that are taken, and until when.
+/// The P2P streams of a board's chips that are taken, and until when; and, in the
+/// monitors model, when each chip's monitor is next free.
 #[derive(Debug, Default)]
 pub(crate) struct Streams {
     taken: HashMap<(u8, u8), Vec<Instant>>,
+    monitor_free: HashMap<(u8, u8), Instant>,
 }
 
 impl Streams {
-    /// Takes one of chip (`x`, `y`)'s streams from `at` until `until`; `false` if all
-    /// `costs.streams` are taken then.
-    pub(crate) fn open(
+    /// Forwards a request for chip `chip`, `hops` away, that is ready at `ready`: takes one
+    /// of the chip's streams until the request is done and says when that is, or `None`
+    /// if all `costs.streams` are taken then. Done: in the per-hop model after its hops;
+    /// in the monitors model once the chip's monitor is free, after its time there and its
+    /// hops (the monitor is held until then).
+    pub(crate) fn forward(
         &mut self,
         costs: &ScampCosts,
         chip: (u8, u8),
-        at: Instant,
-        until: Instant,
-    ) -> bool {
+        ready: Instant,
+        hops: u32,
+    ) -> Option<Instant> {
         let taken = self.taken.entry(chip).or_default();
-        taken.retain(|&end| end > at);
+        taken.retain(|&end| end > ready);
         if taken.len() >= usize::from(costs.streams) {
-            return false;
+            return None;
         }
-        taken.push(until);
-        true
+        let done = if costs.p2p_monitor.is_zero() {
+            ready + costs.p2p_hop * hops
+        } else {
+            let free = self.monitor_free.get(&chip).copied().unwrap_or(ready);
+            let done = free.max(ready) + costs.p2p_monitor + costs.p2p_hop * hops;
+            self.monitor_free.insert(chip, done);
+            done
+        };
+        taken.push(done);
+        Some(done)
     }
 }

@@ -453,13 +453,18 @@ pub(crate) fn on_datagram(
             let mut refused = None;
             if let (Some(costs), Some((owner, hops))) = (&costs, routed.place) {
                 if hops > 0 {
-                    let until = ready + costs.p2p_hop * hops;
                     let chip = (routed.dest.x, routed.dest.y);
                     let mut state = fabric.boards[owner].lock();
-                    if state.streams.open(costs, chip, ready, until) {
-                        ready = until;
-                    } else {
-                        refused = Some(ReturnCode::P2P_BUSY);
+                    match state.streams.forward(costs, chip, ready, hops) {
+                        None => refused = Some(ReturnCode::P2P_BUSY),
+                        Some(until) => {
+                            drop(state);
+                            if !costs.p2p_monitor.is_zero() {
+                                // The Ethernet chip's monitor passes it on all the while.
+                                board.lock().monitor.busy_until(until);
+                            }
+                            ready = until;
+                        }
                     }
                 }
             }
@@ -574,6 +579,7 @@ mod tests {
         let costs = ScampCosts {
             service: Duration::from_micros(100),
             p2p_hop: Duration::from_millis(1),
+            p2p_monitor: Duration::ZERO,
             streams: 2,
             buffers: 5,
         };
@@ -618,6 +624,47 @@ mod tests {
         assert_eq!(
             (busy, rc),
             (Outcome::At(t0 + us(300), 14), Some(ReturnCode::P2P_BUSY))
+        );
+    }
+
+    #[test]
+    fn in_the_monitors_model_p2p_requests_hold_both_monitors() {
+        let costs = ScampCosts {
+            service: Duration::from_micros(100),
+            p2p_hop: Duration::from_micros(1),
+            p2p_monitor: Duration::from_micros(600),
+            streams: 8,
+            buffers: 32,
+        };
+        let config = BoardConfig {
+            pool_size: 16,
+            scamp: Some(costs),
+            ..BoardConfig::default()
+        };
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
+        let fabric = Fabric::single(config);
+        // Chip (2, 1), three hops (as in the per-hop test): the monitor's 100 us, then
+        // 600 us at both monitors and 3 us of hops.
+        let far = scp::read_request(Address::core(2, 1, 0), SDRAM_BASE, 4).unwrap();
+        assert_eq!(
+            outcome(&fabric, t0, &far),
+            (Outcome::At(t0 + us(703), 18), Some(ReturnCode::OK))
+        );
+        // Another chip's request waits for the Ethernet monitor the first still holds.
+        let other = scp::read_request(Address::core(1, 0, 0), SDRAM_BASE, 4).unwrap();
+        assert_eq!(
+            outcome(&fabric, t0, &other),
+            (
+                Outcome::At(t0 + us(703 + 100 + 601), 18),
+                Some(ReturnCode::OK)
+            )
+        );
+        // So does a request for the Ethernet chip itself.
+        let sver = scp::sver_request(Address::core(0, 0, 0));
+        assert_eq!(
+            outcome(&fabric, t0, &sver),
+            (Outcome::At(t0 + us(1404 + 100), 48), Some(ReturnCode::OK))
         );
     }
 
