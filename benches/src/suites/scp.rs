@@ -105,7 +105,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
 
 async fn run_async(mode: Mode, python: Option<&str>) -> Report {
     let rounds = match mode {
-        Mode::Quick => 3,
+        Mode::Quick => 1,
         Mode::Full => 5,
     };
     // Quick mode moves 10 MiB where the link is fast (2 MiB for rig, which is slower),
