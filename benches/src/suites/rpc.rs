@@ -379,9 +379,9 @@ pub(crate) fn run(mode: Mode) -> Report {
     report.notes.push(
         "raw tokio: LengthDelimitedCodec frames, the same number outstanding as callers, \
          answered in order by one task per connection (no request ids, no dispatch), each end \
-         feeding while replies or requests are already read and flushing once when none is \
-         (a put's payload is still copied into the frame and the codec's buffer): the \
-         machine's baseline"
+         feeding while replies or requests are already read and flushing once when none is; \
+         a payload of 64 KiB or more (a put's, a get's reply) is written to the socket from \
+         where it lies after what the codec holds, not copied: the machine's baseline"
             .into(),
     );
     tls_rows(mode, &mut report);

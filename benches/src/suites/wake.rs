@@ -1,7 +1,8 @@
 //! `wake`: small request/response frames over loopback TCP through volley's connection
 //! with 1, 16 and 256 requests in flight; the reader's wake-ups per delivered frame and
 //! p50/p99 latency, batched signalling (wake on the first frame of a batch) against
-//! signalling every frame (the Linux SCTP lesson).
+//! signalling every frame (the Linux SCTP lesson), and the CPU per frame. Every echo is
+//! compared with the request it answers (each carries its number).
 
 use core::time::Duration;
 use std::sync::mpsc;
@@ -153,24 +154,38 @@ async fn one_run(
         .await
         .expect("connect");
     let mut pipeline = conn.pipeline();
-    let head = [7u8; 64];
+    // Each request's 64 bytes carry its number, so that its echo can be checked.
+    let frame = |n: usize| {
+        let mut head = [7u8; 64];
+        head[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        head
+    };
     let mut sent_at = std::collections::HashMap::with_capacity(in_flight * 2);
     let mut latencies = Vec::with_capacity(requests);
     let start = Instant::now();
     let mut sent = 0;
     while latencies.len() < requests {
         while sent < requests && pipeline.outstanding() < in_flight {
-            let id = pipeline.send(1, &head, Bytes::new()).await.expect("send");
-            sent_at.insert(id, Instant::now());
+            let id = pipeline
+                .send(1, &frame(sent), Bytes::new())
+                .await
+                .expect("send");
+            sent_at.insert(id, (Instant::now(), sent));
             sent += 1;
         }
         let reply = tokio::time::timeout(Duration::from_secs(10), pipeline.recv())
             .await
             .expect("a reply within 10 s")
             .expect("a reply");
-        if let Some(at) = sent_at.remove(&reply.id) {
-            latencies.push(at.elapsed().as_secs_f64() * 1e6);
-        }
+        let (at, n) = sent_at
+            .remove(&reply.id)
+            .expect("a reply to a request in flight");
+        assert_eq!(
+            reply.body[..],
+            frame(n)[..],
+            "the echo of request {n} differs from what was sent"
+        );
+        latencies.push(at.elapsed().as_secs_f64() * 1e6);
     }
     let rate = requests as f64 / start.elapsed().as_secs_f64();
     let stats = conn.stats();

@@ -128,6 +128,37 @@ pub(crate) async fn tcp(addr: SocketAddr) -> TcpStream {
 }
 
 /// Any stream framed with length prefixes (raw and tarpc).
+/// Payloads at least this long the raw ends write to the socket themselves, after what the
+/// codec holds, rather than copy them into the codec's buffer.
+const UNCOPIED: usize = 64 * 1024;
+
+/// Queues one raw frame, `head` then `payload`: a short frame through the codec's buffer
+/// (flushed later, with its batch), a long one flushed at once with what is queued before
+/// it and its payload written from where it lies, not copied (the length prefix is the
+/// codec's default, 4 bytes big-endian).
+async fn send_raw<S: AsyncRead + AsyncWrite + Unpin>(
+    framed: &mut Framed<S, LengthDelimitedCodec>,
+    head: &[u8],
+    payload: &Bytes,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    if payload.len() < UNCOPIED {
+        let mut frame = BytesMut::with_capacity(head.len() + payload.len());
+        frame.extend_from_slice(head);
+        frame.extend_from_slice(payload);
+        return framed.feed(frame.freeze()).await;
+    }
+    SinkExt::<Bytes>::flush(framed).await?;
+    let len = u32::try_from(head.len() + payload.len())
+        .map_err(|_| std::io::Error::other("a frame over 4 GiB"))?;
+    let mut prefix = [0u8; 4 + 17];
+    prefix[..4].copy_from_slice(&len.to_be_bytes());
+    prefix[4..4 + head.len()].copy_from_slice(head);
+    let io = framed.get_mut();
+    io.write_all(&prefix[..4 + head.len()]).await?;
+    io.write_all(payload).await
+}
+
 pub(crate) fn length_delimited<S: AsyncRead + AsyncWrite>(
     stream: S,
 ) -> Framed<S, LengthDelimitedCodec> {
@@ -275,29 +306,30 @@ pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
     pattern: &Bytes,
 ) -> Result<(), String> {
     let mut framed = framed.lock().await;
+    // A request's head and its payload (a slice of the pattern for a put, not copied).
     let request = |index: u64| {
         let op = match w.work {
             Work::Echo => 1u8,
             Work::Put => 2,
             Work::Get => 3,
         };
-        let mut out = BytesMut::with_capacity(17 + 8);
-        out.extend_from_slice(&[op]);
-        out.extend_from_slice(&index.to_le_bytes());
-        out.extend_from_slice(&(w.payload as u64).to_le_bytes());
+        let mut head = [0u8; 17];
+        head[0] = op;
+        head[1..9].copy_from_slice(&index.to_le_bytes());
+        head[9..].copy_from_slice(&(w.payload as u64).to_le_bytes());
         let start = service::offset(index);
-        match w.work {
-            Work::Echo => out.extend_from_slice(&index.to_le_bytes()),
-            Work::Put => out.extend_from_slice(&pattern[start..start + w.payload]),
-            Work::Get => {}
-        }
-        out.freeze()
+        let payload = match w.work {
+            Work::Echo => Bytes::copy_from_slice(&index.to_le_bytes()),
+            Work::Put => pattern.slice(start..start + w.payload),
+            Work::Get => Bytes::new(),
+        };
+        (head, payload)
     };
     let mut expected = VecDeque::new();
     let mut sent = 0u64;
     while sent < w.callers.min(w.calls) as u64 {
-        framed
-            .feed(request(sent))
+        let (head, payload) = request(sent);
+        send_raw(&mut framed, &head, &payload)
             .await
             .map_err(|e| e.to_string())?;
         expected.push_back(sent);
@@ -324,8 +356,8 @@ pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
         };
         check(ok, "raw")?;
         if sent < w.calls as u64 {
-            framed
-                .feed(request(sent))
+            let (head, payload) = request(sent);
+            send_raw(&mut framed, &head, &payload)
                 .await
                 .map_err(|e| e.to_string())?;
             expected.push_back(sent);
@@ -422,7 +454,7 @@ pub(crate) async fn raw_server<S: AsyncRead + AsyncWrite + Unpin>(stream: S, pat
             }
         };
         // Feed while more frames are ready, flush when none is: as a careful user would.
-        if framed.feed(reply).await.is_err() {
+        if send_raw(&mut framed, &[], &reply).await.is_err() {
             return;
         }
         if framed.read_buffer().is_empty() && SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
