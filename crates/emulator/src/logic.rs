@@ -574,20 +574,25 @@ mod tests {
         (outcome, rc)
     }
 
+    /// A board of 16 tags with SC&MP's costs: a monitor time of 100 us, the P2P times
+    /// given, `streams` a chip and `buffers` a board.
+    fn costly(p2p_hop: Duration, p2p_monitor: Duration, streams: u8, buffers: u16) -> BoardConfig {
+        BoardConfig {
+            pool_size: 16,
+            scamp: Some(ScampCosts {
+                service: Duration::from_micros(100),
+                p2p_hop,
+                p2p_monitor,
+                streams,
+                buffers,
+            }),
+            ..BoardConfig::default()
+        }
+    }
+
     #[test]
     fn scamp_costs_queue_at_the_monitor_hold_p2p_streams_and_run_out_of_buffers() {
-        let costs = ScampCosts {
-            service: Duration::from_micros(100),
-            p2p_hop: Duration::from_millis(1),
-            p2p_monitor: Duration::ZERO,
-            streams: 2,
-            buffers: 5,
-        };
-        let config = BoardConfig {
-            pool_size: 16,
-            scamp: Some(costs),
-            ..BoardConfig::default()
-        };
+        let config = costly(Duration::from_millis(1), Duration::ZERO, 2, 5);
         let t0 = Instant::now();
         let us = Duration::from_micros;
         // The Ethernet chip: one request at a time, 100 us each.
@@ -629,18 +634,7 @@ mod tests {
 
     #[test]
     fn in_the_monitors_model_p2p_requests_hold_both_monitors() {
-        let costs = ScampCosts {
-            service: Duration::from_micros(100),
-            p2p_hop: Duration::from_micros(1),
-            p2p_monitor: Duration::from_micros(600),
-            streams: 8,
-            buffers: 32,
-        };
-        let config = BoardConfig {
-            pool_size: 16,
-            scamp: Some(costs),
-            ..BoardConfig::default()
-        };
+        let config = costly(Duration::from_micros(1), Duration::from_micros(600), 8, 32);
         let t0 = Instant::now();
         let us = Duration::from_micros;
         let fabric = Fabric::single(config);

@@ -57,20 +57,6 @@ fn measured(
     }
 }
 
-/// Pseudo-random bytes (xorshift), so that a byte out of place shows.
-fn pattern(len: usize) -> Bytes {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(len);
-    Bytes::from(out)
-}
-
 /// MiB/s sending `count` messages of `size` bytes and waiting for the server's answer,
 /// and whether the server found every byte as sent.
 async fn bulk(client: &mut Client, size: usize, count: usize, body: &Bytes) -> (f64, bool) {
@@ -184,7 +170,8 @@ impl Row {
 }
 
 pub(crate) fn run(mode: Mode) -> Report {
-    let body = pattern(16 * MIB);
+    // Pseudo-random bytes (the rpc suite's pattern), so that a byte out of place shows.
+    let body = volley_rpc::bench::pattern(16 * MIB);
     let servers = start_servers(body.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
