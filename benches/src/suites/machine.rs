@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use volley_emulator::ScampCosts;
+use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::{self, MAX_DATA_LEN};
 use volley_proto::wire::sdp::Address;
@@ -32,6 +32,7 @@ use volley_transport_udp::{Machine, ScpConfig, WindowSize};
 
 use super::script::{python_round, secs};
 use crate::harness::{Mode, Report, median};
+use crate::kit::serve_on_thread;
 
 const BOARDS: usize = 24;
 const BASE: u32 = 0x6000_0000;
@@ -53,6 +54,32 @@ pub(crate) struct Sample {
 
 pub(crate) fn mbit(bytes: usize, secs: f64) -> f64 {
     bytes as f64 * 8.0 / f64::from(1u32 << 20) / secs.max(1e-9)
+}
+
+/// An emulated machine (or single board) serving on a thread of its own; its boards'
+/// addresses.
+pub(crate) fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) -> Vec<SocketAddr> {
+    serve_on_thread(move || async move {
+        let spin = if boards == 1 {
+            BoardConfig::default().spin
+        } else {
+            // Many boards share the thread: none may spin.
+            Duration::ZERO
+        };
+        let machine = Emulated::bind(MachineConfig {
+            boards,
+            base,
+            board: BoardConfig {
+                spin,
+                scamp,
+                ..BoardConfig::default()
+            },
+            ..MachineConfig::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the emulated machine binds {base} onwards: {e}"));
+        (machine.board_addrs().to_vec(), machine)
+    })
 }
 
 /// The two models of SCP over P2P the suite runs under, each on a machine of its own:
@@ -89,7 +116,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
     let mut spinnman_error = None;
     let mut runs = Vec::new();
     for (name, costs, first) in models() {
-        let addrs: Vec<SocketAddr> = super::python::emulate(BOARDS, first, Some(costs));
+        let addrs: Vec<SocketAddr> = emulate(BOARDS, first, Some(costs));
         let mut run = ModelRun {
             name,
             costs,

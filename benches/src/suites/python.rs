@@ -12,18 +12,16 @@
 //! setup (the order rotates each round); figures are medians.
 
 use core::net::{Ipv4Addr, SocketAddr};
-use core::time::Duration;
 use std::time::Instant;
 
 use serde_json::json;
-use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
+use volley_emulator::ScampCosts;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::MAX_DATA_LEN;
 
-use super::machine::{Sample, ceiling_round, mbit, model_mbit, volley_round};
+use super::machine::{Sample, ceiling_round, emulate, mbit, model_mbit, volley_round};
 use super::script::{python_round, secs};
 use crate::harness::{Mode, Report, Table, median};
-use crate::kit::serve_on_thread;
 
 /// The machines, each on loopback addresses of its own (SpiNNMan always uses port
 /// 17893): boards, first board's address.
@@ -56,32 +54,6 @@ const BOARD_SYSTEMS: [(&str, &str, usize, bool); 5] = [
     ("rig w16", "rig", 16, false),
     ("volley.Board", "volley", 0, true),
 ];
-
-/// An emulated machine (or single board) serving on a thread of its own; its boards'
-/// addresses.
-pub(crate) fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) -> Vec<SocketAddr> {
-    serve_on_thread(move || async move {
-        let spin = if boards == 1 {
-            BoardConfig::default().spin
-        } else {
-            // Many boards share the thread: none may spin.
-            Duration::ZERO
-        };
-        let machine = Emulated::bind(MachineConfig {
-            boards,
-            base,
-            board: BoardConfig {
-                spin,
-                scamp,
-                ..BoardConfig::default()
-            },
-            ..MachineConfig::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("the emulated machine binds {base} onwards: {e}"));
-        (machine.board_addrs().to_vec(), machine)
-    })
-}
 
 /// "1 board", "3 boards".
 fn boards_label(boards: usize) -> String {
