@@ -10,7 +10,7 @@ use crate::harness::Mode;
 use crate::{charts, compare, harness, suites};
 
 /// Runs `volley-bench` (or `volley-bench-plain`) with the process's arguments.
-pub(crate) fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let mut args = env::args().skip(1).peekable();
     let result = match args.peek().map(String::as_str) {
         Some("compare") => {

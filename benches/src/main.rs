@@ -11,22 +11,16 @@
 
 use std::process::ExitCode;
 
-mod charts;
-mod cli;
-mod compare;
-mod harness;
-mod kit;
-mod suites;
-
 #[global_allocator]
 static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 /// Allocations and bytes allocated so far, process-wide.
-pub(crate) fn alloc_counts() -> Option<(u64, u64)> {
+fn alloc_counts() -> (u64, u64) {
     let stats = GLOBAL.stats();
-    Some((stats.allocations as u64, stats.bytes_allocated as u64))
+    (stats.allocations as u64, stats.bytes_allocated as u64)
 }
 
 fn main() -> ExitCode {
-    cli::main()
+    volley_benches::harness::count_allocations_with(alloc_counts);
+    volley_benches::cli::main()
 }

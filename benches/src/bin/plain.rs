@@ -6,24 +6,6 @@
 
 use std::process::ExitCode;
 
-#[path = "../charts/mod.rs"]
-mod charts;
-#[path = "../cli.rs"]
-mod cli;
-#[path = "../compare.rs"]
-mod compare;
-#[path = "../harness.rs"]
-mod harness;
-#[path = "../kit.rs"]
-mod kit;
-#[path = "../suites/mod.rs"]
-mod suites;
-
-/// No counting allocator here: no counts.
-pub(crate) fn alloc_counts() -> Option<(u64, u64)> {
-    None
-}
-
 fn main() -> ExitCode {
-    cli::main()
+    volley_benches::cli::main()
 }

@@ -31,8 +31,8 @@ use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{Machine, ScpConfig, WindowSize};
 
 use super::script::{python_round, secs};
+use crate::harness::serve_on_thread;
 use crate::harness::{Mode, Report, median};
-use crate::kit::serve_on_thread;
 
 const BOARDS: usize = 24;
 const BASE: u32 = 0x6000_0000;

@@ -260,9 +260,9 @@ fn run_link(
             for _ in 0..rounds {
                 for ((_, peer), runs) in peers.iter().zip(&mut runs) {
                     reset_peak();
-                    let before = crate::kit::cpu_split();
+                    let before = crate::harness::cpu_split();
                     let outcome = runtime.block_on(service::run(peer.clone(), spec));
-                    let after = crate::kit::cpu_split();
+                    let after = crate::harness::cpu_split();
                     runs.push(Cell {
                         ok: outcome.failed == 0,
                         secs: outcome.secs,

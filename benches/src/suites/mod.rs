@@ -5,7 +5,7 @@ pub(crate) mod codec;
 pub(crate) mod machine;
 pub(crate) mod matrix;
 pub(crate) mod python;
-pub(crate) mod rpc;
+pub mod rpc;
 pub(crate) mod scp;
 pub(crate) mod script;
 pub(crate) mod sftp;

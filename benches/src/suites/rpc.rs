@@ -35,13 +35,12 @@ use volley_rpc::{
 };
 use volley_transport_tcp::Listener;
 
-use crate::harness::{Mode, Report, Table, median};
-use crate::kit;
+use crate::harness::{self, Mode, Report, Table, median};
 
 mod artiq;
 mod costs;
 mod light;
-mod peers;
+pub mod peers;
 mod servers;
 
 use artiq::{Arrivals, Artiq, ArtiqClient, artiq_router, artiq_table};
@@ -224,7 +223,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     let dir = std::env::temp_dir().join(format!("volley-bench-rpc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let servers = start_servers(dir.clone());
-    let (current, multi) = kit::client_runtimes();
+    let (current, multi) = harness::client_runtimes();
     let runtime_of = |i: usize| if SYSTEMS[i].1 { &multi } else { &current };
     let runtime = &current;
     let pattern = service::pattern(PATTERN);
@@ -286,7 +285,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         .collect();
     for w in workloads {
         peers::expect_puts(w, &pattern);
-        let rounds = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
+        let rounds = harness::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
             let w = if warm { w.warm_up() } else { w };
             runtime_of(i)
                 .block_on(measure(&clients[i], w, &pattern))

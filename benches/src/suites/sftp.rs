@@ -478,12 +478,12 @@ async fn put_in_process(source: &Path, target: &Path, chunk: usize) -> (f64, u64
         ..volley_sftp::TransferOptions::default()
     };
     let remote = target.as_os_str().as_encoded_bytes().to_vec();
-    let before = crate::alloc_counts();
+    let before = crate::harness::alloc_counts();
     let start = Instant::now();
     sftp.put(source, &remote, &opts).await.expect("volley put");
     let secs = start.elapsed().as_secs_f64();
     let (allocations, bytes) = before
-        .zip(crate::alloc_counts())
+        .zip(crate::harness::alloc_counts())
         .map_or((0, 0), |(a, b)| (b.0 - a.0, b.1 - a.1));
     sftp.shutdown().await.expect("sftp-server exits");
     (secs, allocations, bytes)

@@ -53,9 +53,9 @@ pub(crate) fn run(mode: Mode) -> Report {
         for round in 0..rounds {
             for k in 0..2 {
                 let m = if round % 2 == 0 { k } else { 1 - k };
-                let before = crate::kit::cpu_split();
+                let before = crate::harness::cpu_split();
                 results[m].push(runtime.block_on(one_run(server, modes[m], in_flight, requests)));
-                let after = crate::kit::cpu_split();
+                let after = crate::harness::cpu_split();
                 let secs = (after.0 - before.0) + (after.1 - before.1);
                 cpu[m].push(secs * 1e6 / requests as f64);
             }

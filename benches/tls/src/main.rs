@@ -27,23 +27,16 @@ use volley_rpc::link::framed::FramedLink;
 use volley_rpc::tls::{self, Roots};
 use volley_rpc::{Config, Endpoint, Peer};
 
-#[path = "../../src/suites/rpc/peers.rs"]
-#[allow(dead_code)]
-mod peers;
-
-#[path = "../../src/kit.rs"]
-#[allow(dead_code)]
-mod kit;
-
 mod grpc;
 mod servers;
 
 use grpc::BenchGrpc;
-use peers::{
-    Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited, raw_run,
-    tcp,
-};
 use servers::{Addrs, H2_WINDOW};
+use volley_benches::harness;
+use volley_benches::suites::rpc::peers::{
+    self, Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited,
+    raw_run, tcp,
+};
 
 /// Pattern bytes: the largest payload plus room for every offset.
 const PATTERN: usize = MIB + 4096;
@@ -204,9 +197,13 @@ async fn connect(system: &str, addrs: &Addrs, tls: &Tls) -> Client {
     }
 }
 
-impl Caller for Each<BenchGrpc> {
+/// A tonic caller (a type of this crate's: `Caller` and `Each` are the library's).
+#[derive(Clone)]
+struct TonicCaller(Each<BenchGrpc>);
+
+impl Caller for TonicCaller {
     fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send {
-        tonic_call(&mut self.client, w, index, &self.pattern)
+        tonic_call(&mut self.0.client, w, index, &self.0.pattern)
     }
 }
 
@@ -239,7 +236,7 @@ async fn measure(client: &Client, w: Workload, pattern: &Bytes) -> Result<f64, S
         Client::RawTlsBuffered(framed) => raw_run(framed, w, pattern).await?,
         Client::RawQuic(framed) => raw_run(framed, w, pattern).await?,
         Client::Tarpc(c) => callers(w, Each::new(c.clone(), pattern)).await?,
-        Client::Tonic(c) => callers(w, Each::new(c.clone(), pattern)).await?,
+        Client::Tonic(c) => callers(w, TonicCaller(Each::new(c.clone(), pattern))).await?,
         Client::Volley(peer) => {
             callers(w, Each::new(BenchClient::new(peer.clone()), pattern)).await?;
         }
@@ -284,7 +281,7 @@ fn main() {
         config: tls::client_config(Roots::File(&dir.join("ca.pem")), None).expect("TLS settings"),
         ca_pem: std::fs::read(dir.join("ca.pem")).expect("the CA"),
     };
-    let (current, multi) = kit::client_runtimes();
+    let (current, multi) = harness::client_runtimes();
     let runtime_of = |i: usize| if SYSTEMS[i].1 { &multi } else { &current };
     let workloads = [
         ("8 B sequential", Work::Echo, 8, 1, 4000 * scale),
@@ -307,14 +304,14 @@ fn main() {
     let mut notes = Vec::new();
     for w in workloads {
         peers::expect_puts(w, &pattern);
-        let rates = kit::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
+        let rates = harness::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
             let w = if warm { w.warm_up() } else { w };
             runtime_of(i)
                 .block_on(measure(&clients[i], w, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))
         })
         .rates;
-        let m: Vec<f64> = rates.iter().map(|r| kit::median(r)).collect();
+        let m: Vec<f64> = rates.iter().map(|r| harness::median(r)).collect();
         let best = |name: &str| m[at(name)].max(m[at(&format!("{name}, mt client"))]);
         // The tokio-rustls anchor at its best: with or without the read buffer.
         let (raw, tarpc, tonic) = (

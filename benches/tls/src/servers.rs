@@ -24,7 +24,7 @@ use volley_rpc::{Config, Endpoint, ServerHandle, serve};
 use volley_rpc::{Listener, listener_config};
 
 use crate::grpc::BenchService;
-use crate::peers::{length_delimited, raw_server, tarpc_serve};
+use volley_benches::suites::rpc::peers::{length_delimited, raw_server, tarpc_serve};
 
 /// HTTP/2 windows for tonic, both ends: large enough that a 1 MiB message never waits
 /// for a window update (tonic's own defaults are smaller).
@@ -74,7 +74,9 @@ where
 pub fn start(dir: &Path, pattern: Bytes) -> Addrs {
     let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
     // The handles keep volley's servers running.
-    crate::kit::serve_on_thread(move || async move { bind_all(&cert, &key, pattern).await })
+    volley_benches::harness::serve_on_thread(
+        move || async move { bind_all(&cert, &key, pattern).await },
+    )
 }
 
 async fn tcp_listener() -> TcpListener {

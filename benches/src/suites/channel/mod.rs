@@ -21,8 +21,8 @@ use serde_json::json;
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 use volley_netsim::{LinkConfig, LinkSim};
 
+use crate::harness::cpu_split;
 use crate::harness::{Mode, Report, median};
-use crate::kit::cpu_split;
 
 mod systems;
 

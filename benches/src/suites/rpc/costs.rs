@@ -22,7 +22,7 @@ pub(super) fn allocations_table(
     pattern: &Bytes,
     report: &mut Report,
 ) -> Option<Table> {
-    if crate::alloc_counts().is_some() {
+    if harness::alloc_counts().is_some() {
         return Some(runtime.block_on(allocations(servers, pattern, report)));
     }
     let counting = std::env::current_exe()
@@ -49,7 +49,7 @@ pub(crate) const ALLOCATIONS_CHILD: &str = "rpc-allocations";
 /// `volley-bench rpc-allocations`: starts the servers, measures the allocations table and
 /// prints it as one JSON object (what [`child_table`] reads).
 pub(crate) fn allocations_child() -> Result<(), String> {
-    if crate::alloc_counts().is_none() {
+    if harness::alloc_counts().is_none() {
         return Err(format!(
             "{ALLOCATIONS_CHILD} counts allocations: run it with volley-bench, not volley-bench-plain"
         ));
@@ -57,7 +57,7 @@ pub(crate) fn allocations_child() -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("volley-bench-allocs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let servers = start_servers(dir.clone());
-    let (current, _multi) = kit::client_runtimes();
+    let (current, _multi) = harness::client_runtimes();
     let mut report = Report::new("rpc", "allocations per call", Mode::Quick);
     let pattern = service::pattern(PATTERN);
     let table = current.block_on(allocations(&servers, &pattern, &mut report));
@@ -95,9 +95,9 @@ pub(super) async fn allocations(servers: &Servers, pattern: &Bytes, report: &mut
                 measure(&client, Workload { calls: 20, ..w }, pattern)
                     .await
                     .expect("warm-up");
-                let before = crate::alloc_counts();
+                let before = harness::alloc_counts();
                 measure(&client, w, pattern).await.expect("measured run");
-                let counts = before.zip(crate::alloc_counts());
+                let counts = before.zip(harness::alloc_counts());
                 let per_call = |f: fn((u64, u64)) -> u64| {
                     counts.map(|(a, b)| (f(b) - f(a)) as f64 / w.calls as f64)
                 };

@@ -27,9 +27,9 @@ pub(super) struct DefaultServers {
 pub(super) fn start_default_servers() -> DefaultServers {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        kit::register_server_thread();
+        harness::register_server_thread();
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .on_thread_start(kit::register_server_thread)
+            .on_thread_start(harness::register_server_thread)
             .enable_all()
             .build()
             .expect("a tokio runtime");
@@ -173,7 +173,7 @@ pub(super) fn light_table(
             for k in 0..systems.len() {
                 let i = (k + round) % systems.len();
                 let on = runtime(systems[i].2);
-                let before = kit::cpu_split();
+                let before = harness::cpu_split();
                 let result = on.block_on(async {
                     match &clients[i] {
                         Client::Tarpc(c) => {
@@ -186,7 +186,7 @@ pub(super) fn light_table(
                         _ => unreachable!("only volley and tarpc clients here"),
                     }
                 });
-                let after = kit::cpu_split();
+                let after = harness::cpu_split();
                 match result {
                     Ok(p) => samples[i].push((
                         (after.0 - before.0) * 1e6 / calls as f64,

@@ -1,7 +1,7 @@
 //! The rpc suite's workloads and the peers it runs them on that do not depend on the
 //! transport: the raw length-delimited baseline (server and client), tarpc as its users
 //! write it, and a call of volley's bench service, each generic over the stream. The TLS
-//! rows (`benches/tls`, outside the workspace) include this same file.
+//! rows (`benches/tls`, outside the workspace) use them through this library.
 
 use core::net::SocketAddr;
 use std::collections::{HashMap, VecDeque};
@@ -16,11 +16,11 @@ use volley_rpc::Codec;
 use volley_rpc::bench::{self as service, BenchClient, GetArgs, PutReply};
 
 /// A mebibyte.
-pub(crate) const MIB: usize = 1 << 20;
+pub const MIB: usize = 1 << 20;
 
 /// What a call does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Work {
+pub enum Work {
     /// 8 bytes there and back.
     Echo,
     /// A payload up; its length and xxh3 back.
@@ -31,18 +31,23 @@ pub(crate) enum Work {
 
 /// A workload: calls of one kind by some callers on one connection.
 #[derive(Clone, Copy)]
-pub(crate) struct Workload {
-    pub(crate) name: &'static str,
-    pub(crate) work: Work,
-    pub(crate) payload: usize,
-    pub(crate) callers: usize,
-    pub(crate) calls: usize,
+pub struct Workload {
+    /// Its name in the tables.
+    pub name: &'static str,
+    /// What each call does.
+    pub work: Work,
+    /// Bytes each call carries (up for a put, back for a get).
+    pub payload: usize,
+    /// Callers at once, each making its share of the calls in turn.
+    pub callers: usize,
+    /// Calls in all, per round.
+    pub calls: usize,
 }
 
 impl Workload {
     /// A table row for `system` (its median `rate`, its rounds' `rates`, and `rate` over
     /// each of `anchors`) and the data point the JSON report keeps.
-    pub(crate) fn row(
+    pub fn row(
         &self,
         system: &str,
         rate: f64,
@@ -72,7 +77,7 @@ impl Workload {
     }
 
     /// The warm-up run before the measured rounds: a tenth of the calls.
-    pub(crate) fn warm_up(self) -> Self {
+    pub fn warm_up(self) -> Self {
         Self {
             calls: self.calls / 10 + 1,
             ..self
@@ -93,7 +98,7 @@ fn put_hashes() -> &'static PutHashes {
 /// a reply is then a lookup, so its timed path holds what the RPC system does and not the
 /// checker's own hashing (the server still hashes every payload it receives; that is the
 /// call's work). One fixed pattern serves every system, so the table is shared.
-pub(crate) fn put_hash(pattern: &[u8], start: usize, len: usize) -> u64 {
+pub fn put_hash(pattern: &[u8], start: usize, len: usize) -> u64 {
     let known = put_hashes()
         .read()
         .expect("the put table")
@@ -110,7 +115,7 @@ pub(crate) fn put_hash(pattern: &[u8], start: usize, len: usize) -> u64 {
 }
 
 /// Hashes every payload a put workload's calls will send, before its rounds.
-pub(crate) fn expect_puts(w: Workload, pattern: &[u8]) {
+pub fn expect_puts(w: Workload, pattern: &[u8]) {
     if w.work == Work::Put {
         for index in 0..w.calls as u64 {
             put_hash(pattern, service::offset(index), w.payload);
@@ -121,7 +126,7 @@ pub(crate) fn expect_puts(w: Workload, pattern: &[u8]) {
 /// A loopback TCP stream for the peers (raw, tarpc, tonic), set up as volley's own
 /// streams are ([`volley_transport_tcp::tune`]: Nagle off, reno on loopback), so that
 /// no system gains from its socket's settings alone.
-pub(crate) async fn tcp(addr: SocketAddr) -> TcpStream {
+pub async fn tcp(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).await.expect("connect");
     volley_transport_tcp::tune(&stream).expect("socket settings");
     stream
@@ -159,9 +164,9 @@ async fn send_raw<S: AsyncRead + AsyncWrite + Unpin>(
     io.write_all(payload).await
 }
 
-pub(crate) fn length_delimited<S: AsyncRead + AsyncWrite>(
-    stream: S,
-) -> Framed<S, LengthDelimitedCodec> {
+/// Length-delimited frames on `stream`, up to 64 MiB each (the raw baseline's and
+/// tarpc's transport).
+pub fn length_delimited<S: AsyncRead + AsyncWrite>(stream: S) -> Framed<S, LengthDelimitedCodec> {
     LengthDelimitedCodec::builder()
         .max_frame_length(64 * MIB)
         .new_framed(stream)
@@ -171,20 +176,23 @@ pub(crate) fn length_delimited<S: AsyncRead + AsyncWrite>(
 /// client and of the pattern, made once), so a call clones nothing. A clone per call is
 /// an atomic count raised and lowered, which every system would pay on every call
 /// without it being the system's cost.
-pub(crate) trait Caller: Clone + Send + 'static {
+pub trait Caller: Clone + Send + 'static {
     /// Makes call `index` of `w`, its reply checked.
     fn call(&mut self, w: Workload, index: u64) -> impl Future<Output = Result<(), String>> + Send;
 }
 
 /// A client and the pattern the calls send and check against.
 #[derive(Clone)]
-pub(crate) struct Each<T> {
-    pub(crate) client: T,
-    pub(crate) pattern: Bytes,
+pub struct Each<T> {
+    /// This caller's client.
+    pub client: T,
+    /// The pattern puts send and gets are checked against.
+    pub pattern: Bytes,
 }
 
 impl<T> Each<T> {
-    pub(crate) fn new(client: T, pattern: &Bytes) -> Self {
+    /// A caller of `client`, holding its own handle on `pattern`.
+    pub fn new(client: T, pattern: &Bytes) -> Self {
         Self {
             client,
             pattern: pattern.clone(),
@@ -205,7 +213,7 @@ impl Caller for Each<TarpcBenchClient> {
 }
 
 /// `w.callers` tasks, caller k making calls k, k + C, ... one at a time.
-pub(crate) async fn callers(w: Workload, caller: impl Caller) -> Result<(), String> {
+pub async fn callers(w: Workload, caller: impl Caller) -> Result<(), String> {
     let mut tasks = Vec::new();
     for k in 0..w.callers {
         let mut caller = caller.clone();
@@ -223,7 +231,7 @@ pub(crate) async fn callers(w: Workload, caller: impl Caller) -> Result<(), Stri
 }
 
 /// `Ok` if the reply was right.
-pub(crate) fn check(ok: bool, what: &str) -> Result<(), String> {
+pub fn check(ok: bool, what: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
@@ -232,7 +240,7 @@ pub(crate) fn check(ok: bool, what: &str) -> Result<(), String> {
 }
 
 /// One call of volley's bench service, its reply checked.
-pub(crate) async fn volley_call<C: Codec>(
+pub async fn volley_call<C: Codec>(
     bench: &BenchClient<C>,
     w: Workload,
     index: u64,
@@ -268,7 +276,7 @@ pub(crate) async fn volley_call<C: Codec>(
 }
 
 /// One call of the tarpc service, its reply checked.
-pub(crate) async fn tarpc_call(
+pub async fn tarpc_call(
     c: &TarpcBenchClient,
     w: Workload,
     index: u64,
@@ -300,7 +308,7 @@ pub(crate) async fn tarpc_call(
 /// The raw baseline: `w.callers` frames outstanding on the one connection, a new one sent
 /// as each reply comes (fed while more replies are already read, flushed once when none
 /// is), replies checked in order.
-pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
+pub async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
     framed: &tokio::sync::Mutex<Framed<S, LengthDelimitedCodec>>,
     w: Workload,
     pattern: &Bytes,
@@ -376,15 +384,20 @@ pub(crate) async fn raw_run<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// tarpc, as its users write it (Bytes through serde).
 #[tarpc::service]
-pub(crate) trait TarpcBench {
+pub trait TarpcBench {
+    /// Returns its 8 bytes.
     async fn echo(value: u64) -> u64;
+    /// Returns the payload's length and xxh3.
     async fn put(body: Bytes) -> (u64, u64);
+    /// Returns `len` bytes of the pattern at an offset from `index`.
     async fn get(index: u64, len: u64) -> Bytes;
 }
 
+/// The tarpc bench service's server.
 #[derive(Clone)]
-pub(crate) struct TarpcServer {
-    pub(crate) pattern: Bytes,
+pub struct TarpcServer {
+    /// The pattern gets answer from.
+    pub pattern: Bytes,
 }
 
 impl TarpcBench for TarpcServer {
@@ -403,7 +416,7 @@ impl TarpcBench for TarpcServer {
 }
 
 /// Serves tarpc on one framed connection, each request in a task of its own.
-pub(crate) fn tarpc_serve<S>(framed: Framed<S, LengthDelimitedCodec>, pattern: Bytes)
+pub fn tarpc_serve<S>(framed: Framed<S, LengthDelimitedCodec>, pattern: Bytes)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
@@ -420,7 +433,7 @@ where
 }
 
 /// A tarpc client on one framed connection.
-pub(crate) fn tarpc_client<S>(framed: Framed<S, LengthDelimitedCodec>) -> TarpcBenchClient
+pub fn tarpc_client<S>(framed: Framed<S, LengthDelimitedCodec>) -> TarpcBenchClient
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
@@ -431,7 +444,7 @@ where
 
 /// The raw baseline's server: one task per connection, frames answered in order.
 /// A frame is `op u8 | index u64 | len u64 | payload`.
-pub(crate) async fn raw_server<S: AsyncRead + AsyncWrite + Unpin>(stream: S, pattern: Bytes) {
+pub async fn raw_server<S: AsyncRead + AsyncWrite + Unpin>(stream: S, pattern: Bytes) {
     let mut framed = length_delimited(stream);
     while let Some(Ok(frame)) = framed.next().await {
         if frame.len() < 17 {

@@ -86,7 +86,7 @@ pub(super) async fn raw_tcp_server(pattern: Bytes) -> SocketAddr {
 
 pub(super) fn start_servers(dir: PathBuf) -> Servers {
     let default = light::start_default_servers();
-    crate::harness::serve_on_thread(move || async move {
+    harness::serve_on_thread(move || async move {
         let state = Arc::new(BenchState::default());
         let listener = |addr: &str| {
             let addr: SocketAddr = addr.parse().expect("an address");
