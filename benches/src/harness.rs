@@ -137,13 +137,32 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = (T, K)>,
 {
+    serve_on(tokio::runtime::Builder::new_current_thread(), make)
+}
+
+/// The same on tokio's default multi-thread runtime (a worker per core, as
+/// `#[tokio::main]` gives), every worker counted as a server thread.
+pub fn serve_on_workers<T, K, F, Fut>(make: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (T, K)>,
+{
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.on_thread_start(register_server_thread);
+    serve_on(builder, make)
+}
+
+fn serve_on<T, K, F, Fut>(mut builder: tokio::runtime::Builder, make: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (T, K)>,
+{
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         register_server_thread();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
+        let runtime = builder.enable_all().build().expect("a tokio runtime");
         runtime.block_on(async move {
             let (ready, _keep) = make().await;
             let _ = tx.send(ready);

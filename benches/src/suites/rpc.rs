@@ -39,7 +39,7 @@ use crate::harness::{self, Mode, Report, Table, median};
 
 mod artiq;
 mod costs;
-mod light;
+pub mod light;
 pub mod peers;
 mod servers;
 
@@ -389,7 +389,7 @@ pub(crate) fn run(mode: Mode) -> Report {
 }
 
 /// The columns of the TLS and QUIC table `volley-bench-tls` prints.
-const TLS_COLUMNS: [&str; 8] = [
+pub const TLS_COLUMNS: [&str; 12] = [
     "workload",
     "system",
     "calls/s",
@@ -398,6 +398,10 @@ const TLS_COLUMNS: [&str; 8] = [
     "/ tarpc tls",
     "/ tonic tls",
     "/ anchor",
+    "client CPU µs/call",
+    "server CPU µs/call",
+    "calls/CPU-s",
+    "/ tarpc tls per CPU",
 ];
 
 /// Runs the TLS and QUIC rows (`benches/tls`, built by `cargo xtask bench`, which names
@@ -436,7 +440,33 @@ fn tls_rows(mode: Mode, report: &mut Report) {
         report.notes.push(format!("TLS/QUIC: {note}"));
     }
     for mut point in data {
-        point["table"] = json!("tls");
+        match point["table"].as_str() {
+            // tonic's light-load rows join the light-load table.
+            Some("light load") => {
+                let row: Vec<String> = light::LIGHT_COLUMNS
+                    .iter()
+                    .map(|c| point["row"][c].as_str().unwrap_or_default().to_owned())
+                    .collect();
+                if let Some(light) = report
+                    .tables
+                    .iter_mut()
+                    .find(|t| t.title.starts_with(light::LIGHT_TITLE))
+                {
+                    light.rows.push(row);
+                    light.rows.sort_by_key(|r| r[0].parse::<u64>().unwrap_or(0));
+                }
+                point["row"].take();
+            }
+            Some("failure") => {
+                report.failures += 1;
+                report.notes.push(format!(
+                    "FAILED (TLS binary): {}",
+                    point["what"].as_str().unwrap_or_default()
+                ));
+                continue;
+            }
+            _ => point["table"] = json!("tls"),
+        }
         report.data.push(point);
     }
 }

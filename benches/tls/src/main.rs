@@ -1,7 +1,7 @@
 //! `volley-bench-tls [--quick|--full]`: the rpc suite's rows over TLS and QUIC. volley
 //! over TLS beside tarpc over tokio-rustls and tonic over rustls (and plain), with a raw
-//! tokio-rustls anchor (length-delimited frames over the same TLS configuration:
-//! encryption's own ceiling); volley over QUIC beside a raw quinn stream. The same
+//! tokio-rustls anchor (length-delimited frames over the same TLS configuration, read with
+//! and without a 64 KiB buffer, compared at its better); volley over QUIC beside a raw quinn stream. The same
 //! workloads, checks and rotation as the rpc suite; prints one JSON object (columns,
 //! rows, data, notes) for `cargo xtask bench --suite rpc` to fold into its report.
 //!
@@ -33,6 +33,8 @@ mod servers;
 use grpc::BenchGrpc;
 use servers::{Addrs, H2_WINDOW};
 use volley_benches::harness;
+use volley_benches::suites::rpc::TLS_COLUMNS;
+use volley_benches::suites::rpc::light::{LIGHT_COLUMNS, OpenLoopRound, light_load, open_loop};
 use volley_benches::suites::rpc::peers::{
     self, Caller, Each, MIB, TarpcBenchClient, Work, Workload, callers, check, length_delimited,
     raw_run, tcp,
@@ -55,25 +57,52 @@ enum Client {
 }
 
 /// Each system, and whether its client runs on the 2-worker runtime (else the
-/// current-thread one). The peers run both ways and are compared at their best per
-/// workload, volley over TLS too.
-const SYSTEMS: [(&str, bool); 15] = [
-    ("raw tokio-rustls", false),
+/// current-thread one). Plain names run both ends on tokio's default multi-thread runtime
+/// (the server a worker per core, the client two); `current-thread` (`tuned` for volley,
+/// whose readers spin there) both ends on current-thread runtimes; `mt client` the server
+/// so and the client on the 2-worker runtime. Every system is compared at its best setup
+/// per workload as well as on the default runtimes.
+const SYSTEMS: [(&str, bool); 25] = [
+    ("raw tokio-rustls", true),
+    ("raw tokio-rustls, current-thread", false),
     ("raw tokio-rustls, mt client", true),
-    ("raw tokio-rustls, 64 KiB read buffer", false),
+    ("raw tokio-rustls, 64 KiB read buffer", true),
+    (
+        "raw tokio-rustls, 64 KiB read buffer, current-thread",
+        false,
+    ),
     ("raw tokio-rustls, 64 KiB read buffer, mt client", true),
-    ("tarpc tls", false),
+    ("tarpc tls", true),
+    ("tarpc tls, current-thread", false),
     ("tarpc tls, mt client", true),
-    ("tonic tls", false),
+    ("tonic tls", true),
+    ("tonic tls, current-thread", false),
     ("tonic tls, mt client", true),
-    ("tonic plain", false),
+    ("tonic plain", true),
+    ("tonic plain, current-thread", false),
     ("tonic plain, mt client", true),
-    ("volley tls", false),
+    ("volley tls", true),
+    ("volley tls, tuned", false),
     ("volley tls, mt client", true),
-    ("volley tcp", false),
-    ("volley quic", false),
-    ("raw quinn", false),
+    ("volley tcp", true),
+    ("volley tcp, tuned", false),
+    ("volley tcp, mt client", true),
+    ("volley quic", true),
+    ("volley quic, tuned", false),
+    ("raw quinn", true),
+    ("raw quinn, current-thread", false),
 ];
+
+/// The setups a system's name carries after a comma.
+const SETUPS: [&str; 3] = [", current-thread", ", tuned", ", mt client"];
+
+/// The system a row measures and whether its servers are the default-runtime ones.
+fn base(system: &str) -> (&str, bool) {
+    SETUPS
+        .iter()
+        .find_map(|setup| system.strip_suffix(setup))
+        .map_or((system, true), |name| (name, false))
+}
 
 /// The client's TLS settings: volley's (ring, TLS 1.3, trusting only the test CA).
 struct Tls {
@@ -133,8 +162,10 @@ async fn volley(link: FramedLink) -> Peer<Bench> {
         .expect("hello")
 }
 
-async fn connect(system: &str, addrs: &Addrs, tls: &Tls) -> Client {
-    match system.trim_end_matches(", mt client") {
+async fn connect(system: &str, servers: &[Addrs; 2], tls: &Tls) -> Client {
+    let (system, default) = base(system);
+    let addrs = &servers[usize::from(default)];
+    match system {
         "raw tokio-rustls" => Client::RawTls(Box::new(Mutex::new(length_delimited(
             tls_stream(addrs.raw_tls, tls).await,
         )))),
@@ -269,6 +300,13 @@ fn at(name: &str) -> usize {
         .unwrap_or_else(|| panic!("no system {name}"))
 }
 
+/// The indices of a system's setups.
+fn setups(name: &str) -> Vec<usize> {
+    (0..SYSTEMS.len())
+        .filter(|&i| base(SYSTEMS[i].0).0 == name)
+        .collect()
+}
+
 fn main() {
     let full = std::env::args().any(|a| a == "--full");
     let (rounds, scale) = if full { (15, 3) } else { (5, 1) };
@@ -276,7 +314,10 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     certificates(&dir);
     let pattern = service::pattern(PATTERN);
-    let addrs = servers::start(&dir, pattern.clone());
+    let servers = [
+        servers::start(&dir, pattern.clone(), false),
+        servers::start(&dir, pattern.clone(), true),
+    ];
     let tls = Tls {
         config: tls::client_config(Roots::File(&dir.join("ca.pem")), None).expect("TLS settings"),
         ca_pem: std::fs::read(dir.join("ca.pem")).expect("the CA"),
@@ -297,61 +338,127 @@ fn main() {
         calls,
     });
     let clients: Vec<Client> = (0..SYSTEMS.len())
-        .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &addrs, &tls)))
+        .map(|i| runtime_of(i).block_on(connect(SYSTEMS[i].0, &servers, &tls)))
         .collect();
     let mut rows = Vec::new();
     let mut data = Vec::new();
     let mut notes = Vec::new();
     for w in workloads {
         peers::expect_puts(w, &pattern);
-        let rates = harness::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
+        let rounds = harness::interleaved(SYSTEMS.len(), rounds, w.calls, |i, warm| {
             let w = if warm { w.warm_up() } else { w };
             runtime_of(i)
                 .block_on(measure(&clients[i], w, &pattern))
                 .unwrap_or_else(|e| panic!("{} {}: {e}", SYSTEMS[i].0, w.name))
-        })
-        .rates;
-        let m: Vec<f64> = rates.iter().map(|r| harness::median(r)).collect();
-        let best = |name: &str| m[at(name)].max(m[at(&format!("{name}, mt client"))]);
+        });
+        let m: Vec<f64> = rounds.rates.iter().map(|r| harness::median(r)).collect();
+        let cpu: Vec<(f64, f64)> = (0..SYSTEMS.len())
+            .map(|i| {
+                (
+                    harness::median(&rounds.client_us[i]),
+                    harness::median(&rounds.server_us[i]),
+                )
+            })
+            .collect();
+        let per_cpu = |i: usize| 1e6 / (cpu[i].0 + cpu[i].1).max(1e-9);
+        let best = |name: &str, of: &dyn Fn(usize) -> f64| {
+            setups(name).into_iter().map(of).fold(0.0, f64::max)
+        };
+        let rate = |i: usize| m[i];
         // The tokio-rustls anchor at its best: with or without the read buffer.
-        let (raw, tarpc, tonic) = (
-            best("raw tokio-rustls").max(best("raw tokio-rustls, 64 KiB read buffer")),
-            best("tarpc tls"),
-            best("tonic tls"),
-        );
-        let volley = best("volley tls");
+        let raw = best("raw tokio-rustls", &rate)
+            .max(best("raw tokio-rustls, 64 KiB read buffer", &rate));
+        let (tarpc, tonic) = (best("tarpc tls", &rate), best("tonic tls", &rate));
+        let tarpc_per_cpu = best("tarpc tls", &per_cpu);
         for (i, (system, _)) in SYSTEMS.iter().enumerate() {
-            let rate = m[i];
             let anchor = if system.contains("quic") || system.contains("quinn") {
-                m[at("raw quinn")]
+                best("raw quinn", &rate)
             } else {
                 raw
             };
-            let (row, point) = w.row(system, rate, &rates[i], &[tarpc, tonic, anchor]);
+            let (mut row, mut point) =
+                w.row(system, m[i], &rounds.rates[i], &[tarpc, tonic, anchor]);
+            row.extend([
+                format!("{:.1}", cpu[i].0),
+                format!("{:.1}", cpu[i].1),
+                format!("{:.0}", per_cpu(i)),
+                format!("{:.2}x", per_cpu(i) / tarpc_per_cpu),
+            ]);
+            point["client_cpu_us_per_call"] = json!(cpu[i].0);
+            point["server_cpu_us_per_call"] = json!(cpu[i].1);
+            point["calls_per_cpu_sec"] = json!(per_cpu(i));
             rows.push(row);
             data.push(point);
         }
-        let (vs_tarpc, vs_tonic, vs_raw) = (volley / tarpc, volley / tonic, volley / raw);
-        let cost = 1.0 - volley / m[at("volley tcp")];
+        let volley = best("volley tls", &rate);
+        let (v, t) = (at("volley tls"), at("tarpc tls"));
         notes.push(format!(
-            "{}: volley tls (best setup) {vs_tarpc:.2}x tarpc tls, {vs_tonic:.2}x tonic tls, \
-             {:.0}% of raw tokio-rustls at its best; TLS costs volley {:.0}% of its plain rate",
+            "{}: volley tls at its best {:.2}x tarpc tls at its best, {:.2}x tonic tls at its \
+             best, {:.0}% of raw tokio-rustls at its best; on the default runtimes volley tls / \
+             tarpc tls = {:.2}x calls/s, {:.2}x calls per CPU-second; TLS costs volley {:.0}% of \
+             its plain rate on the default runtimes",
             w.name,
-            vs_raw * 100.0,
-            cost * 100.0
+            volley / tarpc,
+            volley / tonic,
+            volley / raw * 100.0,
+            m[v] / m[t],
+            per_cpu(v) / per_cpu(t),
+            (1.0 - m[v] / m[at("volley tcp")]) * 100.0
         ));
     }
     notes.push(
         "TLS 1.3 on the ring provider for every peer, a certificate made in process; raw \
          tokio-rustls, tarpc and volley share one rustls configuration, tonic builds its own \
-         from the same files; tonic with 8 MiB HTTP/2 windows both ends; / tarpc tls, / tonic tls \
-         and / anchor divide by each peer's better setup (the QUIC rows' anchor is raw quinn, \
-         one stream with the same frames)"
+         from the same files; tonic with 8 MiB HTTP/2 windows both ends; plain names run both \
+         ends on tokio's default multi-thread runtime (the servers a worker per core, the client \
+         two), current-thread and tuned both ends on current-thread runtimes (volley's readers \
+         spin there up to 250 µs before they sleep), mt client the server so and the client on \
+         two workers; / tarpc tls, / tonic tls and / anchor divide by each peer's best setup \
+         (the QUIC rows' anchor is raw quinn, one stream with the same frames); CPU: each \
+         thread's time on a CPU over the round per call, the servers' threads apart"
             .to_owned(),
     );
+    // tonic beside volley in the rpc suite's light-load table: plain TCP, default runtimes.
+    let light_systems: Vec<(&str, OpenLoopRound<'_>)> = [
+        ("tonic plain (default runtimes)", at("tonic plain")),
+        (
+            "volley tcp (default runtimes, beside tonic)",
+            at("volley tcp"),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, i)| {
+        let (client, pattern) = (&clients[i], &pattern);
+        let round: OpenLoopRound<'_> = Box::new(move |w, rate, calls| {
+            runtime_of(i).block_on(async move {
+                match client {
+                    Client::Tonic(c) => {
+                        let caller = TonicCaller(Each::new(c.clone(), pattern));
+                        open_loop(caller, w, rate, calls).await
+                    }
+                    Client::Volley(p) => {
+                        let caller = Each::new(BenchClient::new(p.clone()), pattern);
+                        open_loop(caller, w, rate, calls).await
+                    }
+                    _ => Err("only tonic and volley clients here".into()),
+                }
+            })
+        });
+        (name, round)
+    })
+    .collect();
+    let light = light_load(rounds.min(3), if full { 5.0 } else { 2.0 }, &light_systems);
+    drop(light_systems);
+    for (row, mut point) in light.rows.into_iter().zip(light.data) {
+        point["row"] = LIGHT_COLUMNS.iter().copied().zip(row).collect();
+        data.push(point);
+    }
+    for failure in light.failures {
+        data.push(json!({"table": "failure", "what": failure}));
+    }
     let out = json!({
         "title": "RPC over TLS and QUIC on one loopback connection: volley-rpc, tarpc 0.38 over tokio-rustls, tonic 0.14, raw tokio-rustls and raw quinn",
-        "columns": ["workload", "system", "calls/s", "MiB/s", "min..max calls/s", "/ tarpc tls", "/ tonic tls", "/ anchor"],
+        "columns": TLS_COLUMNS,
         "rows": rows,
         "data": data,
         "notes": notes,

@@ -1,5 +1,5 @@
-//! The servers, all on one current-thread runtime on a thread of their own (as the rpc
-//! suite runs its own): raw tokio-rustls, tarpc over tokio-rustls, tonic over TLS and
+//! The servers, all on one runtime on a thread of their own (a current-thread one, or
+//! tokio's default multi-thread one, as the rpc suite runs its own): raw tokio-rustls, tarpc over tokio-rustls, tonic over TLS and
 //! plain, volley over TLS, plain TCP and QUIC, and a raw quinn stream. Every TLS server
 //! uses the certificate made here; the raw, tarpc and volley ones the very same rustls
 //! configuration (volley's `tls::server_config`: ring, TLS 1.3).
@@ -70,13 +70,16 @@ where
     addr
 }
 
-/// Starts every server on a thread of its own; returns their addresses.
-pub fn start(dir: &Path, pattern: Bytes) -> Addrs {
+/// Starts every server on a thread of its own, on a current-thread runtime or (`default`)
+/// on tokio's default multi-thread one; returns their addresses.
+pub fn start(dir: &Path, pattern: Bytes, default: bool) -> Addrs {
     let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
     // The handles keep volley's servers running.
-    volley_benches::harness::serve_on_thread(
-        move || async move { bind_all(&cert, &key, pattern).await },
-    )
+    let make = move || async move { bind_all(&cert, &key, pattern).await };
+    match default {
+        true => volley_benches::harness::serve_on_workers(make),
+        false => volley_benches::harness::serve_on_thread(make),
+    }
 }
 
 async fn tcp_listener() -> TcpListener {

@@ -25,27 +25,16 @@ pub(super) struct DefaultServers {
 }
 
 pub(super) fn start_default_servers() -> DefaultServers {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        harness::register_server_thread();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .on_thread_start(harness::register_server_thread)
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async move {
-            let volley = bench_tcp_server().await;
-            let pattern = service::pattern(PATTERN);
-            let addrs = DefaultServers {
-                volley: volley.local_addr().expect("address"),
-                tarpc: servers::tarpc_tcp_server(pattern.clone()).await,
-                raw: servers::raw_tcp_server(pattern).await,
-            };
-            let _ = tx.send(addrs);
-            futures::future::pending::<()>().await;
-        });
-    });
-    rx.recv().expect("the servers started")
+    harness::serve_on_workers(|| async {
+        let volley = bench_tcp_server().await;
+        let pattern = service::pattern(PATTERN);
+        let addrs = DefaultServers {
+            volley: volley.local_addr().expect("address"),
+            tarpc: servers::tarpc_tcp_server(pattern.clone()).await,
+            raw: servers::raw_tcp_server(pattern).await,
+        };
+        (addrs, volley)
+    })
 }
 
 /// One system's round at one rate: (client µs CPU a call, server µs CPU a call,
@@ -56,7 +45,7 @@ type Sample = (f64, f64, [u64; 3]);
 /// whatever is in flight, checking every reply. Each call's latency counts from when it
 /// is sent, not from when it was due: tokio's timer wakes the sender up to a millisecond
 /// late, which would otherwise be every system's p50.
-async fn open_loop(
+pub async fn open_loop(
     caller: impl Caller,
     w: Workload,
     rate: f64,
@@ -94,6 +83,99 @@ async fn open_loop(
     Ok([0.5, 0.99, 0.999].map(|q| latency.value_at_quantile(q)))
 }
 
+/// The light-load table's columns.
+pub const LIGHT_COLUMNS: [&str; 7] = [
+    "calls/s",
+    "system",
+    "client CPU µs/call",
+    "server CPU µs/call",
+    "p50 µs",
+    "p99 µs",
+    "p99.9 µs",
+];
+
+/// One system's open-loop round: `calls` calls of a workload at a rate, on the system's
+/// own client runtime; its latency percentiles, or what went wrong.
+pub type OpenLoopRound<'a> = Box<dyn Fn(Workload, f64, u64) -> Result<[u64; 3], String> + 'a>;
+
+/// What [`light_load`] measured: table rows, data points and failures.
+#[derive(Default)]
+pub struct Light {
+    /// Rows under [`LIGHT_COLUMNS`].
+    pub rows: Vec<Vec<String>>,
+    /// A data point per row.
+    pub data: Vec<serde_json::Value>,
+    /// A line per round that failed.
+    pub failures: Vec<String>,
+}
+
+/// Each rate (1,000 and 10,000 calls a second) for `secs` seconds, each system in turn, `rounds` rounds in
+/// rotating order; medians of each system's CPU per call and percentiles.
+pub fn light_load(rounds: usize, secs: f64, systems: &[(&str, OpenLoopRound<'_>)]) -> Light {
+    let mut out = Light::default();
+    for rate in RATES {
+        let calls = (rate * secs) as u64;
+        let w = Workload {
+            name: "light",
+            work: Work::Echo,
+            payload: 8,
+            callers: 1,
+            calls: calls as usize,
+        };
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); systems.len()];
+        for round in 0..rounds {
+            for k in 0..systems.len() {
+                let i = (k + round) % systems.len();
+                let before = harness::cpu_split();
+                let result = (systems[i].1)(w, rate, calls);
+                let after = harness::cpu_split();
+                match result {
+                    Ok(p) => samples[i].push((
+                        (after.0 - before.0) * 1e6 / calls as f64,
+                        (after.1 - before.1) * 1e6 / calls as f64,
+                        p,
+                    )),
+                    Err(e) => out
+                        .failures
+                        .push(format!("light load, {} at {rate}/s: {e}", systems[i].0)),
+                }
+            }
+        }
+        for (i, (name, _)) in systems.iter().enumerate() {
+            let s = &samples[i];
+            if s.is_empty() {
+                continue;
+            }
+            let med = |f: &dyn Fn(&Sample) -> f64| median(&s.iter().map(f).collect::<Vec<_>>());
+            let (client, server) = (med(&|x| x.0), med(&|x| x.1));
+            let p = [0, 1, 2].map(|j| med(&|x| x.2[j] as f64));
+            out.rows.push(vec![
+                format!("{rate:.0}"),
+                (*name).into(),
+                format!("{client:.1}"),
+                format!("{server:.1}"),
+                format!("{:.0}", p[0]),
+                format!("{:.0}", p[1]),
+                format!("{:.0}", p[2]),
+            ]);
+            out.data.push(json!({
+                "table": "light load", "calls_per_sec": rate, "system": name,
+                "client_cpu_us_per_call": client, "server_cpu_us_per_call": server,
+                "p50_us": p[0], "p99_us": p[1], "p999_us": p[2],
+            }));
+        }
+    }
+    out
+}
+
+/// Seconds a rate runs for in `mode`.
+pub(super) fn light_secs(mode: Mode) -> f64 {
+    match mode {
+        Mode::Quick => 2.0,
+        Mode::Full => 5.0,
+    }
+}
+
 /// The light-load table: each rate, each system, interleaved rounds, medians.
 pub(super) fn light_table(
     mode: Mode,
@@ -103,10 +185,7 @@ pub(super) fn light_table(
     pattern: &Bytes,
     report: &mut Report,
 ) -> Table {
-    let secs = match mode {
-        Mode::Quick => 2.0,
-        Mode::Full => 5.0,
-    };
+    let secs = light_secs(mode);
     let systems: [(&str, SocketAddr, bool, bool); 3] = [
         (
             "volley tcp (default runtimes)",
@@ -142,40 +221,14 @@ pub(super) fn light_table(
             })
         })
         .collect();
-    let mut table = Table {
-        title: format!(
-            "Light load: one open-loop client over TCP, each call sent at its time (latency \
-             from its sending), 8 B echo, {secs} s a rate (µs; CPU per call from each \
-             thread's scheduler statistics)"
-        ),
-        columns: vec![
-            "calls/s",
-            "system",
-            "client CPU µs/call",
-            "server CPU µs/call",
-            "p50 µs",
-            "p99 µs",
-            "p99.9 µs",
-        ],
-        rows: Vec::new(),
-    };
-    for rate in RATES {
-        let calls = (rate * secs) as u64;
-        let w = Workload {
-            name: "light",
-            work: Work::Echo,
-            payload: 8,
-            callers: 1,
-            calls: calls as usize,
-        };
-        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); systems.len()];
-        for round in 0..mode.rounds().min(3) {
-            for k in 0..systems.len() {
-                let i = (k + round) % systems.len();
-                let on = runtime(systems[i].2);
-                let before = harness::cpu_split();
-                let result = on.block_on(async {
-                    match &clients[i] {
+    let rounds: Vec<(&str, OpenLoopRound<'_>)> = systems
+        .iter()
+        .zip(&clients)
+        .map(|(&(name, _, on_multi, _), client)| {
+            let on = runtime(on_multi);
+            let round: OpenLoopRound<'_> = Box::new(move |w, rate, calls| {
+                on.block_on(async {
+                    match client {
                         Client::Tarpc(c) => {
                             open_loop(Each::new(c.clone(), pattern), w, rate, calls).await
                         }
@@ -183,56 +236,36 @@ pub(super) fn light_table(
                             let caller = Each::new(BenchClient::new(p.clone()), pattern);
                             open_loop(caller, w, rate, calls).await
                         }
-                        _ => unreachable!("only volley and tarpc clients here"),
+                        _ => Err("only volley and tarpc clients here".into()),
                     }
-                });
-                let after = harness::cpu_split();
-                match result {
-                    Ok(p) => samples[i].push((
-                        (after.0 - before.0) * 1e6 / calls as f64,
-                        (after.1 - before.1) * 1e6 / calls as f64,
-                        p,
-                    )),
-                    Err(e) => {
-                        report.failures += 1;
-                        report.notes.push(format!(
-                            "FAILED: light load, {} at {rate}/s: {e}",
-                            systems[i].0
-                        ));
-                    }
-                }
-            }
-        }
-        for (i, (name, ..)) in systems.iter().enumerate() {
-            let s = &samples[i];
-            if s.is_empty() {
-                continue;
-            }
-            let med = |f: &dyn Fn(&Sample) -> f64| median(&s.iter().map(f).collect::<Vec<_>>());
-            let (client, server) = (med(&|x| x.0), med(&|x| x.1));
-            let p = [0, 1, 2].map(|j| med(&|x| x.2[j] as f64));
-            table.rows.push(vec![
-                format!("{rate:.0}"),
-                (*name).into(),
-                format!("{client:.1}"),
-                format!("{server:.1}"),
-                format!("{:.0}", p[0]),
-                format!("{:.0}", p[1]),
-                format!("{:.0}", p[2]),
-            ]);
-            report.data.push(json!({
-                "table": "light load", "calls_per_sec": rate, "system": name,
-                "client_cpu_us_per_call": client, "server_cpu_us_per_call": server,
-                "p50_us": p[0], "p99_us": p[1], "p999_us": p[2],
-            }));
-        }
+                })
+            });
+            (name, round)
+        })
+        .collect();
+    let light = light_load(mode.rounds().min(3), secs, &rounds);
+    for failure in light.failures {
+        report.failures += 1;
+        report.notes.push(format!("FAILED: {failure}"));
     }
+    report.data.extend(light.data);
     report.notes.push(
         "light load: default runtimes are tokio's multi-thread runtime at both ends (a worker \
          per core; volley's readers do not spin there); tuned is volley's current-thread \
          setup at both ends, whose readers spin up to 250 µs after traffic; tonic's rows \
-         are not in it yet (they live in benches/tls)"
+         (with volley tcp on the default runtimes again beside them) come from the TLS \
+         binary (benches/tls), a process of their own"
             .into(),
     );
-    table
+    Table {
+        title: format!(
+            "{LIGHT_TITLE}, 8 B echo, {secs} s a rate (µs; CPU per call from each thread's \
+             scheduler statistics)"
+        ),
+        columns: LIGHT_COLUMNS.to_vec(),
+        rows: light.rows,
+    }
 }
+
+/// How the light-load table's title begins (the TLS binary's rows join it).
+pub const LIGHT_TITLE: &str = "Light load: one open-loop client over TCP, each call sent at its time (latency from its sending)";
