@@ -11,8 +11,10 @@ Usage:
       SYSTEM: spinnman (Transceiver.write_memory/read_memory on chip (0, 0)), rig (rig
       2.4.1's SCPConnection at WINDOW), or volley (volley.Board, window "auto").
 
-Prints one JSON line: {"write_s": .., "read_s": .., ...}. Exits non-zero if anything reads
-back differently from what was written.
+Prints one JSON line: {"write_s": .., "write_cpu_s": .., "read_s": .., ...}, each phase's
+wall seconds and this process's CPU seconds in it (every thread's, so the volley package's
+Rust threads count). Exits non-zero if anything reads back differently from what was
+written.
 """
 import inspect
 import json
@@ -24,10 +26,30 @@ import time
 BASE = 0x60000000
 
 
+def clock():
+    """Wall seconds and this process's CPU seconds (every thread's, user and system)."""
+    return time.perf_counter(), time.process_time()
+
+
+def since(start):
+    """Wall and CPU seconds since ``start`` (a ``clock()``)."""
+    now = clock()
+    return now[0] - start[0], now[1] - start[1]
+
+
+def phases(**timed):
+    """A round's JSON fields: NAME_s and NAME_cpu_s for each (wall, cpu) given."""
+    line = {}
+    for name, (wall, cpu) in timed.items():
+        line[f"{name}_s"] = wall
+        line[f"{name}_cpu_s"] = cpu
+    return line
+
+
 def spinnman_transceiver(root, machine_view):
     """A SpiNNMan Transceiver on ROOT (version 5 boards); with ``machine_view``, after
     discovery, the machine stored in SpiNNMan's data view as SpiNNFrontEndCommon stores
-    it. Returns (transceiver, chips, discovery seconds)."""
+    it. Returns (transceiver, chips, discovery (wall, cpu) seconds)."""
     from spinn_utilities.config_holder import set_config
     from spinnman.config_setup import unittest_setup
     from spinnman.data.spinnman_data_writer import SpiNNManDataWriter
@@ -38,27 +60,29 @@ def spinnman_transceiver(root, machine_view):
     writer = SpiNNManDataWriter.mock()
     from spinnman.transceiver import create_transceiver_from_hostname
 
-    start = time.perf_counter()
+    start = clock()
     txrx = create_transceiver_from_hostname(root)
     if not machine_view:
-        return txrx, [(0, 0)], time.perf_counter() - start
+        return txrx, [(0, 0)], since(start)
     machine = txrx.get_machine_details()
     txrx.discover_scamp_connections()
-    discovery = time.perf_counter() - start
+    discovery = since(start)
     writer.set_machine(machine)
     return txrx, sorted((c.x, c.y) for c in machine.chips), discovery
 
 
 def chip_by_chip(txrx, chips, data, length):
-    """SpiNNMan's calls, one chip at a time; returns (write_s, read_s)."""
-    start = time.perf_counter()
+    """SpiNNMan's calls, one chip at a time; returns the write's and the read's (wall,
+    cpu) seconds."""
+    start = clock()
     for (x, y) in chips:
         txrx.write_memory(x, y, BASE, data[x, y])
-    wrote = time.perf_counter()
+    write = since(start)
+    start = clock()
     for (x, y) in chips:
         if bytes(txrx.read_memory(x, y, BASE, length)) != data[x, y]:
             sys.exit(f"chip ({x}, {y}) read back differs from what was written")
-    return wrote - start, time.perf_counter() - wrote
+    return write, since(start)
 
 
 def machine_round(system, root, per_chip, seed):
@@ -66,23 +90,23 @@ def machine_round(system, root, per_chip, seed):
     if system == "volley":
         import volley
 
-        start = time.perf_counter()
+        start = clock()
         machine = volley.Machine(root)
-        discovery = time.perf_counter() - start
+        discovery = since(start)
         chips = sorted(machine.chips)
         data = {chip: rng.randbytes(per_chip) for chip in chips}
         writes = [(x, y, BASE, data[x, y]) for (x, y) in chips]
         reads = [(x, y, BASE, per_chip) for (x, y) in chips]
-        start = time.perf_counter()
+        start = clock()
         machine.write_many(writes)
-        wrote = time.perf_counter()
+        write = since(start)
+        start = clock()
         back = machine.read_many(reads)
-        read = time.perf_counter()
+        read = since(start)
         for (x, y), got in zip(chips, back):
             if got != data[x, y]:
                 sys.exit(f"chip ({x}, {y}) read back differs from what was written")
-        return {"discovery_s": discovery, "write_s": wrote - start, "read_s": read - wrote,
-                "chips": len(chips)}
+        return {**phases(discovery=discovery, write=write, read=read), "chips": len(chips)}
     txrx, chips, discovery = spinnman_transceiver(root, machine_view=True)
     if system == "accelerate":
         import volley.spinnman
@@ -91,10 +115,9 @@ def machine_round(system, root, per_chip, seed):
     elif system != "spinnman":
         sys.exit(f"no machine system {system!r}")
     data = {chip: rng.randbytes(per_chip) for chip in chips}
-    write_s, read_s = chip_by_chip(txrx, chips, data, per_chip)
+    write, read = chip_by_chip(txrx, chips, data, per_chip)
     txrx.close()
-    return {"discovery_s": discovery, "write_s": write_s, "read_s": read_s,
-            "chips": len(chips)}
+    return {**phases(discovery=discovery, write=write, read=read), "chips": len(chips)}
 
 
 def board_round(system, where, size, seed, window):
@@ -105,33 +128,35 @@ def board_round(system, where, size, seed, window):
         if port != 17893:
             sys.exit("SpiNNMan talks to port 17893 only")
         txrx, _, _ = spinnman_transceiver(host, machine_view=False)
-        write_s, read_s = chip_by_chip(txrx, [(0, 0)], {(0, 0): data}, size)
+        write, read = chip_by_chip(txrx, [(0, 0)], {(0, 0): data}, size)
         txrx.close()
-        return {"write_s": write_s, "read_s": read_s}
+        return phases(write=write, read=read)
     if system == "rig":
         # rig 2.4.1 predates CPython 3.11, which removed inspect.getargspec.
         inspect.getargspec = lambda f: tuple(inspect.getfullargspec(f))[:4]
         from rig.machine_control.scp_connection import SCPConnection
 
         conn = SCPConnection(host, port=port)
-        start = time.perf_counter()
+        start = clock()
         conn.write(256, window, 0, 0, 0, BASE, data)
-        wrote = time.perf_counter()
+        write = since(start)
+        start = clock()
         back = conn.read(256, window, 0, 0, 0, BASE, size)
     elif system == "volley":
         import volley
 
         board = volley.Board(host, port=port)
-        start = time.perf_counter()
+        start = clock()
         board.write(0, 0, 0, BASE, data)
-        wrote = time.perf_counter()
+        write = since(start)
+        start = clock()
         back = board.read(0, 0, 0, BASE, size)
     else:
         sys.exit(f"no board system {system!r}")
-    read = time.perf_counter()
+    read = since(start)
     if back != data:
         sys.exit(f"{system} read back differs from what it wrote")
-    return {"write_s": wrote - start, "read_s": read - wrote}
+    return phases(write=write, read=read)
 
 
 def main():

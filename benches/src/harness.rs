@@ -30,7 +30,8 @@ pub fn register_server_thread() {
 
 /// CPU seconds so far of this process's threads, split into (clients, servers): each
 /// thread's time on a CPU from its scheduler statistics (nanoseconds, user and system
-/// together); the link simulator's threads (named `volley-netsim*`) are neither. A thread that has ended is no longer counted, so a round is measured by the
+/// together); threads that stand for the network or the hardware ([`stands_apart`]) are
+/// neither. A thread that has ended is no longer counted, so a round is measured by the
 /// difference of two calls around it, in which no thread of the suite's own ends.
 pub fn cpu_split() -> (f64, f64) {
     let servers = SERVER_THREADS.lock().map(|s| s.clone()).unwrap_or_default();
@@ -39,9 +40,8 @@ pub fn cpu_split() -> (f64, f64) {
         return split;
     };
     for task in tasks.flatten() {
-        // The link simulator's relays stand for the network: neither side's CPU.
         let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if name.starts_with("volley-netsim") {
+        if stands_apart(name.trim_end()) {
             continue;
         }
         let ns = std::fs::read_to_string(task.path().join("schedstat"))
@@ -55,6 +55,14 @@ pub fn cpu_split() -> (f64, f64) {
         }
     }
     split
+}
+
+/// Whether a thread of this name stands for the network or the hardware, so that its CPU
+/// is neither a client's nor a server's: the link simulator's relays (`volley-netsim*`)
+/// and the emulated boards' reply pacer (`volley-emulator*`, which spins while a reply is
+/// due within 2 ms, as a board's own processor would be busy).
+fn stands_apart(thread_name: &str) -> bool {
+    thread_name.starts_with("volley-netsim") || thread_name.starts_with("volley-emulator")
 }
 
 /// The allocation counter of the binary running the suites, where it has one.
@@ -221,11 +229,21 @@ impl Mode {
     }
 }
 
+/// The calling thread's CPU seconds so far (its scheduler statistics: user and system).
+fn thread_cpu() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
+}
+
 /// Per-round rates of one measurement.
 #[derive(Clone, Debug)]
 pub(crate) struct Samples {
     /// Operations per second, one per round.
     pub(crate) ops_per_sec: Vec<f64>,
+    /// The measuring thread's CPU nanoseconds per operation, one per round.
+    pub(crate) cpu_ns_per_op: Vec<f64>,
     /// Bytes each operation moved.
     pub(crate) bytes_per_op: u64,
 }
@@ -269,17 +287,22 @@ pub(crate) fn throughput<T>(mode: Mode, bytes_per_op: u64, mut op: impl FnMut() 
         batch *= 2;
     };
     let iterations = ((mode.round_time().as_secs_f64() / per_op.max(1e-12)) as u64).max(1);
-    let ops_per_sec = (0..mode.rounds())
+    let (ops_per_sec, cpu_ns_per_op) = (0..mode.rounds())
         .map(|_| {
-            let start = Instant::now();
+            let (start, cpu) = (Instant::now(), thread_cpu());
             for _ in 0..iterations {
                 black_box(op());
             }
-            iterations as f64 / start.elapsed().as_secs_f64()
+            let elapsed = start.elapsed().as_secs_f64();
+            (
+                iterations as f64 / elapsed,
+                (thread_cpu() - cpu) * 1e9 / iterations as f64,
+            )
         })
-        .collect();
+        .unzip();
     Samples {
         ops_per_sec,
+        cpu_ns_per_op,
         bytes_per_op,
     }
 }
@@ -473,6 +496,14 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn the_network_and_the_hardware_are_neither_side() {
+        assert!(stands_apart("volley-netsim-r"));
+        assert!(stands_apart("volley-emulator"));
+        assert!(!stands_apart("tokio-runtime-w"));
+        assert!(!stands_apart("volley-bench"));
     }
 
     #[test]

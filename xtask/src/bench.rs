@@ -333,27 +333,27 @@ fn after_first_line(text: &str) -> &str {
 /// What a suite measures, in a line (for `docs/bench/README.md`).
 fn describe(suite: &str) -> &'static str {
     match suite {
-        "codec" => "the wire formats' parse and emit rates, in process",
+        "codec" => "the wire formats' parse and emit rates and CPU per operation, in process",
         "scp" => {
-            "one board's SCP reads and writes against window size, volley beside rig, at RTT 0, 1 ms and 1 ms with 1% loss"
+            "one board's SCP reads and writes against window size, volley beside rig, at RTT 0, 1 ms and 1 ms with 1% loss, with the client's CPU"
         }
         "machine" => {
-            "discovering, loading and reading an emulated machine of many boards, volley beside SpiNNMan's Transceiver"
+            "discovering, loading and reading an emulated machine of many boards, volley beside SpiNNMan's Transceiver and a modelled JavaSpiNNaker, under two P2P models, with the client's CPU"
         }
         "python" => {
-            "the same from Python: the volley package beside SpiNNMan on 1, 3 and 24 boards"
+            "the same from Python: the volley package beside SpiNNMan on 1, 3 and 24 boards, under both P2P models, with the client's CPU"
         }
         "sftp" => {
             "SFTP get and put against OpenSSH's sftp-server without ssh, volley beside OpenSSH's client and other Rust clients"
         }
         "sftp-ssh" => {
-            "SFTP over a real sshd and a link with latency: files and trees, volley beside sftp, scp, rclone and lftp"
+            "SFTP over a real sshd and a link with latency: files and trees, volley beside sftp, scp, rclone and lftp, with the client's CPU"
         }
         "wake" => {
             "wake-ups per frame, latency and CPU of small frames over loopback TCP, a wake-up per frame against one per batch"
         }
         "rpc" => {
-            "RPC calls a second and CPU a call, volley beside tarpc and raw anchors, on every transport, and a light-load table"
+            "RPC calls a second and CPU a call, volley beside tarpc and raw anchors, on every transport (TLS and QUIC beside tonic and tokio-rustls), and a light-load table"
         }
         "matrix" => {
             "the UDP channel against TCP over a grid of request counts, batch sizes and links"

@@ -10,7 +10,7 @@ use volley_proto::wire::scp::{self, ReplyRepr, RequestRepr, ReturnCode};
 use volley_proto::wire::sdp::Address;
 use volley_proto::wire::sftp::{Request, Response};
 
-use crate::harness::{Mode, Report, Samples, si, throughput};
+use crate::harness::{Mode, Report, Samples, median, si, throughput};
 
 pub(crate) fn run(mode: Mode) -> Report {
     let chip = Address::core(0, 0, 0);
@@ -107,7 +107,14 @@ pub(crate) fn run(mode: Mode) -> Report {
     ));
 
     let mut report = Report::new("codec", "Codec throughput (volley-proto)", mode);
-    report.columns = vec!["case", "bytes/op", "ops/s", "MB/s", "ops/s min..max"];
+    report.columns = vec![
+        "case",
+        "bytes/op",
+        "ops/s",
+        "MB/s",
+        "ops/s min..max",
+        "CPU ns/op",
+    ];
     for (name, samples) in &cases {
         report.rows.push(vec![
             name.to_string(),
@@ -115,6 +122,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             si(samples.median()),
             format!("{:.0}", samples.median_mb_per_sec()),
             format!("{}..{}", si(samples.min()), si(samples.max())),
+            format!("{:.1}", median(&samples.cpu_ns_per_op)),
         ]);
         report.data.push(json!({
             "case": name,
@@ -122,12 +130,19 @@ pub(crate) fn run(mode: Mode) -> Report {
             "ops_per_sec": samples.median(),
             "mb_per_sec": samples.median_mb_per_sec(),
             "ops_per_sec_rounds": samples.ops_per_sec,
+            "cpu_ns_per_op": median(&samples.cpu_ns_per_op),
         }));
     }
     report.notes.push(format!(
         "encoding a 32 KiB SFTP WRITE's head alone is {zero_copy_ratio:.1}x faster than \
          copying its payload behind the head (same run, medians)"
     ));
+    report.notes.push(
+        "one thread does every operation; CPU ns/op is that thread's CPU time (scheduler \
+         statistics) over the round, per operation; the wall time per operation (1e9 / ops/s) \
+         less it is time the thread waited for a CPU"
+            .into(),
+    );
     report
         .data
         .push(json!({ "case": "sftp_write_head_vs_copy_ratio", "ratio": zero_copy_ratio }));

@@ -50,6 +50,43 @@ pub(crate) struct Sample {
     pub(crate) discovery: f64,
     pub(crate) write: f64,
     pub(crate) read: f64,
+    /// The client's CPU seconds in discovery, the write and the read: its process's (every
+    /// thread) for a Python peer, the bench's client threads' for the Rust `Machine` (the
+    /// emulated machine's thread is neither's: it stands for the hardware).
+    pub(crate) cpu: [f64; 3],
+}
+
+impl Sample {
+    /// A Python peer's round from its JSON line (`python_suite.py`'s `discovery_s`,
+    /// `discovery_cpu_s`, `write_s`, ...).
+    pub(crate) fn from_line(line: &serde_json::Value, what: &str) -> Result<Self, String> {
+        Ok(Self {
+            discovery: secs(line, what, "discovery_s")?,
+            write: secs(line, what, "write_s")?,
+            read: secs(line, what, "read_s")?,
+            cpu: [
+                secs(line, what, "discovery_cpu_s")?,
+                secs(line, what, "write_cpu_s")?,
+                secs(line, what, "read_cpu_s")?,
+            ],
+        })
+    }
+}
+
+/// CPU seconds per MiB moved, written as "write/read" from the medians of `samples`.
+pub(crate) fn cpu_per_mib(samples: &[Sample], bytes: usize) -> (f64, f64) {
+    let mib = bytes as f64 / f64::from(1u32 << 20);
+    let of = |i: usize| median(&samples.iter().map(|s| s.cpu[i]).collect::<Vec<_>>()) / mib;
+    (of(1), of(2))
+}
+
+/// Two CPU figures as a "write/read" cell, "-" when not measured.
+pub(crate) fn cpu_cell((write, read): (f64, f64)) -> String {
+    if write.is_nan() {
+        "-".into()
+    } else {
+        format!("{write:.3}/{read:.3}")
+    }
 }
 
 pub(crate) fn mbit(bytes: usize, secs: f64) -> f64 {
@@ -85,9 +122,15 @@ pub(crate) fn emulate(boards: usize, base: Ipv4Addr, scamp: Option<ScampCosts>) 
 /// The two models of SCP over P2P the suite runs under, each on a machine of its own:
 /// name, costs, the machine's first board.
 fn models() -> [(&'static str, ScampCosts, Ipv4Addr); 2] {
+    let [(hop, hop_costs), (monitors, monitor_costs)] = p2p_models();
+    [(hop, hop_costs, FIRST), (monitors, monitor_costs, SECOND)]
+}
+
+/// The emulator's two models of SCP over P2P: name, costs.
+pub(crate) fn p2p_models() -> [(&'static str, ScampCosts); 2] {
     [
-        ("per-hop", ScampCosts::default(), FIRST),
-        ("monitors", ScampCosts::monitors(), SECOND),
+        ("per-hop", ScampCosts::default()),
+        ("monitors", ScampCosts::monitors()),
     ]
 }
 
@@ -164,6 +207,8 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         "write Mbit/s",
         "read Mbit/s",
         "of bound w/r",
+        "client CPU s/MiB w/r",
+        "discovery CPU s",
     ];
     let mut ratios = Vec::new();
     for run in &runs {
@@ -182,6 +227,12 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         };
         let (s_disc, s_write, s_read) = figures(&run.spinnman);
         let (v_disc, v_write, v_read) = figures(&run.volley);
+        let (s_cpu, v_cpu) = (
+            cpu_per_mib(&run.spinnman, bytes),
+            cpu_per_mib(&run.volley, bytes),
+        );
+        let disc_cpu =
+            |samples: &[Sample]| median(&samples.iter().map(|s| s.cpu[0]).collect::<Vec<_>>());
         let share = |w: f64, r: f64| format!("{:.0}%/{:.0}%", 100.0 * w / bound, 100.0 * r / bound);
         let secs = |s: f64| {
             if s.is_nan() {
@@ -190,14 +241,34 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 format!("{s:.3}")
             }
         };
-        for (system, disc, write, read) in [
+        // JavaSpiNNaker loads PARALLEL_DEFAULT = 4 boards at once, each with SpiNNMan's
+        // kind of SCP loop: modelled as 4 times SpiNNMan's rate here, within the bound.
+        let (j_write, j_read) = ((4.0 * s_write).min(bound), (4.0 * s_read).min(bound));
+        for (system, disc, write, read, cpu, cpu_disc) in [
             (
                 "SpiNNMan 7.4.1 (its SCP path: FEC without fast data in)",
                 s_disc,
                 s_write,
                 s_read,
+                cpu_cell(s_cpu),
+                secs(disc_cpu(&run.spinnman)),
             ),
-            ("volley Machine", v_disc, v_write, v_read),
+            (
+                "JavaSpiNNaker (modelled: 4 boards at once at SpiNNMan's rate)",
+                f64::NAN,
+                j_write,
+                j_read,
+                "-".into(),
+                "-".into(),
+            ),
+            (
+                "volley Machine",
+                v_disc,
+                v_write,
+                v_read,
+                cpu_cell(v_cpu),
+                secs(disc_cpu(&run.volley)),
+            ),
         ] {
             report.rows.push(vec![
                 run.name.into(),
@@ -206,6 +277,8 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 format!("{write:.2}"),
                 format!("{read:.2}"),
                 share(write, read),
+                cpu,
+                cpu_disc,
             ]);
         }
         for (name, value) in [
@@ -219,20 +292,33 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 format!("{value:.2}"),
                 format!("{value:.2}"),
                 "-".into(),
+                "-".into(),
+                "-".into(),
             ]);
         }
         report.notes.push(format!(
             "{} model: volley / SpiNNMan: discovery {:.1}x faster, write {:.1}x, read {:.1}x; \
-             volley / the machine's bound ({bound:.2} Mbit/s, the lesser of the two): write \
-             {:.0}%, read {:.0}%",
+             per client CPU-second: write {:.1}x, read {:.1}x; volley / JavaSpiNNaker \
+             (modelled): write {:.1}x, read {:.1}x; volley / the machine's bound ({bound:.2} \
+             Mbit/s, the lesser of the two): write {:.0}%, read {:.0}%",
             run.name,
             s_disc / v_disc,
             v_write / s_write,
             v_read / s_read,
+            s_cpu.0 / v_cpu.0,
+            s_cpu.1 / v_cpu.1,
+            v_write / j_write,
+            v_read / j_read,
             100.0 * v_write / bound,
             100.0 * v_read / bound
         ));
-        ratios.push((s_disc / v_disc, v_write / s_write, v_read / s_read));
+        ratios.push((
+            s_disc / v_disc,
+            v_write / s_write,
+            v_read / s_read,
+            v_write / j_write,
+            v_read / j_read,
+        ));
         let rounds_of =
             |samples: &[Sample], f: fn(&Sample) -> f64| samples.iter().map(f).collect::<Vec<_>>();
         for (system, samples, disc, write, read) in [
@@ -246,6 +332,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 "write_mbit_s": write,
                 "read_mbit_s": read,
                 "discovery_rounds": rounds_of(samples, |s| s.discovery),
+                "cpu_rounds_s": samples.iter().map(|s| s.cpu).collect::<Vec<_>>(),
                 "write_rounds_s": rounds_of(samples, |s| s.write),
                 "read_rounds_s": rounds_of(samples, |s| s.read),
             }));
@@ -263,15 +350,24 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 { "ratio": "read: volley / SpiNNMan", "value": v_read / s_read },
                 { "ratio": "write: volley / bound", "value": v_write / bound },
                 { "ratio": "read: volley / bound", "value": v_read / bound },
+                { "ratio": "write: volley / JavaSpiNNaker (modelled)", "value": v_write / j_write },
+                { "ratio": "read: volley / JavaSpiNNaker (modelled)", "value": v_read / j_read },
+                { "ratio": "write per client CPU-second: volley / SpiNNMan", "value": s_cpu.0 / v_cpu.0 },
+                { "ratio": "read per client CPU-second: volley / SpiNNMan", "value": s_cpu.1 / v_cpu.1 },
             ],
         }));
     }
-    let lower = |f: fn(&(f64, f64, f64)) -> f64| ratios.iter().map(f).fold(f64::INFINITY, f64::min);
+    let lower = |f: fn(&(f64, f64, f64, f64, f64)) -> f64| {
+        ratios.iter().map(f).fold(f64::INFINITY, f64::min)
+    };
     report.notes.push(format!(
-        "the lower of the two models, volley / SpiNNMan: discovery {:.1}x faster, write {:.1}x, read {:.1}x",
+        "the lower of the two models, volley / SpiNNMan: discovery {:.1}x faster, write {:.1}x, \
+         read {:.1}x; volley / JavaSpiNNaker (modelled): write {:.1}x, read {:.1}x",
         lower(|r| r.0),
         lower(|r| r.1),
-        lower(|r| r.2)
+        lower(|r| r.2),
+        lower(|r| r.3),
+        lower(|r| r.4)
     ));
     let hops = ScampCosts::default();
     let monitors = ScampCosts::monitors();
@@ -282,7 +378,10 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
          plus {:.0} us a hop (both calibrated from SpiNNFrontEndCommon #295's 11x between \
          Ethernet and other chips); the bound takes each chip equally often. SpiNNMan reads \
          each chip through the board SpiNNMan's data view gives it (as FEC runs it without \
-         fast data in); JavaSpiNNaker, which FEC can use instead, loads 4 boards at once",
+         fast data in); JavaSpiNNaker, which FEC can use instead, loads 4 boards at once \
+         (its PARALLEL_DEFAULT), modelled as 4 times SpiNNMan's rate within the bound (it does \
+         not run here: it needs Java and Maven Central); client CPU: the Python process's \
+         for SpiNNMan, the bench's client threads' for volley, the emulated machine's neither's",
         hops.service.as_secs_f64() * 1e6,
         hops.streams,
         hops.buffers,
@@ -335,11 +434,12 @@ pub(crate) async fn volley_round(root: SocketAddr, per_chip: usize, round: usize
         window: WindowSize::Auto,
         ..ScpConfig::default()
     };
-    let start = Instant::now();
+    let cpu = || crate::harness::cpu_split().0;
+    let (start, cpu0) = (Instant::now(), cpu());
     let mut machine = Machine::discover(root, config)
         .await
         .expect("volley discovers the machine");
-    let discovery = start.elapsed().as_secs_f64();
+    let (discovery, discovery_cpu) = (start.elapsed().as_secs_f64(), cpu() - cpu0);
     let chips: Vec<Address> = machine
         .chips()
         .iter()
@@ -353,30 +453,31 @@ pub(crate) async fn volley_round(root: SocketAddr, per_chip: usize, round: usize
         .zip(data.chunks(per_chip))
         .map(|(&c, d)| (c, BASE, d))
         .collect();
-    let start = Instant::now();
+    let (start, cpu0) = (Instant::now(), cpu());
     machine
         .write_many(&writes)
         .await
         .expect("volley writes every chip");
-    let write = start.elapsed().as_secs_f64();
+    let (write, write_cpu) = (start.elapsed().as_secs_f64(), cpu() - cpu0);
     let mut back = vec![0u8; data.len()];
     let mut reads: Vec<_> = chips
         .iter()
         .zip(back.chunks_mut(per_chip))
         .map(|(&c, b)| (c, BASE, b))
         .collect();
-    let start = Instant::now();
+    let (start, cpu0) = (Instant::now(), cpu());
     machine
         .read_many(&mut reads)
         .await
         .expect("volley reads every chip");
-    let read = start.elapsed().as_secs_f64();
+    let (read, read_cpu) = (start.elapsed().as_secs_f64(), cpu() - cpu0);
     drop(reads);
     assert!(back == data, "volley read back differs from what it wrote");
     Sample {
         discovery,
         write,
         read,
+        cpu: [discovery_cpu, write_cpu, read_cpu],
     }
 }
 
@@ -393,12 +494,7 @@ fn spinnman_round(
         per_chip.to_string(),
         round.to_string(),
     ];
-    let line = python_round(python, "SpiNNMan", &args)?;
-    Ok(Sample {
-        discovery: secs(&line, "SpiNNMan", "discovery_s")?,
-        write: secs(&line, "SpiNNMan", "write_s")?,
-        read: secs(&line, "SpiNNMan", "read_s")?,
-    })
+    Sample::from_line(&python_round(python, "SpiNNMan", &args)?, "SpiNNMan")
 }
 
 /// This host's reply rate for the emulated machine, in Mbit/s of 256-byte writes: a

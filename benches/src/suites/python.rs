@@ -1,7 +1,8 @@
 //! `python`: volley from Python beside SpiNNaker's own Python tools, every system timed
 //! from Python in a process of its own (`benches/python_suite.py`).
 //!
-//! On emulated machines of 1, 3 and 24 boards with SC&MP's costs modelled, every chip is
+//! On emulated machines of 1, 3 and 24 boards with SC&MP's costs modelled (each under both of
+//! the emulator's P2P models, per-hop and monitors, as the `machine` suite), every chip is
 //! loaded and read back, verified, by (a) SpiNNMan 7.4.1 chip by chip with the machine in
 //! its data view (as SpiNNFrontEndCommon runs it), (b) the same loop after
 //! `volley.spinnman.accelerate`, (c) `volley.Machine.write_many`/`read_many`, and, beside
@@ -19,16 +20,28 @@ use volley_emulator::ScampCosts;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::MAX_DATA_LEN;
 
-use super::machine::{Sample, ceiling_round, emulate, mbit, model_mbit, volley_round};
+use super::machine::{
+    Sample, ceiling_round, cpu_cell, cpu_per_mib, emulate, mbit, model_mbit, p2p_models,
+    volley_round,
+};
 use super::script::{python_round, secs};
 use crate::harness::{Mode, Report, Table, median};
 
 /// The machines, each on loopback addresses of its own (SpiNNMan always uses port
-/// 17893): boards, first board's address.
-const MACHINES: [(usize, Ipv4Addr); 3] = [
-    (1, Ipv4Addr::new(127, 0, 26, 0)),
-    (3, Ipv4Addr::new(127, 0, 21, 0)),
-    (24, Ipv4Addr::new(127, 0, 20, 0)),
+/// 17893): boards, first board's address under each P2P model (per-hop, monitors).
+const MACHINES: [(usize, [Ipv4Addr; 2]); 3] = [
+    (
+        1,
+        [Ipv4Addr::new(127, 0, 26, 0), Ipv4Addr::new(127, 0, 27, 0)],
+    ),
+    (
+        3,
+        [Ipv4Addr::new(127, 0, 21, 0), Ipv4Addr::new(127, 0, 28, 0)],
+    ),
+    (
+        24,
+        [Ipv4Addr::new(127, 0, 20, 0), Ipv4Addr::new(127, 0, 24, 0)],
+    ),
 ];
 /// One board with the cost model, and one answering at host speed.
 const BOARD_COSTS: Ipv4Addr = Ipv4Addr::new(127, 0, 22, 0);
@@ -55,17 +68,22 @@ const BOARD_SYSTEMS: [(&str, &str, usize, bool); 5] = [
     ("volley.Board", "volley", 0, true),
 ];
 
-/// "1 board", "3 boards".
-fn boards_label(boards: usize) -> String {
-    match boards {
-        1 => "1 board".into(),
-        n => format!("{n} boards"),
+/// Two figures: write and read, or a phase's wall and CPU seconds.
+type Pair = (f64, f64);
+
+/// "1 board, per-hop", "3 boards, monitors".
+fn label(m: &MachineRun) -> String {
+    match m.boards {
+        1 => format!("1 board, {}", m.model),
+        n => format!("{n} boards, {}", m.model),
     }
 }
 
-/// One machine's samples: the four systems', and the host ceiling's.
+/// One machine's samples under one P2P model: the four systems', and the host ceiling's.
 struct MachineRun {
     boards: usize,
+    model: &'static str,
+    costs: ScampCosts,
     addrs: Vec<SocketAddr>,
     samples: [Vec<Sample>; 4],
     ceiling: Vec<f64>,
@@ -80,11 +98,18 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
     let costs = ScampCosts::default();
     let mut machines: Vec<MachineRun> = MACHINES
         .iter()
-        .map(|&(boards, base)| MachineRun {
-            boards,
-            addrs: emulate(boards, base, Some(costs)),
-            samples: Default::default(),
-            ceiling: Vec::new(),
+        .flat_map(|&(boards, bases)| {
+            p2p_models()
+                .into_iter()
+                .zip(bases)
+                .map(move |((model, costs), base)| MachineRun {
+                    boards,
+                    model,
+                    costs,
+                    addrs: emulate(boards, base, Some(costs)),
+                    samples: Default::default(),
+                    ceiling: Vec::new(),
+                })
         })
         .collect();
     let board_hosts = [BOARD_COSTS, BOARD_HOST];
@@ -95,8 +120,8 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         .build()
         .expect("a tokio runtime");
     let mut errors: Vec<String> = Vec::new();
-    // Each one-board setup's systems' (write, read) seconds.
-    let mut board_samples = vec![vec![Vec::<(f64, f64)>::new(); BOARD_SYSTEMS.len()]; 2];
+    // Each one-board setup's systems' write and read: (wall, CPU) seconds.
+    let mut board_samples = vec![vec![Vec::<[Pair; 2]>::new(); BOARD_SYSTEMS.len()]; 2];
 
     for round in 0..rounds {
         for m in &mut machines {
@@ -112,13 +137,8 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                         per_chip.to_string(),
                         round.to_string(),
                     ];
-                    python_round(python, name, &args).and_then(|line| {
-                        Ok(Sample {
-                            discovery: secs(&line, name, "discovery_s")?,
-                            write: secs(&line, name, "write_s")?,
-                            read: secs(&line, name, "read_s")?,
-                        })
-                    })
+                    python_round(python, name, &args)
+                        .and_then(|line| Sample::from_line(&line, name))
                 };
                 let sample = match system {
                     0 => py("spinnman"),
@@ -132,17 +152,12 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                 };
                 match sample {
                     Ok(s) => m.samples[system].push(s),
-                    Err(e) => errors.push(format!(
-                        "{} boards, {}: {e}",
-                        m.boards, MACHINE_SYSTEMS[system]
-                    )),
+                    Err(e) => {
+                        errors.push(format!("{}, {}: {e}", label(m), MACHINE_SYSTEMS[system]))
+                    }
                 }
             }
-            eprintln!(
-                "python: round {}/{rounds}: {} boards done",
-                round + 1,
-                m.boards
-            );
+            eprintln!("python: round {}/{rounds}: {} done", round + 1, label(m));
         }
         for (setup, host) in board_hosts.iter().enumerate() {
             for k in 0..BOARD_SYSTEMS.len() {
@@ -160,7 +175,13 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
                     window.to_string(),
                 ];
                 let sample = python_round(python, name, &args).and_then(|line| {
-                    Ok((secs(&line, name, "write_s")?, secs(&line, name, "read_s")?))
+                    let phase = |p: &str| -> Result<(f64, f64), String> {
+                        Ok((
+                            secs(&line, name, &format!("{p}_s"))?,
+                            secs(&line, name, &format!("{p}_cpu_s"))?,
+                        ))
+                    };
+                    Ok([phase("write")?, phase("read")?])
                 });
                 match sample {
                     Ok(s) => board_samples[setup][i].push(s),
@@ -188,6 +209,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         "read Mbit/s",
         "of a board's rate w/r",
         "of the bound w/r",
+        "client CPU s/MiB w/r",
     ];
     let share = |w: f64, r: f64, of: f64| format!("{:.0}%/{:.0}%", 100.0 * w / of, 100.0 * r / of);
     let mut notes = Vec::new();
@@ -195,7 +217,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
     for m in &machines {
         let geometry = Geometry::for_boards(m.boards).expect("a machine's board count");
         let bytes = geometry.chips() * per_chip;
-        let model = model_mbit(&costs, geometry, TAGS);
+        let model = model_mbit(&m.costs, geometry, TAGS);
         let host = median(&m.ceiling);
         let bound = model.min(host);
         let board_rate = model / m.boards as f64;
@@ -206,6 +228,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             }
             mbit(bytes, median(&s.iter().map(f).collect::<Vec<_>>()))
         };
+        let mut cpus = Vec::new();
         let figures: Vec<(f64, f64)> = m
             .samples
             .iter()
@@ -218,17 +241,27 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             } else {
                 ("-".into(), share(w, r, bound))
             };
+            let cpu = if m.samples[i].is_empty() {
+                (f64::NAN, f64::NAN)
+            } else {
+                cpu_per_mib(&m.samples[i], bytes)
+            };
+            cpus.push(cpu);
             report.rows.push(vec![
-                boards_label(m.boards),
+                label(m),
                 (*name).into(),
                 format!("{w:.2}"),
                 format!("{r:.2}"),
                 of_board,
                 of_bound,
+                cpu_cell(cpu),
             ]);
             data.push(json!({
                 "boards": m.boards,
+                "model": m.model,
                 "system": name,
+                "write_cpu_s_per_mib": cpu.0,
+                "read_cpu_s_per_mib": cpu.1,
                 "write_mbit_s": w,
                 "read_mbit_s": r,
                 "write_rounds_s": m.samples[i].iter().map(|s| s.write).collect::<Vec<_>>(),
@@ -241,10 +274,11 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             ("bound: this host's ceiling", host),
         ] {
             report.rows.push(vec![
-                boards_label(m.boards),
+                label(m),
                 name.into(),
                 format!("{value:.2}"),
                 format!("{value:.2}"),
+                "-".into(),
                 "-".into(),
                 "-".into(),
             ]);
@@ -254,7 +288,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             "{}: (b) accelerate {:.2}x/{:.2}x (write/read) SpiNNMan's own loop (a) \
             , {:.0}%/{:.0}% of one board's modelled rate \
              {board_rate:.2} Mbit/s; (a) SpiNNMan {:.0}%/{:.0}%",
-            boards_label(m.boards),
+            label(m),
             b.0 / a.0,
             b.1 / a.1,
             100.0 * b.0 / board_rate,
@@ -263,12 +297,14 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             100.0 * a.1 / board_rate,
         ));
         notes.push(format!(
-            "{}: (c) volley.Machine {:.1}x/{:.1}x (a), {:.0}%/{:.0}% of the \
-             machine's bound {bound:.2} Mbit/s, {:+.1}%/{:+.1}% beside the Rust \
-             Machine",
-            boards_label(m.boards),
+            "{}: (c) volley.Machine {:.1}x/{:.1}x (a) ({:.1}x/{:.1}x per client CPU-second), \
+             {:.0}%/{:.0}% of the machine's bound {bound:.2} Mbit/s, {:+.1}%/{:+.1}% beside \
+             the Rust Machine",
+            label(m),
             c.0 / a.0,
             c.1 / a.1,
+            cpus[0].0 / cpus[2].0,
+            cpus[0].1 / cpus[2].1,
             100.0 * c.0 / bound,
             100.0 * c.1 / bound,
             100.0 * (c.0 / rust.0 - 1.0),
@@ -276,6 +312,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         ));
         data.push(json!({
             "boards": m.boards,
+            "model": m.model,
             "bytes_per_chip": per_chip,
             "chips": geometry.chips(),
             "model_bound_mbit_s": model,
@@ -301,21 +338,31 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             "of the board's rate w/r",
             "host speed: write",
             "host speed: read",
+            "host speed: CPU s/MiB w/r",
         ],
         rows: Vec::new(),
     };
-    let board_figures: Vec<Vec<(f64, f64)>> = board_samples
+    let mib = BOARD_BYTES as f64 / f64::from(1u32 << 20);
+    // Per setup and system: (write Mbit/s, read Mbit/s), (write, read) CPU s/MiB.
+    let board_figures: Vec<Vec<(Pair, Pair)>> = board_samples
         .iter()
         .map(|setup| {
             setup
                 .iter()
                 .map(|s| {
                     if s.is_empty() {
-                        return (f64::NAN, f64::NAN);
+                        return ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
                     }
-                    let w = median(&s.iter().map(|s| s.0).collect::<Vec<_>>());
-                    let r = median(&s.iter().map(|s| s.1).collect::<Vec<_>>());
-                    (mbit(BOARD_BYTES, w), mbit(BOARD_BYTES, r))
+                    let of = |f: &dyn Fn(&[Pair; 2]) -> f64| {
+                        median(&s.iter().map(f).collect::<Vec<_>>())
+                    };
+                    (
+                        (
+                            mbit(BOARD_BYTES, of(&|s| s[0].0)),
+                            mbit(BOARD_BYTES, of(&|s| s[1].0)),
+                        ),
+                        (of(&|s| s[0].1) / mib, of(&|s| s[1].1) / mib),
+                    )
                 })
                 .collect()
         })
@@ -328,8 +375,8 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         }
     };
     for (i, (name, _, _, _)) in BOARD_SYSTEMS.iter().enumerate() {
-        let (cw, cr) = board_figures[0][i];
-        let (hw, hr) = board_figures[1][i];
+        let (cw, cr) = board_figures[0][i].0;
+        let ((hw, hr), host_cpu) = board_figures[1][i];
         table.rows.push(vec![
             (*name).into(),
             cell(cw),
@@ -341,6 +388,7 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             },
             cell(hw),
             cell(hr),
+            cpu_cell(host_cpu),
         ]);
         data.push(json!({
             "board": name,
@@ -348,6 +396,8 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
             "costs_read_mbit_s": cr,
             "host_write_mbit_s": hw,
             "host_read_mbit_s": hr,
+            "host_write_cpu_s_per_mib": host_cpu.0,
+            "host_read_cpu_s_per_mib": host_cpu.1,
         }));
     }
     table.rows.push(vec![
@@ -357,24 +407,32 @@ pub(crate) fn run(mode: Mode, python: Option<&str>) -> Report {
         "-".into(),
         "-".into(),
         "-".into(),
+        "-".into(),
     ]);
     report.tables.push(table);
-    let volley = board_figures[0][4];
+    let volley = board_figures[0][4].0;
     let (spin_host, volley_host) = (board_figures[1][0], board_figures[1][4]);
     notes.push(format!(
         "one board, costs: volley.Board {:.0}%/{:.0}% of the board's modelled rate \
          {board_rate:.2} Mbit/s; host speed: volley.Board / SpiNNMan {:.1}x/{:.1}x \
-        ",
+         ({:.1}x/{:.1}x per client CPU-second)",
         100.0 * volley.0 / board_rate,
         100.0 * volley.1 / board_rate,
-        volley_host.0 / spin_host.0,
-        volley_host.1 / spin_host.1,
+        volley_host.0.0 / spin_host.0.0,
+        volley_host.0.1 / spin_host.0.1,
+        spin_host.1.0 / volley_host.1.0,
+        spin_host.1.1 / volley_host.1.1,
     ));
     notes.push(format!(
-        "cost model: {:.1} us a request at the Ethernet chip, {:.2} ms a P2P hop, {TAGS} tags \
-         a board; a board's rate takes each of its chips equally often",
+        "cost models: {:.1} us a request at the Ethernet chip, {TAGS} tags a board; per-hop: a \
+         request for another chip holds a P2P stream {:.2} ms a hop; monitors: it holds both \
+         ends' monitors {:.0} us plus {:.0} us a hop; a board's rate takes each of its chips \
+         equally often; client CPU: the Python process's (every thread), the bench's client \
+         threads' for the Rust Machine",
         costs.service.as_secs_f64() * 1e6,
         costs.p2p_hop.as_secs_f64() * 1e3,
+        ScampCosts::monitors().p2p_monitor.as_secs_f64() * 1e6,
+        ScampCosts::monitors().p2p_hop.as_secs_f64() * 1e6,
     ));
     if !errors.is_empty() {
         report.failures += errors.len();

@@ -82,6 +82,10 @@ struct Sample {
     read_mbit: f64,
     srtt_us: f64,
     retransmits: f64,
+    /// The client's CPU seconds per MiB written and read: rig's Python process's, volley's
+    /// client threads' in the bench (the board's and the link simulator's are neither's).
+    write_cpu: f64,
+    read_cpu: f64,
 }
 
 /// A server running on its own thread and runtime until dropped.
@@ -176,9 +180,11 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
         "read Mbit/s",
         "RTT us",
         "retx/round",
+        "client CPU s/MiB w/r",
     ];
-    // medians[link][client] = (write, read)
+    // medians[link][client] = (write, read), and the same of CPU per MiB
     let mut medians = vec![vec![(f64::NAN, f64::NAN); CLIENTS.len()]; LINKS.len()];
+    let mut cpus = vec![vec![(f64::NAN, f64::NAN); CLIENTS.len()]; LINKS.len()];
     for (li, link) in LINKS.iter().enumerate() {
         for (ci, &(name, rig, _)) in CLIENTS.iter().enumerate() {
             let cell = &samples[li][ci];
@@ -188,6 +194,8 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
             let pick = |f: fn(&Sample) -> f64| median(&cell.iter().map(f).collect::<Vec<_>>());
             let (w, r) = (pick(|s| s.write_mbit), pick(|s| s.read_mbit));
             medians[li][ci] = (w, r);
+            let cpu = (pick(|s| s.write_cpu), pick(|s| s.read_cpu));
+            cpus[li][ci] = cpu;
             let rtt = pick(|s| s.srtt_us);
             let size = size_for(link, rig);
             report.rows.push(vec![
@@ -206,6 +214,7 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
                 } else {
                     format!("{:.0}", pick(|s| s.retransmits))
                 },
+                format!("{:.3}/{:.3}", cpu.0, cpu.1),
             ]);
             report.data.push(json!({
                 "link": link.name,
@@ -216,6 +225,8 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
                 "write_rounds": cell.iter().map(|s| s.write_mbit).collect::<Vec<_>>(),
                 "read_rounds": cell.iter().map(|s| s.read_mbit).collect::<Vec<_>>(),
                 "srtt_us": if rtt.is_nan() { Value::Null } else { json!(rtt) },
+                "write_cpu_s_per_mib": cpu.0,
+                "read_cpu_s_per_mib": cpu.1,
             }));
         }
     }
@@ -230,6 +241,7 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
             "-".into(),
             format!("{value:.2}"),
             format!("{value:.2}"),
+            "-".into(),
             "-".into(),
             "-".into(),
         ]);
@@ -254,10 +266,23 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
     }
     for w in [1, 8] {
         for (li, link) in LINKS.iter().enumerate() {
+            let (v, r) = (
+                client(&format!("volley w{w}")),
+                client(&format!("rig w{w}")),
+            );
             say(
                 format!("{}: volley / rig at window {w}", link.name),
-                medians[li][client(&format!("volley w{w}"))],
-                medians[li][client(&format!("rig w{w}"))],
+                medians[li][v],
+                medians[li][r],
+            );
+            // Bytes per client CPU-second: the inverse ratio of CPU per MiB.
+            say(
+                format!(
+                    "{}: volley / rig at window {w}, per client CPU-second",
+                    link.name
+                ),
+                cpus[li][r],
+                cpus[li][v],
             );
         }
     }
@@ -286,6 +311,11 @@ async fn run_async(mode: Mode, python: Option<&str>) -> Report {
             }));
         }
     }
+    notes.push(
+        "client CPU s/MiB: rig's Python process's (every thread) per MiB, volley's client \
+         threads' in the bench; the board's thread and the link simulator's are neither's"
+            .into(),
+    );
     notes.push(format!(
         "{}: share of the window bound (W x 256 B per round trip of the link, {:.2} Mbit/s a \
          request in flight), write/read: {}",
@@ -343,6 +373,8 @@ impl Server {
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let thread = thread::spawn(move || {
+            // The board stands for hardware: its CPU is not the client's.
+            crate::harness::register_server_thread();
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -398,15 +430,17 @@ async fn volley_round(target: SocketAddr, window: usize, size: usize) -> Sample 
     let mut client = ScpClient::connect(target, config).await.expect("socket");
     let chip = Address::core(0, 0, 0);
     let data: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
-    let start = Instant::now();
+    let cpu = || crate::harness::cpu_split().0;
+    let (start, cpu0) = (Instant::now(), cpu());
     client.write(chip, BASE, &data).await.expect("volley write");
-    let wrote = start.elapsed();
-    let start = Instant::now();
+    let (wrote, write_cpu) = (start.elapsed(), cpu() - cpu0);
+    let (start, cpu0) = (Instant::now(), cpu());
     let back = client
         .read_bytes(chip, BASE, size)
         .await
         .expect("volley read");
-    let read = start.elapsed();
+    let (read, read_cpu) = (start.elapsed(), cpu() - cpu0);
+    let mib = size as f64 / MIB as f64;
     assert!(back == data, "volley read back differs from what it wrote");
     let stats = client.stats();
     Sample {
@@ -414,6 +448,8 @@ async fn volley_round(target: SocketAddr, window: usize, size: usize) -> Sample 
         read_mbit: mbit(size, read),
         srtt_us: stats.srtt.map_or(f64::NAN, |d| d.as_micros() as f64),
         retransmits: stats.retransmits as f64,
+        write_cpu: write_cpu / mib,
+        read_cpu: read_cpu / mib,
     }
 }
 
@@ -448,7 +484,10 @@ fn rig_round(
         window.to_string(),
     ];
     let line = python_round(python, "rig", &args)?;
+    let mib = size as f64 / MIB as f64;
     Ok(Sample {
+        write_cpu: secs(&line, "rig", "write_cpu_s")? / mib,
+        read_cpu: secs(&line, "rig", "read_cpu_s")? / mib,
         write_mbit: mbit(
             size,
             Duration::from_secs_f64(secs(&line, "rig", "write_s")?),

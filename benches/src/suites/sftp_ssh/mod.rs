@@ -128,6 +128,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         "put rate",
         "get vs sftp",
         "put vs sftp",
+        "client CPU s get/put",
         "runs",
     ];
     let mut ceilings = Table {
@@ -198,6 +199,11 @@ pub(crate) fn run(mode: Mode) -> Report {
                 rate(put.map(|r| r.median)),
                 vs(get, sftp("get")),
                 vs(put, sftp("put")),
+                format!(
+                    "{}/{}",
+                    secs(get.map(|r| median(&r.cpu))),
+                    secs(put.map(|r| median(&r.cpu)))
+                ),
                 [get, put]
                     .iter()
                     .flatten()
@@ -211,6 +217,7 @@ pub(crate) fn run(mode: Mode) -> Report {
                 "load": case.name(), "kind": format!("{:?}", case.load), "files": case.files,
                 "rtt_ms": case.rtt_ms, "system": r.system, "direction": r.direction,
                 "secs": r.median, "secs_rounds": r.secs,
+                "client_cpu_s": median(&r.cpu), "client_cpu_rounds_s": r.cpu,
                 "files_per_sec": (case.load == Load::Tree).then(|| case.files as f64 / r.median),
                 "mb_per_sec": (case.load == Load::File).then(|| 256.0 * MIB as f64 / 1e6 / r.median),
             }));
@@ -238,7 +245,9 @@ pub(crate) fn run(mode: Mode) -> Report {
     report.notes.push(format!(
         "Each system as typed (host `bench` in an ssh_config naming the relay's port, the \
          key, no host-key check; OpenSSH 9.2's default cipher), timed from start to exit, \
-         login included, every copy compared byte for byte: {}",
+         login included, every copy compared byte for byte; client CPU: the command's and \
+         every process it waited for (its ssh, whose cipher is most of it), from \
+         getrusage(RUSAGE_CHILDREN), sshd's and sftp-server's not in it: {}",
         commands.join("; ")
     ));
     if mode == Mode::Quick {
@@ -254,12 +263,17 @@ pub(crate) fn run(mode: Mode) -> Report {
     report
 }
 
+/// One run's wall and CPU seconds.
+type Run = (f64, f64);
+
 /// One system's runs in one direction.
 struct Measured {
     system: &'static str,
     direction: &'static str,
     secs: Vec<f64>,
     median: f64,
+    /// The client's CPU seconds, per round (the command's and its ssh's).
+    cpu: Vec<f64>,
 }
 
 /// Runs every system both ways, `rounds` interleaved rounds (alternate rounds in reverse
@@ -273,7 +287,7 @@ fn measure(
     rounds: usize,
     commands: &mut Vec<String>,
 ) -> Vec<Measured> {
-    let mut runs: Vec<(&'static str, &'static str, Vec<f64>)> = Vec::new();
+    let mut runs: Vec<(&'static str, &'static str, Vec<Run>)> = Vec::new();
     for round in 0..rounds {
         let mut jobs: Vec<(&'static str, &'static str)> = Vec::new();
         for direction in ["get", "put"] {
@@ -303,7 +317,7 @@ fn measure(
                     shown(&command, &input)
                 ));
             }
-            let secs = timed(&mut command, &input);
+            let run = timed(&mut command, &input);
             let checked = system.ends_with("(ceiling)")
                 || match case.load {
                     Load::Tree => same_tree(source, &target),
@@ -319,8 +333,8 @@ fn measure(
                 .iter_mut()
                 .find(|(s, d, _)| *s == system && *d == direction)
             {
-                Some((_, _, secs_list)) => secs_list.push(secs),
-                None => runs.push((system, direction, vec![secs])),
+                Some((_, _, runs)) => runs.push(run),
+                None => runs.push((system, direction, vec![run])),
             }
         }
         eprintln!(
@@ -330,11 +344,15 @@ fn measure(
         );
     }
     runs.into_iter()
-        .map(|(system, direction, secs)| Measured {
-            system,
-            direction,
-            median: median(&secs),
-            secs,
+        .map(|(system, direction, runs)| {
+            let secs: Vec<f64> = runs.iter().map(|r| r.0).collect();
+            Measured {
+                system,
+                direction,
+                median: median(&secs),
+                secs,
+                cpu: runs.iter().map(|r| r.1).collect(),
+            }
         })
         .collect()
 }
@@ -348,6 +366,12 @@ fn ratios(case: Case, results: &[Measured], report: &mut Report) {
             .iter()
             .find(|r| r.system == system && r.direction == dir)
             .map(|r| r.median)
+    };
+    let cpu = |system: &str, dir: &str| {
+        results
+            .iter()
+            .find(|r| r.system == system && r.direction == dir)
+            .map(|r| median(&r.cpu))
     };
     let mut say = |what: String, ratio: Option<f64>| {
         if let Some(ratio) = ratio {
@@ -366,6 +390,10 @@ fn ratios(case: Case, results: &[Measured], report: &mut Report) {
                     ratio(secs("OpenSSH sftp", dir), volley),
                 );
                 say(
+                    format!("{dir}: volley vs OpenSSH sftp per client CPU-second"),
+                    ratio(cpu("OpenSSH sftp", dir), cpu("volley", dir)),
+                );
+                say(
                     format!("{dir}: volley vs lftp mirror --parallel=16"),
                     ratio(secs("lftp mirror --parallel=16", dir), volley),
                 );
@@ -374,6 +402,10 @@ fn ratios(case: Case, results: &[Measured], report: &mut Report) {
                 say(
                     format!("{dir}: volley vs OpenSSH sftp"),
                     ratio(secs("OpenSSH sftp", dir), volley),
+                );
+                say(
+                    format!("{dir}: volley vs OpenSSH sftp per client CPU-second"),
+                    ratio(cpu("OpenSSH sftp", dir), cpu("volley", dir)),
                 );
                 say(
                     format!("{dir}: volley vs ssh cat (its own ceiling)"),
@@ -405,16 +437,17 @@ fn ratios(case: Case, results: &[Measured], report: &mut Report) {
     report.notes.extend(extra);
 }
 
-/// Runs `command` to completion, fed `input`, and returns its wall time in seconds; a
-/// failure stops the suite with the command's own words.
-fn timed(command: &mut std::process::Command, input: &Input) -> f64 {
+/// Runs `command` to completion, fed `input`, and returns its wall time and its CPU time
+/// (user and system, its own and that of every process it waited for, such as its ssh)
+/// in seconds; a failure stops the suite with the command's own words.
+fn timed(command: &mut std::process::Command, input: &Input) -> Run {
     command.stdout(Stdio::null()).stderr(Stdio::piped());
     command.stdin(match input {
         Input::Nothing => Stdio::null(),
         Input::Text(_) => Stdio::piped(),
         Input::File(path) => Stdio::from(std::fs::File::open(path).expect("the source opens")),
     });
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), crate::harness::children_cpu());
     let mut child = command
         .spawn()
         .unwrap_or_else(|e| panic!("{command:?} cannot start: {e}"));
@@ -425,13 +458,14 @@ fn timed(command: &mut std::process::Command, input: &Input) -> f64 {
     }
     let output = child.wait_with_output().expect("the command is waited for");
     let secs = start.elapsed().as_secs_f64();
+    let cpu = crate::harness::children_cpu() - cpu;
     assert!(
         output.status.success(),
         "{command:?} failed ({}): {}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    secs
+    (secs, cpu)
 }
 
 fn shown(command: &std::process::Command, input: &Input) -> String {
