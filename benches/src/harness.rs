@@ -28,28 +28,54 @@ pub fn register_server_thread() {
     }
 }
 
+/// What [`cpu_split`] has seen: each live thread's CPU seconds when last read and whether
+/// it is a server's, and the last-read CPU of threads that have since ended, per side.
+#[derive(Default)]
+struct Seen {
+    threads: std::collections::HashMap<String, (f64, bool)>,
+    ended: (f64, f64),
+}
+
+static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+
 /// CPU seconds so far of this process's threads, split into (clients, servers): each
 /// thread's time on a CPU from its scheduler statistics (nanoseconds, user and system
-/// together); threads that stand for the network or the hardware ([`stands_apart`]) are
-/// neither. A thread that has ended is no longer counted, so a round is measured by the
-/// difference of two calls around it, in which no thread of the suite's own ends.
+/// together); threads that stand for the network or the hardware (`volley-netsim*`,
+/// `volley-emulator*`) are neither. A thread that has ended (a runtime's idle blocking thread) keeps the CPU it
+/// had when last read, so the figure never goes back: a round is measured by the
+/// difference of two calls around it.
 pub fn cpu_split() -> (f64, f64) {
     let servers = SERVER_THREADS.lock().map(|s| s.clone()).unwrap_or_default();
-    let mut split = (0.0, 0.0);
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return split;
-    };
-    for task in tasks.flatten() {
-        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if stands_apart(name.trim_end()) {
-            continue;
+    let mut now = std::collections::HashMap::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if stands_apart(name.trim_end()) {
+                continue;
+            }
+            let ns = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            let id = task.file_name().to_string_lossy().into_owned();
+            let server = servers.contains(&id);
+            now.insert(id, (ns as f64 * 1e-9, server));
         }
-        let ns = std::fs::read_to_string(task.path().join("schedstat"))
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-            .unwrap_or(0);
-        let secs = ns as f64 * 1e-9;
-        match servers.iter().any(|t| task.file_name().to_str() == Some(t)) {
+    }
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = seen.get_or_insert_with(Seen::default);
+    for (id, &(secs, server)) in &seen.threads {
+        if !now.contains_key(id) {
+            match server {
+                true => seen.ended.1 += secs,
+                false => seen.ended.0 += secs,
+            }
+        }
+    }
+    seen.threads = now;
+    let mut split = seen.ended;
+    for &(secs, server) in seen.threads.values() {
+        match server {
             true => split.1 += secs,
             false => split.0 += secs,
         }

@@ -155,6 +155,8 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
             "H2D std",
             "D2H MiB/s",
             "D2H std",
+            "H2D CPU µs/call",
+            "D2H CPU µs/call",
         ],
         rows: Vec::new(),
     };
@@ -169,10 +171,12 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
             let n = (size / unit) as u64;
             let mut h2d = Vec::new();
             let mut d2h = Vec::new();
+            // CPU seconds of client and server together, over every iteration.
+            let (mut h2d_cpu, mut d2h_cpu) = (0.0, 0.0);
             let list = vec![123i32; n as usize];
             let array = LeArray::from_slice(&list).into_bytes();
             for _ in 0..iterations {
-                let start = Instant::now();
+                let (start, cpu) = (Instant::now(), cpu_now());
                 match shape {
                     "bytes" => {
                         let r = peer
@@ -205,7 +209,8 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                     }
                 }
                 h2d.push(size as f64 / MIB as f64 / start.elapsed().as_secs_f64());
-                let start = Instant::now();
+                h2d_cpu += cpu_now() - cpu;
+                let (start, cpu) = (Instant::now(), cpu_now());
                 match shape {
                     "bytes" => {
                         peer.call_with::<artiq::TakeBytes>(&(), vec![zeros.slice(..size)], None)
@@ -234,7 +239,9 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                     }
                 }
                 d2h.push(size as f64 / MIB as f64 / start.elapsed().as_secs_f64());
+                d2h_cpu += cpu_now() - cpu;
             }
+            let per_call = |cpu: f64| cpu * 1e6 / f64::from(iterations);
             let (hm, hs) = mean_std(&h2d);
             let (dm, ds) = mean_std(&d2h);
             let size_name = if size == MIB { "1 MB" } else { "1 KB" };
@@ -245,19 +252,24 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
                 format!("{hs:.1}"),
                 format!("{dm:.1}"),
                 format!("{ds:.1}"),
+                format!("{:.1}", per_call(h2d_cpu)),
+                format!("{:.1}", per_call(d2h_cpu)),
             ]);
             report.data.push(json!({
                 "artiq": shape, "size": size_name, "h2d_mean": hm, "h2d_std": hs,
-                "d2h_mean": dm, "d2h_std": ds,
+                "d2h_mean": dm, "d2h_std": ds, "h2d_cpu_us_per_call": per_call(h2d_cpu),
+                "d2h_cpu_us_per_call": per_call(d2h_cpu),
             }));
         }
     }
     // Async throughput: 128 one-way calls of 1 MiB, first arrival to last.
     let mut rates = Vec::new();
-    for _ in 0..match mode {
+    let batches = match mode {
         Mode::Quick => 5,
         Mode::Full => 15,
-    } {
+    };
+    let cpu = cpu_now();
+    for _ in 0..batches {
         for _ in 0..128 {
             peer.send::<artiq::AsyncBytes>(&(), vec![zeros.clone()])
                 .await
@@ -267,6 +279,8 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
         assert_eq!(count, 128);
         rates.push((count - 1) as f64 / ((last - first) as f64 / 1e9));
     }
+    // Each batch is 128 one-way calls and the span call that ends it.
+    let async_cpu = (cpu_now() - cpu) * 1e6 / (batches * 129) as f64;
     let (am, asd) = mean_std(&rates);
     table.rows.push(vec![
         "async (128 x 1 MiB one-way)".into(),
@@ -275,17 +289,27 @@ pub(super) async fn artiq_table(mode: Mode, servers: &Servers, report: &mut Repo
         "-".into(),
         format!("{am:.1}"),
         format!("{asd:.1}"),
+        "-".into(),
+        format!("{async_cpu:.1}"),
     ]);
-    report
-        .data
-        .push(json!({ "artiq": "async", "mib_per_sec_mean": am, "mib_per_sec_std": asd }));
+    report.data.push(json!({
+        "artiq": "async", "mib_per_sec_mean": am, "mib_per_sec_std": asd,
+        "cpu_us_per_call": async_cpu,
+    }));
     report.notes.push(
         "ARTIQ shapes: H2D times a call that returns the payload, D2H one that takes it; bytes and \
          i32 array travel as bulk segments (the array as raw little-endian i32, read in place), \
-         i32 list through serde, bytes list as 64 segments; async = (n - 1) MiB over first to last arrival"
+         i32 list through serde, bytes list as 64 segments; async = (n - 1) MiB over first to last arrival; \
+         CPU µs/call: client and server threads together (the tuned setup: current-thread runtimes, whose readers spin)"
             .into(),
     );
     table
+}
+
+/// CPU seconds so far of the client's and the servers' threads together.
+pub(super) fn cpu_now() -> f64 {
+    let (client, server) = harness::cpu_split();
+    client + server
 }
 
 pub(super) fn mean_std(values: &[f64]) -> (f64, f64) {

@@ -139,6 +139,8 @@ pub(super) async fn spinning(
             "spin",
             "calls/s",
             "spin 100 / spin 0",
+            "CPU µs/call",
+            "spin 100 / spin 0 per CPU",
             "buffers at once/spun/awaited",
         ],
         rows: Vec::new(),
@@ -168,29 +170,32 @@ pub(super) async fn spinning(
             callers(Workload { calls: 500, ..w }, client.clone())
                 .await
                 .expect("warm-up");
-            clients.push((spin, peer, client, Vec::new()));
+            clients.push((spin, peer, client, Vec::new(), Vec::new()));
         }
         for round in 0..mode.rounds() {
             for k in 0..2 {
-                let (_, _, client, rates) = &mut clients[(k + round) % 2];
-                let start = Instant::now();
+                let (_, _, client, rates, cpu) = &mut clients[(k + round) % 2];
+                let (start, cpu0) = (Instant::now(), artiq::cpu_now());
                 callers(w, client.clone()).await.expect("run");
                 rates.push(w.calls as f64 / start.elapsed().as_secs_f64());
+                cpu.push((artiq::cpu_now() - cpu0) * 1e6 / w.calls as f64);
             }
         }
-        let base = median(&clients[0].3);
-        for (spin, peer, _, rates) in &clients {
-            let rate = median(rates);
+        let (base, base_cpu) = (median(&clients[0].3), median(&clients[0].4));
+        for (spin, peer, _, rates, cpu) in &clients {
+            let (rate, cpu) = (median(rates), median(cpu));
             let stats = peer.pool_stats();
             table.rows.push(vec![
                 format!("{tasks}"),
                 format!("{spin}"),
                 format!("{rate:.0}"),
                 format!("{:.2}x", rate / base),
+                format!("{cpu:.1}"),
+                format!("{:.2}x", base_cpu / cpu),
                 format!("{}/{}/{}", stats.at_once, stats.by_spinning, stats.awaited),
             ]);
             report.data.push(json!({
-                "spin_callers": tasks, "spin": spin, "calls_per_sec": rate,
+                "spin_callers": tasks, "spin": spin, "calls_per_sec": rate, "cpu_us_per_call": cpu,
                 "pool_at_once": stats.at_once, "pool_by_spinning": stats.by_spinning,
                 "pool_awaited": stats.awaited,
             }));
