@@ -271,27 +271,38 @@ fn matrix(results: &[Value], path: &Path) -> Drawn {
     Ok(())
 }
 
-/// Calls/s of each system as horizontal bars, one panel per workload (volley blue,
-/// tarpc orange, the raw baseline green).
+/// Calls/s and calls per CPU-second of each system as horizontal bars, a row of two
+/// panels per workload (volley blue, tarpc orange, the raw baseline green).
 fn rpc(results: &[Value], path: &Path) -> Drawn {
+    // The main table's rows (TCP, Unix, in-process): the TLS and QUIC rows are in the table.
     let rows: Vec<&Value> = results
         .iter()
-        .filter(|r| r["workload"].is_string())
+        .filter(|r| r["workload"].is_string() && r["table"].is_null())
         .collect();
     let workloads = distinct(rows.iter().copied(), "workload");
     let panels = workloads.len().max(1) as u32;
-    let root = SVGBackend::new(path, (2 * 440, 300 * panels.div_ceil(2))).into_drawing_area();
+    let root = SVGBackend::new(path, (2 * 440, 300 * panels)).into_drawing_area();
     root.fill(&WHITE)?;
-    let areas = root.split_evenly((panels.div_ceil(2) as usize, 2));
-    for (workload, area) in workloads.iter().zip(areas) {
-        let bars: Vec<(String, f64)> = rows
-            .iter()
-            .filter(|r| text(r, "workload") == *workload)
-            .filter_map(|r| Some((text(r, "system"), number(r, "calls_per_sec")?)))
-            .collect();
-        bar_panel(&area, &format!("{workload}: calls/s"), &bars, &|x| {
-            format!("{:.0}k", x / 1000.0)
-        })?;
+    let areas = root.split_evenly((panels as usize, 2));
+    for (i, workload) in workloads.iter().enumerate() {
+        let of = |key: &str| -> Vec<(String, f64)> {
+            rows.iter()
+                .filter(|r| text(r, "workload") == *workload)
+                .filter_map(|r| Some((text(r, "system"), number(r, key)?)))
+                .collect()
+        };
+        bar_panel(
+            &areas[2 * i],
+            &format!("{workload}: calls/s"),
+            &of("calls_per_sec"),
+            &|x| format!("{:.0}k", x / 1000.0),
+        )?;
+        bar_panel(
+            &areas[2 * i + 1],
+            &format!("{workload}: calls per CPU-second"),
+            &of("calls_per_cpu_sec"),
+            &|x| format!("{:.0}k", x / 1000.0),
+        )?;
     }
     Ok(())
 }
@@ -351,32 +362,38 @@ fn bar_panel(
     Ok(())
 }
 
-/// The channel suite: per link, MiB/s moving 1 MiB messages and the round trip of a
-/// small call, one bar per system.
+/// The channel suite: per link, MiB/s moving 1 MiB messages, the CPU a GiB cost both
+/// ends, and the round trip of a small call, one bar per system.
 fn channel(results: &[Value], path: &Path) -> Drawn {
     let rows: Vec<&Value> = results.iter().filter(|r| r["link"].is_string()).collect();
     let links = distinct(rows.iter().copied(), "link");
     let root =
-        SVGBackend::new(path, (2 * 440, 260 * links.len().max(1) as u32)).into_drawing_area();
+        SVGBackend::new(path, (3 * 400, 260 * links.len().max(1) as u32)).into_drawing_area();
     root.fill(&WHITE)?;
-    let areas = root.split_evenly((links.len().max(1), 2));
+    let areas = root.split_evenly((links.len().max(1), 3));
     for (i, link) in links.iter().enumerate() {
-        let of = |key: &str| -> Vec<(String, f64)> {
+        let of = |value: &dyn Fn(&Value) -> Option<f64>| -> Vec<(String, f64)> {
             rows.iter()
                 .filter(|r| text(r, "link") == *link)
-                .filter_map(|r| Some((text(r, "system"), number(r, key)?)))
+                .filter_map(|r| Some((text(r, "system"), value(r)?)))
                 .collect()
         };
         bar_panel(
-            &areas[2 * i],
+            &areas[3 * i],
             &format!("{link}: 1 MiB messages, MiB/s"),
-            &of("mib_per_sec_1mib"),
+            &of(&|r| number(r, "mib_per_sec_1mib")),
             &|x| format!("{x:.0}"),
         )?;
         bar_panel(
-            &areas[2 * i + 1],
+            &areas[3 * i + 1],
+            &format!("{link}: CPU s/GiB, both ends"),
+            &of(&|r| Some(number(r, "client_cpu_s_per_gib")? + number(r, "server_cpu_s_per_gib")?)),
+            &|x| format!("{x:.1}"),
+        )?;
+        bar_panel(
+            &areas[3 * i + 2],
             &format!("{link}: round trip, us"),
-            &of("round_trip_us"),
+            &of(&|r| number(r, "round_trip_us")),
             &|x| format!("{x:.0}"),
         )?;
     }
