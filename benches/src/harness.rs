@@ -8,6 +8,7 @@ use core::time::Duration;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
+use nix::time::{ClockId, clock_gettime};
 use serde_json::{Value, json};
 
 /// The kernel thread ids of the threads [`serve_on_thread`] started: their CPU is the
@@ -39,8 +40,8 @@ struct Seen {
 static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
 /// CPU seconds so far of this process's threads, split into (clients, servers): each
-/// thread's time on a CPU from its scheduler statistics (nanoseconds, user and system
-/// together); threads that stand for the network or the hardware (`volley-netsim*`,
+/// thread's own CPU-time clock (user and system together, the slice it runs now
+/// included); threads that stand for the network or the hardware (`volley-netsim*`,
 /// `volley-emulator*`) are neither. A thread that has ended (a runtime's idle blocking thread) keeps the CPU it
 /// had when last read, so the figure never goes back: a round is measured by the
 /// difference of two calls around it.
@@ -53,13 +54,12 @@ pub fn cpu_split() -> (f64, f64) {
             if stands_apart(name.trim_end()) {
                 continue;
             }
-            let ns = std::fs::read_to_string(task.path().join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                .unwrap_or(0);
             let id = task.file_name().to_string_lossy().into_owned();
+            let Some(secs) = id.parse().ok().and_then(thread_cpu_of) else {
+                continue;
+            };
             let server = servers.contains(&id);
-            now.insert(id, (ns as f64 * 1e-9, server));
+            now.insert(id, (secs, server));
         }
     }
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -255,12 +255,23 @@ impl Mode {
     }
 }
 
-/// The calling thread's CPU seconds so far (its scheduler statistics: user and system).
+/// The calling thread's CPU seconds so far (user and system).
 fn thread_cpu() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(0.0, seconds)
+}
+
+/// A thread of this process's CPU seconds so far (user and system, the slice it runs now
+/// included, which its `/proc` scheduler statistics leave out until its next tick), by its
+/// kernel id, from its CPU-time clock (Linux names a thread's clock by its id complemented,
+/// shifted left by 3, with 6 for "per thread, scheduler time"); none once it has ended.
+fn thread_cpu_of(tid: i32) -> Option<f64> {
+    clock_gettime(ClockId::from_raw((!tid << 3) | 6))
         .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0.0, |ns| ns as f64 * 1e-9)
+        .map(seconds)
+}
+
+fn seconds(t: nix::sys::time::TimeSpec) -> f64 {
+    t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9
 }
 
 /// Per-round rates of one measurement.
@@ -522,6 +533,28 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn a_threads_clock_read_by_its_id_is_its_own_cpu_time() {
+        let tid: i32 = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+            .expect("this thread's id");
+        // Some work, so that the clock has moved on from zero.
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let own = thread_cpu();
+        let by_id = thread_cpu_of(tid).expect("a live thread's clock");
+        let after = thread_cpu();
+        assert!(own > 0.0, "the thread ran");
+        assert!(
+            own <= by_id && by_id <= after,
+            "{own} <= {by_id} <= {after}"
+        );
+        assert_eq!(thread_cpu_of(-7), None, "no such thread");
     }
 
     #[test]

@@ -296,7 +296,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         let cpu: Vec<(f64, f64)> = (0..SYSTEMS.len())
             .map(|i| (median(&rounds.client_us[i]), median(&rounds.server_us[i])))
             .collect();
-        let per_cpu = |i: usize| 1e6 / (cpu[i].0 + cpu[i].1).max(1e-9);
+        let per_cpu = |i: usize| peers::per_cpu(cpu[i]);
         // Each anchor at its best runtime setup for this workload.
         let at = |name: &str| SYSTEMS.iter().position(|s| s.0 == name).expect("a system");
         let setups = |name: &str| {
@@ -328,15 +328,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             let rate = medians[i];
             let raw = if in_process(system) { raw_local } else { raw };
             let (mut row, mut point) = w.row(system, rate, &rates[i], &[tarpc, raw]);
-            row.extend([
-                format!("{:.1}", cpu[i].0),
-                format!("{:.1}", cpu[i].1),
-                format!("{:.0}", per_cpu(i)),
-                format!("{:.2}x", per_cpu(i) / tarpc_per_cpu),
-            ]);
-            point["client_cpu_us_per_call"] = json!(cpu[i].0);
-            point["server_cpu_us_per_call"] = json!(cpu[i].1);
-            point["calls_per_cpu_sec"] = json!(per_cpu(i));
+            peers::cpu_columns(&mut row, &mut point, cpu[i], tarpc_per_cpu);
             point["client_cpu_rounds_us"] = json!(rounds.client_us[i]);
             point["server_cpu_rounds_us"] = json!(rounds.server_us[i]);
             report.rows.push(row);

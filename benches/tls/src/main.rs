@@ -360,7 +360,7 @@ fn main() {
                 )
             })
             .collect();
-        let per_cpu = |i: usize| 1e6 / (cpu[i].0 + cpu[i].1).max(1e-9);
+        let per_cpu = |i: usize| peers::per_cpu(cpu[i]);
         let best = |name: &str, of: &dyn Fn(usize) -> f64| {
             setups(name).into_iter().map(of).fold(0.0, f64::max)
         };
@@ -378,15 +378,7 @@ fn main() {
             };
             let (mut row, mut point) =
                 w.row(system, m[i], &rounds.rates[i], &[tarpc, tonic, anchor]);
-            row.extend([
-                format!("{:.1}", cpu[i].0),
-                format!("{:.1}", cpu[i].1),
-                format!("{:.0}", per_cpu(i)),
-                format!("{:.2}x", per_cpu(i) / tarpc_per_cpu),
-            ]);
-            point["client_cpu_us_per_call"] = json!(cpu[i].0);
-            point["server_cpu_us_per_call"] = json!(cpu[i].1);
-            point["calls_per_cpu_sec"] = json!(per_cpu(i));
+            peers::cpu_columns(&mut row, &mut point, cpu[i], tarpc_per_cpu);
             rows.push(row);
             data.push(point);
         }

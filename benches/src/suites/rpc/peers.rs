@@ -164,6 +164,30 @@ async fn send_raw<S: AsyncRead + AsyncWrite + Unpin>(
     io.write_all(payload).await
 }
 
+/// Calls per CPU-second of a system whose calls cost `cpu` (client, server) µs each.
+pub fn per_cpu(cpu: (f64, f64)) -> f64 {
+    1e6 / (cpu.0 + cpu.1).max(1e-9)
+}
+
+/// Adds the CPU columns to a table row and its data point: client and server CPU µs a
+/// call (`cpu`), calls per CPU-second, and that over `anchor_per_cpu` (the anchor's).
+pub fn cpu_columns(
+    row: &mut Vec<String>,
+    point: &mut serde_json::Value,
+    cpu: (f64, f64),
+    anchor_per_cpu: f64,
+) {
+    row.extend([
+        format!("{:.1}", cpu.0),
+        format!("{:.1}", cpu.1),
+        format!("{:.0}", per_cpu(cpu)),
+        format!("{:.2}x", per_cpu(cpu) / anchor_per_cpu),
+    ]);
+    point["client_cpu_us_per_call"] = serde_json::json!(cpu.0);
+    point["server_cpu_us_per_call"] = serde_json::json!(cpu.1);
+    point["calls_per_cpu_sec"] = serde_json::json!(per_cpu(cpu));
+}
+
 /// Length-delimited frames on `stream`, up to 64 MiB each (the raw baseline's and
 /// tarpc's transport).
 pub fn length_delimited<S: AsyncRead + AsyncWrite>(stream: S) -> Framed<S, LengthDelimitedCodec> {
