@@ -353,7 +353,7 @@ pub(crate) fn run(mode: Mode) -> Report {
             .into(),
     );
     report.notes.push(
-        "CPU: each thread's time on a CPU (user and system, from /proc/self/task/*/schedstat) \
+        "CPU: each thread's time on a CPU (user and system, from its own CPU-time clock) \
          over the round, divided by the calls: the servers' thread apart, every other thread \
          (the client runtime's, the caller's) the client's; / tarpc per CPU divides calls per \
          CPU-second (client and server together) by the better of tarpc's two setups; \

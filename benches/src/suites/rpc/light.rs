@@ -260,7 +260,7 @@ pub(super) fn light_table(
     Table {
         title: format!(
             "{LIGHT_TITLE}, 8 B echo, {secs} s a rate (µs; CPU per call from each thread's \
-             scheduler statistics)"
+             CPU-time clock)"
         ),
         columns: LIGHT_COLUMNS.to_vec(),
         rows: light.rows,
