@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use rand::{Rng, SeedableRng};
 use volley_proto::wire::sdp::Address;
-use volley_transport_udp::{Machine, ScpConfig, check_range};
+use volley_transport_udp::{ScpConfig, check_range};
 
-use crate::scp::{Tuning, hex, mbit};
+use crate::scp::{Tuning, discover, hex, mbit};
 
 /// `volley machine` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -83,13 +83,6 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
             tuning,
         } => bench(&root, bytes_per_chip, addr, seed, tuning.config()).await,
     }
-}
-
-/// Discovers the machine at ROOT (HOST or HOST:PORT, 17893 by default).
-pub(crate) async fn discover(root: &str, config: ScpConfig) -> anyhow::Result<Machine> {
-    Machine::discover_host(root, config)
-        .await
-        .with_context(|| format!("cannot discover the machine at {root}"))
 }
 
 async fn bench(

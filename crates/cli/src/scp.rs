@@ -357,13 +357,21 @@ impl Connection {
     }
 }
 
+/// Discovers the machine at ROOT (HOST or HOST:PORT, 17893 by default): for `volley scp
+/// --machine` and for `volley machine`, which builds on this module.
+pub(crate) async fn discover(root: &str, config: ScpConfig) -> anyhow::Result<Machine> {
+    Machine::discover_host(root, config)
+        .await
+        .with_context(|| format!("cannot discover the machine at {root}"))
+}
+
 async fn connect(target: &Target) -> anyhow::Result<Connection> {
     let config = target.tuning.config();
     if let Some(root) = &target.machine {
         if target.transport == Transport::Tcp {
             bail!("--transport tcp conflicts with --machine: a machine's boards speak UDP");
         }
-        let machine = crate::machine::discover(root, config).await?;
+        let machine = discover(root, config).await?;
         return Ok(Connection::Machine(machine));
     }
     let Some(board) = &target.target else {
