@@ -3,8 +3,7 @@
 //! path, matched against the names the server lists. A wildcard never matches a `/`,
 //! nor a leading `.` unless the pattern's component starts with one.
 
-use crate::client::{SftpClient, SftpError};
-use crate::tree::join;
+use crate::client::{SftpClient, SftpError, join};
 
 /// Whether `pattern` holds a wildcard (one not escaped by `\`).
 pub(crate) fn has_wildcard(pattern: &[u8]) -> bool {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use volley_proto::wire::sftp::{FSYNC_EXTENSION, OpenFlags};
 
 use crate::FileAttrs;
-use crate::client::{SftpClient, SftpError};
+use crate::client::{SftpClient, SftpError, join};
 use crate::landing::PutTarget;
 use crate::preserve::PERMISSION_BITS;
 use crate::span::{Ranges, Source, WriteSpan};
@@ -366,7 +366,7 @@ async fn put_inside(
     let name = local.file_name().map(|n| n.as_encoded_bytes());
     match (on_directory, name) {
         (OnDirectory::PutInside, Some(name)) => {
-            let inside = crate::tree::join(remote, name);
+            let inside = join(remote, name);
             Box::pin(put_on(clients, local, &inside, opts, OnDirectory::Refuse)).await
         }
         _ => Err(SftpError::Local {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use crate::client::{SftpClient, SftpError};
+use crate::client::{SftpClient, SftpError, join};
 use crate::get::get_on;
 use crate::preserve::PERMISSION_BITS;
 use crate::put::{OnDirectory, put_on};
@@ -198,16 +198,6 @@ impl SftpClient {
             },
         }
     }
-}
-
-/// `name` in the remote directory `dir`.
-pub(crate) fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut path = dir.to_vec();
-    if !path.is_empty() && !path.ends_with(b"/") {
-        path.push(b'/');
-    }
-    path.extend_from_slice(name);
-    path
 }
 
 fn shown(path: &[u8]) -> String {

@@ -20,6 +20,7 @@ mod types;
 
 pub(crate) use error::shown_local;
 pub use error::{SftpError, printable, printable_bytes};
+pub(crate) use types::join;
 pub use types::{DirEntry, FileAttrs, Handle};
 
 /// An SFTP v3 session.

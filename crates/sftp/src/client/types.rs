@@ -83,3 +83,13 @@ impl FileAttrs {
         self.permissions.is_some_and(|p| p & 0o170000 != 0o100000)
     }
 }
+
+/// `name` in the remote directory `dir` (remote paths are bytes, `/`-separated).
+pub(crate) fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = dir.to_vec();
+    if !path.is_empty() && !path.ends_with(b"/") {
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    path
+}
