@@ -1,8 +1,6 @@
-//! [`Config`]: the settings of an RPC endpoint.
+//! [`Config`]: the settings of an RPC endpoint, and [`PoolConfig`], its buffer pool's.
 
 use core::time::Duration;
-
-use crate::pool::PoolConfig;
 
 /// Settings for both ends of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,4 +120,47 @@ pub enum ConfigError {
     /// [`MAX_TOKEN`](volley_proto::wire::rpc::MAX_TOKEN) bytes.
     #[error("an authentication token is 1 to {max} bytes, not {0}", max = volley_proto::wire::rpc::MAX_TOKEN)]
     Token(usize),
+}
+
+/// How a pool is sized and how hard it tries before waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Buffers in the pool (1..=65536).
+    pub buffers: usize,
+    /// Bytes of room a buffer has when taken: its memory is that size at least, and
+    /// messages are written into it one after another until it is full.
+    pub initial: usize,
+    /// A buffer that grew beyond this (for one large message) is replaced with a fresh one
+    /// when it comes back, so the pool does not pin its memory.
+    pub max_keep: usize,
+    /// Times to look for a free buffer without yielding before awaiting one (ARTIQ's
+    /// figure: 100); 0 awaits at once.
+    pub spin: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            buffers: 256,
+            initial: 4096,
+            max_keep: 64 * 1024,
+            spin: 100,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// Checks the settings' ranges.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if !(1..=65536).contains(&self.buffers) {
+            return Err(ConfigError::PoolBuffers(self.buffers));
+        }
+        if self.initial > self.max_keep {
+            return Err(ConfigError::PoolInitial {
+                initial: self.initial,
+                max_keep: self.max_keep,
+            });
+        }
+        Ok(())
+    }
 }

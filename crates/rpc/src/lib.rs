@@ -131,12 +131,12 @@ pub use auth::AuthRequest;
 #[cfg(feature = "postcard")]
 pub use codec::Postcard;
 pub use codec::{Bincode, Codec, CodecError};
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, PoolConfig};
 pub use context::Context;
 pub use error::{CallError, ConnectError, HandlerError};
 pub use metadata::Metadata;
 pub use peer::{Endpoint, Peer, PeerStats};
-pub use pool::{PoolConfig, PoolStats};
+pub use pool::PoolStats;
 pub use reconnecting::{Caller, Reconnecting};
 pub use reply::{ReplyFuture, SendFuture, ValueFuture};
 pub use request::{OneWay, Request, WithSegments};

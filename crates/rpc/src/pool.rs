@@ -15,34 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 
-use crate::config::ConfigError;
-
-/// How a pool is sized and how hard it tries before waiting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolConfig {
-    /// Buffers in the pool (1..=65536).
-    pub buffers: usize,
-    /// Bytes of room a buffer has when taken: its memory is that size at least, and
-    /// messages are written into it one after another until it is full.
-    pub initial: usize,
-    /// A buffer that grew beyond this (for one large message) is replaced with a fresh one
-    /// when it comes back, so the pool does not pin its memory.
-    pub max_keep: usize,
-    /// Times to look for a free buffer without yielding before awaiting one (ARTIQ's
-    /// figure: 100); 0 awaits at once.
-    pub spin: u32,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        Self {
-            buffers: 256,
-            initial: 4096,
-            max_keep: 64 * 1024,
-            spin: 100,
-        }
-    }
-}
+use crate::config::PoolConfig;
 
 /// How a pool's requests were met.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,22 +140,6 @@ impl BufferPool {
             by_spinning: self.inner.by_spinning.load(Ordering::Relaxed),
             awaited: self.inner.awaited.load(Ordering::Relaxed),
         }
-    }
-}
-
-impl PoolConfig {
-    /// Checks the settings' ranges.
-    pub fn check(&self) -> Result<(), ConfigError> {
-        if !(1..=65536).contains(&self.buffers) {
-            return Err(ConfigError::PoolBuffers(self.buffers));
-        }
-        if self.initial > self.max_keep {
-            return Err(ConfigError::PoolInitial {
-                initial: self.initial,
-                max_keep: self.max_keep,
-            });
-        }
-        Ok(())
     }
 }
 
