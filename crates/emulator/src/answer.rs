@@ -3,25 +3,28 @@
 //! router's P2P table, which SpiNNMan's discovery asks for. Those two are made from the
 //! machine's geometry when read and cannot be written (`RC_ARG`).
 
-use volley_proto::machine::{ChipInfo, INFO_LEN, P2P_TABLE_BASE, P2P_TABLE_LEN, SV_BASE, SV_LEN};
+use volley_proto::machine::{
+    ChipInfo, Geometry, INFO_LEN, P2P_TABLE_BASE, P2P_TABLE_LEN, SV_BASE, SV_LEN,
+};
 use volley_proto::wire::scp::{
     self, Command, DataType, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo,
 };
 use volley_proto::wire::sdp::Address;
 
 use crate::SDRAM_BASE;
-use crate::logic::{Fabric, State};
 use crate::memory::Refused;
+use crate::state::State;
 
 /// SDRAM a fresh SpiNN-5 chip reports free to `CMD_INFO` (SpiNNMachine's
 /// `max_sdram_per_chip` for the board): the rest of its 128 MiB holds SC&MP's own.
 const FREE_SDRAM: u32 = 123_469_792;
 
-/// Runs one parsed request against board `owner`'s state (the board chip `chip` is on);
-/// returns the return code and the reply body written into `body`.
+/// Runs one parsed request against the state of the board chip `chip` is on (whose
+/// Ethernet address is `ip`, in a machine of `geometry` if it is one); returns the return
+/// code and the reply body written into `body`.
 pub(crate) fn execute(
-    fabric: &Fabric,
-    owner: usize,
+    geometry: Option<Geometry>,
+    ip: [u8; 4],
     state: &mut State,
     request: &RequestRepr<'_>,
     chip: Address,
@@ -49,7 +52,7 @@ pub(crate) fn execute(
         Command::READ => match request.transfer_args() {
             Ok((address, len, ty)) if aligned(address, len, ty) => {
                 let out = &mut body[..len];
-                let read = match machine_region(fabric, owner, chip, address, out) {
+                let read = match machine_region(geometry, ip, chip, address, out) {
                     Some(read) => read,
                     None => state.memory.read(chip.x, chip.y, address, out),
                 };
@@ -95,17 +98,14 @@ pub(crate) fn execute(
             (ReturnCode::OK, 4)
         }
         Command::IPTAG => (ReturnCode::ARG, 0),
-        Command::INFO => match fabric.geometry() {
-            Some(geometry) => {
-                let ip = fabric.ips[owner];
-                match ChipInfo::of(&geometry, chip.x, chip.y, ip, FREE_SDRAM) {
-                    Some(info) => {
-                        body[..INFO_LEN].copy_from_slice(&info.emit());
-                        (ReturnCode::OK, INFO_LEN)
-                    }
-                    None => (ReturnCode::ROUTE, 0),
+        Command::INFO => match geometry {
+            Some(geometry) => match ChipInfo::of(&geometry, chip.x, chip.y, ip, FREE_SDRAM) {
+                Some(info) => {
+                    body[..INFO_LEN].copy_from_slice(&info.emit());
+                    (ReturnCode::OK, INFO_LEN)
                 }
-            }
+                None => (ReturnCode::ROUTE, 0),
+            },
             None => (ReturnCode::CMD, 0),
         },
         _ => (ReturnCode::CMD, 0),
@@ -125,18 +125,18 @@ fn aligned(address: u32, len: usize, ty: DataType) -> bool {
 /// On a machine (or one SpiNN-5 board), a read of the system variables or the P2P table: fills `out` and says
 /// whether it lay inside (`None`: not one of these regions, or not a machine).
 fn machine_region(
-    fabric: &Fabric,
-    owner: usize,
+    geometry: Option<Geometry>,
+    ip: [u8; 4],
     chip: Address,
     address: u32,
     out: &mut [u8],
 ) -> Option<Result<(), Refused>> {
-    let geometry = fabric.geometry()?;
+    let geometry = geometry?;
     let start = u64::from(address);
     let end = start + out.len() as u64;
     let inside = |base: u32, len: u64| start >= u64::from(base) && end <= u64::from(base) + len;
     if inside(SV_BASE, SV_LEN as u64) {
-        let sv = geometry.system_variables(chip.x, chip.y, fabric.ips[owner], SDRAM_BASE)?;
+        let sv = geometry.system_variables(chip.x, chip.y, ip, SDRAM_BASE)?;
         let at = (address - SV_BASE) as usize;
         out.copy_from_slice(&sv[at..at + out.len()]);
         return Some(Ok(()));

@@ -48,6 +48,7 @@ mod machine;
 mod memory;
 mod pacer;
 mod serve;
+mod state;
 pub mod testing;
 
 pub use board::Board;

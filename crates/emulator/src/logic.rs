@@ -8,8 +8,7 @@ use core::time::Duration;
 use std::collections::BinaryHeap;
 use std::sync::{Mutex, MutexGuard};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use std::time::Instant;
 use volley_proto::machine::Geometry;
 use volley_proto::wire::scp::{self, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode};
@@ -17,8 +16,7 @@ use volley_proto::wire::sdp::{self, Address};
 
 use crate::answer::execute;
 use crate::config::{BoardConfig, BoardStats};
-use crate::costs::{Monitor, Streams};
-use crate::memory::Memory;
+use crate::state::State;
 
 /// One board's state and counters. Its transient tags are taken only by the task that
 /// serves its socket; its memory is also reached by the other boards' tasks, for
@@ -59,19 +57,6 @@ pub(crate) struct Fabric {
     pub(crate) boards: Vec<Shared>,
 }
 
-#[derive(Debug)]
-pub(crate) struct State {
-    pub(crate) memory: Memory,
-    pub(crate) tto: u8,
-    /// When each transient tag frees; `None` = free.
-    pub(crate) tags: Vec<Option<Instant>>,
-    pub(crate) rng: StdRng,
-    /// The monitor's queue and buffers (with SC&MP's costs on).
-    pub(crate) monitor: Monitor,
-    /// The P2P streams of this board's chips (with SC&MP's costs on).
-    pub(crate) streams: Streams,
-}
-
 /// What the board does with one request.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Action {
@@ -91,14 +76,7 @@ pub(crate) struct Schedule<T: Ord> {
 impl Shared {
     fn new(config: &BoardConfig, seed: u64) -> Self {
         Self {
-            state: Mutex::new(State {
-                memory: Memory::new(config.memory_budget),
-                tto: config.tto,
-                tags: vec![None; usize::from(config.pool_size)],
-                rng: StdRng::seed_from_u64(seed),
-                monitor: Monitor::default(),
-                streams: Streams::default(),
-            }),
+            state: Mutex::new(State::new(config, seed)),
             stopped: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             replies: AtomicU64::new(0),
@@ -317,7 +295,8 @@ impl Fabric {
                     (ReturnCode::P2P_TIMEOUT, 0, delay)
                 } else {
                     let mut state = self.boards[owner].lock();
-                    let (rc, len) = execute(self, owner, &mut state, parsed, *dest, &mut body);
+                    let (geometry, ip) = (self.geometry(), self.ips[owner]);
+                    let (rc, len) = execute(geometry, ip, &mut state, parsed, *dest, &mut body);
                     (rc, len, delay)
                 }
             }
@@ -338,27 +317,6 @@ pub(crate) struct Routed<'a> {
     parsed: RequestRepr<'a>,
     dest: Address,
     place: Option<(usize, u32)>,
-}
-
-impl State {
-    fn has_free_tag(&self, now: Instant) -> bool {
-        self.tags.iter().any(|t| t.is_none_or(|busy| busy <= now))
-    }
-
-    /// Takes a free transient tag until `until` (the caller has checked there is one).
-    fn take_tag(&mut self, now: Instant, until: Instant) {
-        if let Some(tag) = self
-            .tags
-            .iter_mut()
-            .find(|t| t.is_none_or(|busy| busy <= now))
-        {
-            *tag = Some(until);
-        }
-    }
-
-    fn tto_duration(&self) -> Option<Duration> {
-        scp::tto_millis(self.tto).map(Duration::from_millis)
-    }
 }
 
 impl<T: Ord> Default for Schedule<T> {
