@@ -7,7 +7,7 @@ use core::time::Duration;
 use std::io;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -21,8 +21,9 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::frames::{Frame, Payload};
 use crate::sendfile::{FileRegion, Plain, SendFile};
-use crate::shared::{Shared, WriteMemory};
+use crate::shared::Shared;
 use crate::stats::Stats;
+use crate::write_memory::{Holder, WriteMemory};
 use crate::{reader, writer};
 
 /// A cheap, cloneable handle to a framed connection: send frames with any type and id,
@@ -147,7 +148,8 @@ impl Framed {
         let (incoming_tx, incoming_rx) = mpsc::channel(config.incoming_queue);
         let shared = Arc::new(Shared::new(config, tx, memory.clone()));
         if let Some(memory) = memory {
-            memory.register(&shared);
+            let holder: Weak<dyn Holder> = Arc::downgrade(&shared) as Weak<Shared>;
+            memory.register(holder);
         }
         let read = tokio::spawn(reader::run(reader, shared.clone(), incoming_tx));
         let write = tokio::spawn(writer::run_until_ended(writer, rx, shared.clone()));

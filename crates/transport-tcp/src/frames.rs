@@ -6,6 +6,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use volley_proto::wire::frame;
 
 use crate::sendfile::FileRegion;
+use crate::write_memory::MemoryShare;
 
 /// A frame as received; `body` shares the reader's buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub(crate) struct Outgoing {
     /// Its share of the write budget, given back once it is written.
     pub(crate) budget: OwnedSemaphorePermit,
     /// Its share of the listener's memory for all connections, if it has one.
-    pub(crate) share: Option<crate::shared::MemoryShare>,
+    pub(crate) share: Option<MemoryShare>,
 }
 
 impl Outgoing {

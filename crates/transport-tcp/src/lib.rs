@@ -106,6 +106,7 @@ mod shared;
 mod socket;
 mod stats;
 pub mod testing;
+mod write_memory;
 mod writer;
 
 pub use config::{Config, Role, SOCKET_BUFFER, Signal};
@@ -118,6 +119,6 @@ pub use server::{
     Accepted, AcceptedStream, Admission, Listener, ListenerStats, Peer, Seat, ServerConfig,
     Unframed,
 };
-pub use shared::FRAME_COST;
 pub use socket::{LOOPBACK_CONGESTION, tune};
 pub use stats::Stats;
+pub use write_memory::FRAME_COST;

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::framed::{Framed, Incoming};
 use crate::sendfile::Plain;
-use crate::shared::{WriteMemory, lock};
+use crate::write_memory::{WriteMemory, lock};
 
 /// How a [`Listener`] accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use core::task::Waker;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc, watch};
@@ -15,96 +15,7 @@ use crate::config::{Config, Signal};
 use crate::error::Error;
 use crate::frames::{Frame, Head, Outgoing, Payload};
 use crate::stats::Counters;
-
-/// What a queued frame costs in memory beyond its bytes, counted against the write
-/// budget with them: its descriptor, its payload's handle and the allocation behind a
-/// small payload (rounded up from what a 28-byte reply was measured to hold). Without
-/// it, a peer that never reads could queue a million small replies inside a budget of
-/// 32 MiB of wire bytes.
-pub const FRAME_COST: usize = 512;
-
-/// The memory all of a listener's connections' queued frames hold together
-/// ([`ServerConfig::total_write_budget`](crate::ServerConfig::total_write_budget)), and
-/// the connections, so that past the limit the one holding the most can be ended.
-#[derive(Debug)]
-pub(crate) struct WriteMemory {
-    held: AtomicU64,
-    limit: u64,
-    connections: Mutex<Vec<Weak<Shared>>>,
-}
-
-impl WriteMemory {
-    pub(crate) fn new(limit: usize) -> Self {
-        Self {
-            held: AtomicU64::new(0),
-            limit: limit as u64,
-            connections: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Bytes held now.
-    pub(crate) fn held(&self) -> u64 {
-        self.held.load(Ordering::Relaxed)
-    }
-
-    /// Counts a new connection's frames from now on.
-    pub(crate) fn register(&self, shared: &Arc<Shared>) {
-        let mut connections = lock(&self.connections);
-        connections.retain(|c| c.strong_count() > 0);
-        connections.push(Arc::downgrade(shared));
-    }
-
-    /// Ends the connection whose peer is likeliest not reading: the most queued, weighed
-    /// by how long its writer has gone without finishing a write (a burst to a peer that
-    /// reads is written as it goes). Its part of the total is given back at once; the
-    /// frames themselves go within its linger, when its writer stops.
-    fn evict_largest(&self) {
-        let largest = lock(&self.connections)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .filter(|c| !lock(&c.in_total).1)
-            .max_by_key(|c| {
-                let stalled = c
-                    .now_us()
-                    .saturating_sub(c.last_write.load(Ordering::Relaxed));
-                u128::from(lock(&c.in_total).0) * u128::from(stalled + 1000)
-            });
-        let Some(shared) = largest else {
-            return;
-        };
-        let held = {
-            let mut part = lock(&shared.in_total);
-            if part.1 {
-                return;
-            }
-            part.1 = true;
-            self.held.fetch_sub(part.0, Ordering::Relaxed);
-            part.0
-        };
-        shared.fail(Error::MemoryExhausted { held });
-        shared.close_both();
-    }
-}
-
-/// A queued frame's part of a [`WriteMemory`], given back when the frame is dropped
-/// (written, or thrown away with its connection).
-pub(crate) struct MemoryShare {
-    memory: Arc<WriteMemory>,
-    /// Its connection's part of the total, and whether it was evicted (then the total
-    /// has been given its part back already).
-    part: Arc<Mutex<(u64, bool)>>,
-    bytes: u64,
-}
-
-impl Drop for MemoryShare {
-    fn drop(&mut self) {
-        let mut part = lock(&self.part);
-        part.0 -= self.bytes;
-        if !part.1 {
-            self.memory.held.fetch_sub(self.bytes, Ordering::Relaxed);
-        }
-    }
-}
+use crate::write_memory::{FRAME_COST, Holder, MemoryShare, Part, WriteMemory, lock};
 
 pub(crate) struct Shared {
     pub(crate) config: Config,
@@ -119,7 +30,7 @@ pub(crate) struct Shared {
     /// The listener's, shared by all its connections (none on a client's).
     memory: Option<Arc<WriteMemory>>,
     /// This connection's part of `memory`, and whether it was evicted for it.
-    in_total: Arc<Mutex<(u64, bool)>>,
+    in_total: Arc<Mutex<Part>>,
     tx: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     pub(crate) counters: Counters,
     /// True while the owner has asked the reader to stop reading.
@@ -325,25 +236,10 @@ impl Shared {
         let Some(memory) = &self.memory else {
             return Ok(None);
         };
-        {
-            let mut part = lock(&self.in_total);
-            if part.1 {
-                return Err(self.failure().unwrap_or(Error::Shutdown));
-            }
-            part.0 += cost;
+        match memory.take(&self.in_total, cost) {
+            Some(share) => Ok(Some(share)),
+            None => Err(self.failure().unwrap_or(Error::Shutdown)),
         }
-        let share = MemoryShare {
-            memory: memory.clone(),
-            part: self.in_total.clone(),
-            bytes: cost,
-        };
-        if memory.held.fetch_add(cost, Ordering::Relaxed) + cost > memory.limit {
-            memory.evict_largest();
-            if lock(&self.in_total).1 {
-                return Err(self.failure().unwrap_or(Error::Shutdown));
-            }
-        }
-        Ok(Some(share))
     }
 
     /// Hands a frame to the writer; fails if the connection is closed.
@@ -428,6 +324,22 @@ impl Shared {
     }
 }
 
+impl Holder for Shared {
+    fn part(&self) -> &Arc<Mutex<Part>> {
+        &self.in_total
+    }
+
+    fn stalled_us(&self) -> u64 {
+        self.now_us()
+            .saturating_sub(self.last_write.load(Ordering::Relaxed))
+    }
+
+    fn evict(&self, held: u64) {
+        self.fail(Error::MemoryExhausted { held });
+        self.close_both();
+    }
+}
+
 impl State {
     /// The next id of this end's parity that no outstanding request holds.
     fn allocate_id(&mut self) -> u32 {
@@ -479,10 +391,4 @@ impl Waiter {
         }
         reply
     }
-}
-
-/// Locks a mutex, carrying on with the data if a panicking thread poisoned it (every
-/// critical section here leaves the data consistent).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
