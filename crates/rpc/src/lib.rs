@@ -140,14 +140,14 @@ pub use pool::PoolStats;
 pub use reconnecting::{Caller, Reconnecting};
 pub use reply::{ReplyFuture, SendFuture, ValueFuture};
 pub use request::{OneWay, Request, WithSegments};
-pub use router::{Call, CallCheck, Reply, Router};
+pub use router::{Call, CallCheck, Router};
 /// serde, whose `Serialize` and `Deserialize` arguments and results derive: with
 /// `#[serde(crate = "volley_rpc::serde")]` a crate need not depend on it itself.
 pub use serde;
 pub use server::{Incoming, Links, ServerHandle, ServerStats, serve};
 #[cfg(feature = "tcp")]
 pub use server::{Listener, listener_config};
-pub use service::{Method, Service};
+pub use service::{Method, Reply, Service};
 
 /// What `service!` expands to reaches its proc-macro through here.
 #[doc(hidden)]

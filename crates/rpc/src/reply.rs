@@ -14,8 +14,8 @@ use crate::codec::Codec;
 use crate::error::CallError;
 use crate::link::Message;
 use crate::peer::{Pending, deadline_exceeded};
-use crate::router::Reply;
 use crate::service::Method;
+use crate::service::Reply;
 
 pin_project_lite::pin_project! {
     /// A sync call under way (what awaiting a [`WithSegments`](crate::WithSegments) runs): the result and the

@@ -11,8 +11,7 @@ use crate::error::CallError;
 use crate::metadata::Pairs;
 use crate::reconnecting::Caller;
 use crate::reply::{ReplyFuture, SendFuture, ValueFuture};
-use crate::router::Reply;
-use crate::service::Method;
+use crate::service::{Method, Reply};
 
 /// A sync call to method `M`, ready to go: `.await` it for the result.
 ///

@@ -1,8 +1,7 @@
-//! [`Router`]: the handlers an end serves, by method; [`Call`] and [`Reply`], what a
-//! handler takes and gives.
+//! [`Router`]: the handlers an end serves, by method; [`Call`], what a handler takes
+//! (it gives a [`Reply`]).
 
 use core::marker::PhantomData;
-use core::pin::Pin;
 use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -17,7 +16,8 @@ use crate::error::HandlerError;
 use crate::link::{Message, Payload};
 use crate::metadata::Metadata;
 use crate::peer::Peer;
-use crate::service::{Method, Service};
+use crate::peer::routes::{Encoded, HandlerFuture, Routes};
+use crate::service::{Method, Reply, Service};
 
 /// A call as a [`Router::route`] handler sees it. (A generated server trait's methods
 /// take a [`Context`] and the arguments instead.) `R` is the service this end calls back.
@@ -62,65 +62,6 @@ impl<M: Method, R: Service, C: Codec> Call<M, R, C> {
     /// The connection the call came on: call back into the caller with it.
     pub fn peer(&self) -> &Peer<R, C> {
         &self.peer
-    }
-}
-
-/// A result and the bulk segments to send beside it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reply<T> {
-    /// The result.
-    pub value: T,
-    /// Bulk segments, sent uncopied.
-    pub segments: Vec<Bytes>,
-}
-
-impl<T> Reply<T> {
-    /// A result without segments.
-    pub fn new(value: T) -> Self {
-        Self {
-            value,
-            segments: Vec::new(),
-        }
-    }
-
-    /// A result with bulk segments.
-    pub fn with_segments(value: T, segments: Vec<Bytes>) -> Self {
-        Self { value, segments }
-    }
-}
-
-impl<T> From<T> for Reply<T> {
-    fn from(value: T) -> Self {
-        Self::new(value)
-    }
-}
-
-/// A result encoded for the wire.
-pub(crate) struct Encoded {
-    pub(crate) args: Payload,
-    pub(crate) segments: Vec<Bytes>,
-}
-
-pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<Encoded, HandlerError>> + Send>>;
-
-type Erased<R, C> = dyn Fn(Message, Peer<R, C>) -> HandlerFuture + Send + Sync;
-
-/// A method's name and its type-erased handler.
-pub(crate) type Route<R, C> = (&'static str, Arc<Erased<R, C>>);
-
-/// A router with the served service's type erased, as a connection holds it.
-pub(crate) struct Routes<R, C> {
-    /// The served service's fingerprint, for the hello, and its name, for errors.
-    pub(crate) fingerprint: u64,
-    pub(crate) service: &'static str,
-    /// The served service's methods, for the method table.
-    pub(crate) table: &'static [crate::service::MethodEntry],
-    handlers: HashMap<u32, Route<R, C>>,
-}
-
-impl<R, C> Routes<R, C> {
-    pub(crate) fn get(&self, id: u32) -> Option<&Route<R, C>> {
-        self.handlers.get(&id)
     }
 }
 

@@ -7,6 +7,7 @@
 //! ([`Service::TABLE`]), and each call is checked against the peer's: two builds whose
 //! method sets differ still connect, and only the calls the other end cannot take fail.
 
+use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 #[doc(hidden)]
@@ -191,5 +192,35 @@ mod tests {
         assert_eq!(One::method_name(3), None);
         const { assert!(one::B::ONE_WAY && !one::A::ONE_WAY) };
         assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
+    }
+}
+
+/// A result and the bulk segments to send beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply<T> {
+    /// The result.
+    pub value: T,
+    /// Bulk segments, sent uncopied.
+    pub segments: Vec<Bytes>,
+}
+
+impl<T> Reply<T> {
+    /// A result without segments.
+    pub fn new(value: T) -> Self {
+        Self {
+            value,
+            segments: Vec::new(),
+        }
+    }
+
+    /// A result with bulk segments.
+    pub fn with_segments(value: T, segments: Vec<Bytes>) -> Self {
+        Self { value, segments }
+    }
+}
+
+impl<T> From<T> for Reply<T> {
+    fn from(value: T) -> Self {
+        Self::new(value)
     }
 }

@@ -2,6 +2,7 @@
 //! end sends first.
 
 use super::*;
+use crate::router::Router;
 use crate::service::MethodEntry;
 use volley_proto::wire::rpc::methods::MethodTable;
 

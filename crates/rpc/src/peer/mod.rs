@@ -37,15 +37,16 @@ mod deadlines;
 mod dispatch;
 mod endpoint;
 mod keepalive;
+pub(crate) mod routes;
 mod serve;
 
 use crate::pool::{BufferPool, PoolStats};
-use crate::router::{Reply, Router, Routes};
-use crate::service::{Method, Service};
+use crate::service::{Method, Reply, Service};
 pub(crate) use call::{Pending, deadline_exceeded, encode_failed};
 pub(crate) use deadlines::own_timer;
 use deadlines::{Sweep, Waiter};
 pub use endpoint::Endpoint;
+use routes::Routes;
 
 /// Answers (error replies, pongs) this end may have queued at once before it gives up on
 /// a peer that keeps asking without reading them.

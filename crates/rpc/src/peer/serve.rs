@@ -13,11 +13,11 @@ use futures::FutureExt;
 use tokio::sync::mpsc;
 use volley_proto::wire::rpc::{ErrorCode, Head, Kind};
 
+use super::routes::{Encoded, HandlerFuture};
 use super::{Inner, Peer, lock};
 use crate::codec::Codec;
 use crate::error::HandlerError;
 use crate::link::{Message, TrySendError};
-use crate::router::{Encoded, HandlerFuture};
 use crate::service::Service;
 
 impl<S: Service, C: Codec> Inner<S, C> {
