@@ -10,7 +10,7 @@ use crate::peers::{self, Peer};
 use crate::{cargo, exec, root};
 
 /// Every suite, in the order `cargo xtask bench` runs them.
-const SUITES: &[&str] = &[
+pub(crate) const SUITES: &[&str] = &[
     "codec", "scp", "machine", "python", "sftp", "sftp-ssh", "wake", "rpc", "matrix", "channel",
 ];
 
@@ -54,7 +54,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             other => {
                 return Err(format!(
                     "unknown bench option `{other}`\n\n{}",
-                    crate::USAGE
+                    crate::usage()
                 ));
             }
         }

@@ -23,7 +23,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 runs = n.clone();
             }
             name if !name.starts_with('-') => targets.push(name.to_owned()),
-            other => return Err(format!("unknown fuzz option `{other}`\n\n{}", crate::USAGE)),
+            other => {
+                return Err(format!(
+                    "unknown fuzz option `{other}`\n\n{}",
+                    crate::usage()
+                ));
+            }
         }
     }
     let dir = root().join("crates/proto/fuzz");

@@ -1,8 +1,9 @@
 //! volley's project automation, run as `cargo xtask <command>`:
 //!
 //! - `cargo xtask test [STEP..]`: installs the peers tests need when missing, then runs
-//!   every check: `fmt`, `clippy`, `doc`, `nostd`, `msrv`, `tests` (all of them if no step is
-//!   named).
+//!   every check (all of them if no step is named; `cargo xtask --help` lists the steps):
+//!   `tidy` (the house rules), formatting, clippy, docs, `no_std`, feature sets, the
+//!   minimum Rust version, the tests, the Python package and the examples.
 //! - `cargo xtask bench [--suite NAME].. [--quick | --full]`: builds the benchmark suites in
 //!   release mode, runs them against embedded servers on loopback, prints their tables and
 //!   writes `target/bench/results.json`, `target/bench/report.md` and SVG charts beside
@@ -28,6 +29,7 @@ mod fuzz;
 mod peers;
 mod soak;
 mod test;
+mod tidy;
 mod wheel;
 
 fn main() -> ExitCode {
@@ -39,10 +41,10 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("wheel") => wheel::run(&args[1..]),
         Some("-h" | "--help") | None => {
-            println!("{}", USAGE);
+            println!("{}", usage());
             Ok(())
         }
-        Some(other) => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+        Some(other) => Err(format!("unknown command `{other}`\n\n{}", usage())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -53,17 +55,27 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage:
-  cargo xtask test [fmt|clippy|doc|nostd|msrv|tests]..  every check, or the named ones
+/// The usage text, naming every test step and bench suite from the lists the commands
+/// check their arguments against.
+fn usage() -> String {
+    format!(
+        "usage:
+  cargo xtask test [STEP]..                         every step, or the named ones; steps:
+                                                    {steps}
   cargo xtask bench [--suite NAME].. [--quick|--full] [--baseline RESULTS.json] [--save-charts] [--transport udp|tcp]
-                                                    suites: codec, scp, machine, python, sftp, sftp-ssh, wake, rpc, matrix, channel (default: all);
+                                                    suites (default: all):
+                                                    {suites};
                                                     --transport udp|tcp limits the matrix;
                                                     --save-charts writes docs/bench/SUITE.md and .svg
   cargo xtask soak [--minutes N]                    mixed verified traffic, garbage, FILL storms
   cargo xtask fuzz [--runs N] [TARGET]..            every fuzz target (needs nightly + cargo-fuzz,
                                                     installed if missing), corpora kept minimised
   cargo xtask wheel                                 the Python package as an abi3 manylinux wheel
-                                                    in target/wheels/";
+                                                    in target/wheels/",
+        steps = test::STEPS.join(", "),
+        suites = bench::SUITES.join(", "),
+    )
+}
 
 /// The workspace root (the parent of this crate's directory).
 fn root() -> PathBuf {

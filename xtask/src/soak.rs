@@ -12,7 +12,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--minutes" => minutes = args.next().ok_or("--minutes needs a number")?.clone(),
-            other => return Err(format!("unknown soak option `{other}`\n\n{}", crate::USAGE)),
+            other => {
+                return Err(format!(
+                    "unknown soak option `{other}`\n\n{}",
+                    crate::usage()
+                ));
+            }
         }
     }
     peers::ensure(&[Peer::OpenSsh])?;

@@ -3,8 +3,9 @@
 use crate::peers::{self, NO_STD_TARGET, Peer};
 use crate::{cargo, exec};
 
-const STEPS: &[&str] = &[
-    "fmt", "clippy", "doc", "nostd", "features", "msrv", "tests", "python", "examples",
+/// Every step, in the order `cargo xtask test` runs them (the fastest to fail first).
+pub(crate) const STEPS: &[&str] = &[
+    "tidy", "fmt", "clippy", "doc", "nostd", "features", "msrv", "tests", "python", "examples",
 ];
 
 /// The packages that promise the workspace's `rust-version` (the benches do not: their
@@ -39,6 +40,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     for step in steps {
         eprintln!("\n=== xtask test: {step} ===");
         match step {
+            "tidy" => crate::tidy::run(STEPS)?,
             "fmt" => exec(cargo().args(["fmt", "--all", "--", "--check"]))?,
             "clippy" => exec(cargo().args([
                 "clippy",

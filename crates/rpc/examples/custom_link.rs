@@ -18,9 +18,7 @@ use volley_rpc::link::{
 };
 use volley_rpc::{Config, Endpoint};
 
-#[path = "shared/kv.rs"]
-mod kv;
-use kv::{Kv, KvClient, KvServer, Store};
+use volley_rpc_example_kv::{Kv, KvClient, KvServer, Store};
 
 /// The largest message this link carries.
 const MAX_MESSAGE: usize = 16 << 20;

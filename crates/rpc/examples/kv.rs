@@ -11,9 +11,7 @@ use volley_rpc::link::framed::FramedLink;
 use volley_rpc::{CallError, Config, Endpoint, serve};
 use volley_rpc::{Listener, listener_config};
 
-#[path = "shared/kv.rs"]
-mod kv;
-use kv::{Kv, KvClient, KvServer, Store};
+use volley_rpc_example_kv::{Kv, KvClient, KvServer, Store};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn core::error::Error>> {

@@ -13,9 +13,7 @@ use volley_rpc::link::framed::FramedLink;
 use volley_rpc::{Config, Endpoint, Reconnecting, ServerHandle, serve};
 use volley_rpc::{Listener, listener_config};
 
-#[path = "shared/kv.rs"]
-mod kv;
-use kv::{Kv, KvClient, KvServer, Store};
+use volley_rpc_example_kv::{Kv, KvClient, KvServer, Store};
 
 async fn server(addr: SocketAddr) -> Result<ServerHandle, Box<dyn core::error::Error>> {
     let listener = Listener::bind_tcp(addr, listener_config(64)).await?;

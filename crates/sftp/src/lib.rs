@@ -76,9 +76,3 @@ pub use tree::{
     DEFAULT_FILES_AT_ONCE, MAX_DEPTH, MAX_ENTRIES, MAX_FILES_AT_ONCE, Skip, TreeEvent, TreeReport,
 };
 pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
-
-/// The README's examples, compiled and run as doctests so they cannot rot (this crate
-/// sees every crate the README shows examples of).
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

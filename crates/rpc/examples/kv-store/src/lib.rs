@@ -1,5 +1,6 @@
-//! The key-value service the `kv` and `custom_link` examples serve: its declaration and a
-//! server-trait implementation over a map.
+//! The key-value service volley-rpc's `kv`, `custom_link` and `reconnecting` examples
+//! serve: its declaration and a server-trait implementation over a map. A crate of its
+//! own so that the examples share it without including a file by path.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -10,7 +11,7 @@ use volley_rpc::{Context, HandlerError};
 
 volley_rpc::service! {
     /// A store of byte values by name.
-    pub(crate) service Kv {
+    pub service Kv {
         /// Stores the call's one bulk segment under `key`; returns the length of the
         /// value it replaced, if there was one.
         1 => fn put(key: String) -> Option<u64>;
@@ -26,7 +27,7 @@ volley_rpc::service! {
 
 /// The map, and a signal for every change to it.
 #[derive(Default)]
-pub(crate) struct Store {
+pub struct Store {
     map: Mutex<HashMap<String, Bytes>>,
     changed: Notify,
 }
