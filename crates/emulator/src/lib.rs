@@ -49,6 +49,8 @@ mod memory;
 mod pacer;
 mod serve;
 mod state;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod testing;
 
 pub use board::Board;

@@ -44,6 +44,8 @@
 
 pub mod checks;
 pub mod tcp;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod testing;
 mod udp;
 mod worker;

@@ -59,6 +59,8 @@ mod sessions;
 mod span;
 mod ssh;
 mod sys;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod testing;
 mod transfer;
 mod tree;

@@ -37,14 +37,25 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use volley_transport_tcp::{Config, Connection};
+//! use volley_transport_tcp::{Config, Connection, Framed, Role};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), volley_transport_tcp::Error> {
 //! let (ours, theirs) = tokio::io::duplex(1 << 20);
+//! // The other end answers every frame with its type, id and bytes (uncopied).
+//! tokio::spawn(async move {
+//!     let (read, write) = tokio::io::split(theirs);
+//!     let config = Config { role: Role::Acceptor, ..Config::default() };
+//!     let (framed, mut incoming) = Framed::new(read, write, config);
+//!     while let Ok(frame) = incoming.recv().await {
+//!         if framed.send(frame.ty, frame.id, &[], frame.body).await.is_err() {
+//!             break;
+//!         }
+//!     }
+//! });
+//!
 //! let (read, write) = tokio::io::split(ours);
 //! let conn = Connection::new(read, write, Config::default());
-//! tokio::spawn(volley_transport_tcp::testing::echo(theirs));
 //!
 //! let reply = conn.call(7, b"head", Bytes::from_static(b" and payload")).await?;
 //! assert_eq!((reply.ty, &reply.body[..]), (7, &b"head and payload"[..]));
@@ -105,6 +116,8 @@ mod server;
 mod shared;
 mod socket;
 mod stats;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod testing;
 mod write_memory;
 mod writer;
