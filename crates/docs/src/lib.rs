@@ -7,3 +7,28 @@
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct Readme;
+
+/// The SpiNNaker guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/spinnaker.md")]
+pub struct SpinnakerGuide;
+
+/// The Python guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/python.md")]
+pub struct PythonGuide;
+
+/// The SFTP guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sftp.md")]
+pub struct SftpGuide;
+
+/// The RPC guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/rpc.md")]
+pub struct RpcGuide;
+
+/// The bench guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/bench.md")]
+pub struct BenchGuide;
