@@ -6,10 +6,10 @@
 use core::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::{self, ReplyRepr, RequestRepr};
+use volley_proto::sftp::Request;
 use volley_proto::wire::frame::Decoder;
-use volley_proto::wire::scp::{self, ReplyRepr, RequestRepr};
-use volley_proto::wire::sdp::Address;
-use volley_proto::wire::sftp::Request;
 
 fn scp(c: &mut Criterion) {
     let data = [0xA5u8; scp::MAX_DATA_LEN];

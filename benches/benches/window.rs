@@ -9,8 +9,8 @@ use core::hint::black_box;
 use std::collections::VecDeque;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use volley_proto::scp::window::{Config, Outcome, Protocol, ReplyOutcome, Window};
 use volley_proto::time::{Duration, Instant};
-use volley_proto::window::{Config, Outcome, Protocol, ReplyOutcome, Window};
 
 /// A format with nothing to parse: the sequence number in the first two bytes.
 struct Bare;

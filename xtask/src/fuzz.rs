@@ -1,6 +1,6 @@
 //! `cargo xtask fuzz [--runs N] [TARGET..]`: runs every fuzz target of
-//! `crates/proto/fuzz` (or the named ones) for N executions each (1 000 000 by default),
-//! each from and into its corpus under `crates/proto/fuzz/corpus/TARGET`, then minimises
+//! `fuzz` (or the named ones) for N executions each (1 000 000 by default),
+//! each from and into its corpus under `fuzz/corpus/TARGET`, then minimises
 //! the corpus so what is kept in the repo stays small. A finding stops it with the crash
 //! file's path; cargo-fuzz prints the input and how to reproduce it.
 
@@ -31,7 +31,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let dir = root().join("crates/proto/fuzz");
+    let dir = root().join("fuzz");
     let all = list_targets(&dir)?;
     if targets.is_empty() {
         targets = all.clone();

@@ -198,6 +198,35 @@ fn features() -> Result<(), String> {
     if tree.contains("volley-transport-udp") {
         return Err("volley-rpc with only `tcp` still depends on volley-transport-udp".into());
     }
+    // The UDP link takes the channel alone: no SCP client, no SpiNNaker machine.
+    let tree = cargo()
+        .args([
+            "tree",
+            "-p",
+            "volley-rpc",
+            "--no-default-features",
+            "--features",
+            "udp",
+        ])
+        .args([
+            "-e",
+            "normal,features",
+            "-i",
+            "volley-transport-udp",
+            "--prefix",
+            "none",
+        ])
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    if tree.contains("volley-transport-udp feature \"scp\"") {
+        return Err("volley-rpc with only `udp` builds volley-transport-udp's SCP client".into());
+    }
+    if !tree.contains("volley-transport-udp feature \"channel\"") {
+        return Err(format!(
+            "cargo tree shows no channel feature for volley-rpc's udp link:\n{tree}"
+        ));
+    }
     tls_peers_locked()
 }
 

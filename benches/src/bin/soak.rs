@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::timeout;
 use volley_emulator::{SDRAM_BASE, SDRAM_SIZE};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_sftp::{SftpClient, TransferOptions};
 use volley_testkit::pattern;
 use volley_transport_udp::{Op, ScpClient, ScpConfig};

@@ -5,10 +5,10 @@
 use core::hint::black_box;
 use serde_json::json;
 
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::{self, ReplyRepr, RequestRepr, ReturnCode};
+use volley_proto::sftp::{Request, Response};
 use volley_proto::wire::frame::{Decoder, Header};
-use volley_proto::wire::scp::{self, ReplyRepr, RequestRepr, ReturnCode};
-use volley_proto::wire::sdp::Address;
-use volley_proto::wire::sftp::{Request, Response};
 
 use crate::harness::{Mode, Report, Samples, median, si, throughput};
 

@@ -25,9 +25,9 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
-use volley_proto::machine::Geometry;
-use volley_proto::wire::scp::{self, MAX_DATA_LEN};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::machine::Geometry;
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::{self, MAX_DATA_LEN};
 use volley_transport_udp::{Machine, ScpConfig, WindowSize};
 
 use super::script::{python_round, secs};

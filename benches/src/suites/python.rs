@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use serde_json::json;
 use volley_emulator::ScampCosts;
-use volley_proto::machine::Geometry;
-use volley_proto::wire::scp::MAX_DATA_LEN;
+use volley_proto::scp::MAX_DATA_LEN;
+use volley_proto::scp::machine::Geometry;
 
 use super::machine::{
     Sample, ceiling_round, cpu_cell, cpu_per_mib, emulate, mbit, model_mbit, p2p_models,

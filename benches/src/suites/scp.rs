@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use volley_emulator::{Board, BoardConfig, ScampCosts};
 use volley_netsim::{LinkConfig, LinkSim};
 
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_transport_udp::{ScpClient, ScpConfig};
 
 use super::script::{python_round, secs};

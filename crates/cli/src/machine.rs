@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::bail;
 use rand::{Rng, SeedableRng};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_transport_udp::{ScpConfig, check_range};
 
 use crate::scp::{Tuning, discover, hex, mbit};

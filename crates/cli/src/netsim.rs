@@ -168,7 +168,7 @@ async fn run_boards(
     let nth = |base: Ipv4Addr, i: u32| {
         u32::from(base)
             .checked_add(i)
-            .map(|ip| SocketAddr::from((Ipv4Addr::from(ip), volley_proto::wire::scp::PORT)))
+            .map(|ip| SocketAddr::from((Ipv4Addr::from(ip), volley_proto::scp::PORT)))
             .with_context(|| format!("{boards} boards from {base} run past 255.255.255.255"))
     };
     nth(listen, boards - 1)?;

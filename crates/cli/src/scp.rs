@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
 use volley_proto::time::Duration;
-use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
-use volley_proto::wire::sdp::Address;
 use volley_transport_udp::{Machine, Op, ScpClient, ScpConfig, Source, WindowSize, check_range};
 
 /// `volley scp` subcommands.

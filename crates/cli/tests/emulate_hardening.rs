@@ -7,9 +7,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use tokio::process::Command;
+use volley_proto::scp;
+use volley_proto::scp::sdp::Address;
 use volley_proto::wire::frame::{HEADER_LEN, Header};
-use volley_proto::wire::scp;
-use volley_proto::wire::sdp::Address;
 use volley_transport_udp::SCP_FRAME_TYPE;
 
 mod common;

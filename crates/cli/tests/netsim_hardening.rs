@@ -7,8 +7,8 @@ use std::net::UdpSocket;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::time::timeout;
-use volley_proto::wire::scp;
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp;
+use volley_proto::scp::sdp::Address;
 
 mod common;
 

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::time::timeout;
-use volley_proto::wire::sftp::StatusCode;
+use volley_proto::sftp::StatusCode;
 use volley_sftp::testing::{Script, serve};
 
 mod common;

@@ -3,13 +3,13 @@
 //! router's P2P table, which SpiNNMan's discovery asks for. Those two are made from the
 //! machine's geometry when read and cannot be written (`RC_ARG`).
 
-use volley_proto::machine::{
+use volley_proto::scp::machine::{
     ChipInfo, Geometry, INFO_LEN, P2P_TABLE_BASE, P2P_TABLE_LEN, SV_BASE, SV_LEN,
 };
-use volley_proto::wire::scp::{
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::{
     self, Command, DataType, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo,
 };
-use volley_proto::wire::sdp::Address;
 
 use crate::SDRAM_BASE;
 use crate::memory::Refused;

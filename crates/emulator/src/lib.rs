@@ -24,7 +24,7 @@
 //!
 //! ```
 //! use volley_emulator::{Board, BoardConfig, SDRAM_BASE};
-//! use volley_proto::wire::sdp::Address;
+//! use volley_proto::scp::sdp::Address;
 //! use volley_transport_udp::{ScpClient, ScpConfig};
 //!
 //! # #[tokio::main(flavor = "current_thread")]

@@ -10,9 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use rand::Rng;
 use std::time::Instant;
-use volley_proto::machine::Geometry;
-use volley_proto::wire::scp::{self, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode};
-use volley_proto::wire::sdp::{self, Address};
+use volley_proto::scp::machine::Geometry;
+use volley_proto::scp::sdp::{self, Address};
+use volley_proto::scp::{self, MAX_DATAGRAM_LEN, ReplyRepr, RequestRepr, ReturnCode};
 
 use crate::answer::execute;
 use crate::config::{BoardConfig, BoardStats};
@@ -498,8 +498,8 @@ mod tests {
     use super::*;
     use crate::SDRAM_BASE;
     use crate::costs::ScampCosts;
-    use volley_proto::wire::scp::Command;
-    use volley_proto::wire::sdp::Address;
+    use volley_proto::scp::Command;
+    use volley_proto::scp::sdp::Address;
 
     fn encode(request: &RequestRepr<'_>) -> Vec<u8> {
         let mut bytes = vec![0u8; request.buffer_len()];

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
-use volley_proto::machine::Geometry;
-use volley_proto::wire::scp::PORT;
+use volley_proto::scp::PORT;
+use volley_proto::scp::machine::Geometry;
 
 use crate::board::{first_to_stop, shut_down};
 use crate::config::{BoardConfig, BoardStats};

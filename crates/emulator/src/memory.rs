@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use volley_proto::wire::scp::ReturnCode;
+use volley_proto::scp::ReturnCode;
 
 use crate::{SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use std::time::Instant;
-use volley_proto::wire::scp::MAX_DATAGRAM_LEN;
+use volley_proto::scp::MAX_DATAGRAM_LEN;
 
 use crate::logic::{Fabric, Schedule};
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use volley_proto::wire::scp;
+use volley_proto::scp;
 
 use crate::config::BoardConfig;
 use crate::costs::{Monitor, Streams};

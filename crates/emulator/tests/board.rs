@@ -6,10 +6,8 @@ use core::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
 use volley_emulator::{Board, BoardConfig};
-use volley_proto::wire::scp::fixtures::{
-    READ_REP, READ_REQ, SVER_REP, SVER_REQ, WRITE_REP, WRITE_REQ,
-};
-use volley_proto::wire::scp::{ReplyRepr, ReturnCode};
+use volley_proto::scp::fixtures::{READ_REP, READ_REQ, SVER_REP, SVER_REQ, WRITE_REP, WRITE_REQ};
+use volley_proto::scp::{ReplyRepr, ReturnCode};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -118,8 +116,8 @@ async fn requests_beyond_the_transient_tag_pool_are_dropped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_fills_holds_no_memory_and_leaves_room_to_work() {
     use volley_emulator::{SDRAM_BASE, SDRAM_SIZE};
-    use volley_proto::wire::scp;
-    use volley_proto::wire::sdp::Address;
+    use volley_proto::scp;
+    use volley_proto::scp::sdp::Address;
     use volley_transport_udp::{ScpClient, ScpConfig};
 
     let config = BoardConfig {
@@ -138,7 +136,7 @@ async fn a_storm_of_fills_holds_no_memory_and_leaves_room_to_work() {
                     round,
                     SDRAM_SIZE,
                 );
-                request.sdp.flags = volley_proto::wire::sdp::Flags::NO_REPLY;
+                request.sdp.flags = scp::sdp::Flags::NO_REPLY;
                 let n = request.emit(&mut datagram).unwrap();
                 storm.send(&datagram[..n]).await.unwrap();
             }

@@ -7,8 +7,8 @@ use core::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use volley_emulator::{Board, BoardConfig};
+use volley_proto::scp::fixtures::{SVER_REP, SVER_REQ};
 use volley_proto::wire::frame::{Decoder, Header};
-use volley_proto::wire::scp::fixtures::{SVER_REP, SVER_REQ};
 use volley_transport_udp::SCP_FRAME_TYPE;
 
 /// This process's resident memory, in bytes.

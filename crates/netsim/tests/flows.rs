@@ -6,7 +6,7 @@ use core::time::Duration;
 use tokio::time::timeout;
 use volley_emulator::{Board, BoardConfig};
 use volley_netsim::{LinkConfig, LinkSim};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_transport_udp::{ScpClient, ScpConfig};
 
 async fn board() -> Board {

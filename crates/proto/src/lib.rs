@@ -1,23 +1,25 @@
 //! Wire formats for volley, with no IO: this crate never touches a socket, a clock or a
 //! task. Bytes come in as slices, time comes in as an argument, results go out as values.
 //!
-//! - [`wire::sdp`] and [`wire::scp`]: SpiNNaker's SDP header and SCP request/reply packets,
-//!   byte-identical to what rig and SpiNNMan put on the wire.
-//! - [`wire::frame`]: the SFTP-style frame `u32 BE length | u8 type | u32 BE id | body`,
-//!   with a fixed-size header so a payload can follow it uncopied in a vectored write, and
-//!   an incremental decoder that checks the length against a limit before anything is
-//!   reserved.
-//! - [`wire::sftp`]: SFTP v3 requests and replies (draft-ietf-secsh-filexfer-02 as OpenSSH
+//! One module per protocol, beside what they share:
+//!
+//! - [`scp`]: SpiNNaker's SCP request and reply packets and ([`scp::sdp`]) the SDP header,
+//!   byte-identical to what rig and SpiNNMan put on the wire; `scp::window` (feature
+//!   `alloc`), the sans-IO sliding window that keeps many requests in flight over a lossy
+//!   datagram link, with exact retransmission and an RTT-estimated timeout; and
+//!   [`scp::machine`], a SpiNNaker machine's geometry (SpiNN-5 boards, triads, Ethernet
+//!   chips, hops, P2P routes) and what a chip tells the host about it.
+//! - [`sftp`]: SFTP v3 requests and replies (draft-ietf-secsh-filexfer-02 as OpenSSH
 //!   implements it), decoded by borrowing from the input.
-//! - `window` (feature `alloc`): the sans-IO sliding window that keeps many requests in
-//!   flight over a lossy datagram link, with exact retransmission and an RTT-estimated
-//!   timeout.
-//! - `channel` (feature `alloc`): the reliable UDP channel, ordered messages of any size
-//!   over lossy datagrams with congestion and flow control, and [`wire::channel`] its format.
-//! - [`machine`]: a SpiNNaker machine's geometry (SpiNN-5 boards, triads, Ethernet chips,
-//!   hops, P2P routes) and what a chip tells the host about it (`CMD_INFO`, the system
-//!   variables, the P2P table).
-//! - [`time`]: microsecond `Instant` and `Duration` for the sans-IO state machines.
+//! - [`rpc`]: volley-rpc's message, hello, method table and metadata.
+//! - [`channel`]: the reliable UDP channel: its datagram format ([`channel::wire`]) and
+//!   (feature `alloc`) its state machine, ordered messages of any size over lossy datagrams
+//!   with congestion and flow control.
+//! - Shared: [`wire`] (the error type, the bounds-checked cursor, and [`wire::frame`], the
+//!   frame `u32 BE length | u8 type | u32 BE id | body` that SFTP and framed RPC use, with
+//!   an incremental decoder that checks the length against a limit before anything is
+//!   reserved), [`recovery`] (the loss recovery both reliability machines use) and
+//!   [`time`] (microsecond `Instant` and `Duration`).
 //!
 //! The crate is `#![no_std]`; the `alloc` and `std` features (on by default) only add
 //! conveniences.
@@ -27,8 +29,8 @@
 //! Build an SCP read request, parse the reply a board sends back:
 //!
 //! ```
-//! use volley_proto::wire::scp::{self, Command, ReplyRepr, ReturnCode};
-//! use volley_proto::wire::sdp::Address;
+//! use volley_proto::scp::{self, Command, ReplyRepr, ReturnCode};
+//! use volley_proto::scp::sdp::Address;
 //!
 //! let chip = Address::core(1, 2, 3);
 //! let mut request = scp::read_request(chip, 0x6024_0000, 8)?;
@@ -61,13 +63,12 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
-#[cfg(feature = "alloc")]
 pub mod channel;
-pub mod machine;
 pub mod recovery;
+pub mod rpc;
+pub mod scp;
+pub mod sftp;
 #[cfg(test)]
 mod simlink;
 pub mod time;
-#[cfg(feature = "alloc")]
-pub mod window;
 pub mod wire;

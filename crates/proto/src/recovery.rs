@@ -18,7 +18,7 @@
 //! assert_eq!(rtt.loss_delay(), Duration::from_micros(22_500), "9/8 of the RTT");
 //! ```
 //!
-//! [`window`]: crate::window
+//! [`window`]: crate::scp::window
 //! [`channel`]: crate::channel
 
 use crate::time::Duration;

@@ -6,7 +6,7 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 
 /// `value` as an integer within `min..=max`, or the error naming `name`.
 pub(crate) fn int(value: &Bound<'_, PyAny>, name: &str, min: u64, max: u64) -> PyResult<u64> {

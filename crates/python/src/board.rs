@@ -39,7 +39,7 @@ pub(crate) fn target_of(host: &str, port: Option<&Bound<'_, PyAny>>) -> PyResult
     let (name, in_host) =
         target::split(host, 0).map_err(|why| PyValueError::new_err(format!("host: {why}")))?;
     let port = match (port, in_host) {
-        (None, 0) => volley_proto::wire::scp::PORT,
+        (None, 0) => volley_proto::scp::PORT,
         (None, named) => named,
         (Some(port), named) => {
             let port = int(port, "port", 1, 65535)? as u16;

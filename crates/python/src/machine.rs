@@ -4,7 +4,7 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_transport_udp::{ClientStats, Machine as Client};
 
 use crate::args::{self, chip, int, word};

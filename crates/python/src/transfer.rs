@@ -13,9 +13,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
-use volley_proto::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
-use volley_proto::wire::scp::Version;
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::Version;
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
 use volley_transport_udp::{
     ClientStats, Machine, MachineError, ScpClient, ScpConfig, ScpError, SoftwareVersion, WindowSize,
 };

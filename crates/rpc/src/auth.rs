@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use volley_proto::wire::rpc::MAX_TOKEN;
+use volley_proto::rpc::MAX_TOKEN;
 
 use crate::config::ConfigError;
 use crate::error::ConnectError;

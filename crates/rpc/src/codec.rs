@@ -4,7 +4,7 @@
 
 use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
-use volley_proto::wire::rpc::CodecId;
+use volley_proto::rpc::CodecId;
 
 /// Why a value could not be encoded or decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

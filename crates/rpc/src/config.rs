@@ -117,8 +117,8 @@ pub enum ConfigError {
         max_keep: usize,
     },
     /// An authentication token is empty or longer than
-    /// [`MAX_TOKEN`](volley_proto::wire::rpc::MAX_TOKEN) bytes.
-    #[error("an authentication token is 1 to {max} bytes, not {0}", max = volley_proto::wire::rpc::MAX_TOKEN)]
+    /// [`MAX_TOKEN`](volley_proto::rpc::MAX_TOKEN) bytes.
+    #[error("an authentication token is 1 to {max} bytes, not {0}", max = volley_proto::rpc::MAX_TOKEN)]
     Token(usize),
 }
 

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use volley_proto::wire::rpc::{CodecId, ErrorCode, Kind};
+use volley_proto::rpc::{CodecId, ErrorCode, Kind};
 
 use crate::codec::CodecError;
 use crate::link::LinkError;

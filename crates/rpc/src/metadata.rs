@@ -1,7 +1,7 @@
 //! Per-call metadata: the pairs a request carries and the block they travel in.
 
 use bytes::{Bytes, BytesMut};
-use volley_proto::wire::rpc::metadata as wire;
+use volley_proto::rpc::metadata as wire;
 
 use crate::codec::Codec;
 use crate::link::Payload;
@@ -39,7 +39,7 @@ use crate::link::Payload;
 ///
 /// Keys are 1 to 64 bytes of lowercase ASCII letters, digits, `-`, `_` and `.`; values
 /// any bytes; all pairs of a call together at most
-/// [`MAX_METADATA`](volley_proto::wire::rpc::metadata::MAX_METADATA) bytes (4 KiB),
+/// [`MAX_METADATA`](volley_proto::rpc::metadata::MAX_METADATA) bytes (4 KiB),
 /// checked by the caller before it sends and by the callee before it runs anything. A
 /// call with metadata to a peer of a build that takes none fails with
 /// [`CallError::Metadata`](crate::CallError::Metadata), unsent.

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde::Deserialize;
-use volley_proto::wire::rpc::ErrorCode;
+use volley_proto::rpc::ErrorCode;
 
 use crate::codec::{Bincode, Codec, CodecError};
 use crate::context::Context;

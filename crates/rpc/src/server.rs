@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 #[cfg(feature = "tcp")]
-use volley_proto::wire::rpc::{ErrorCode, Kind};
+use volley_proto::rpc::{ErrorCode, Kind};
 #[cfg(feature = "tcp")]
 use volley_transport_tcp::{Admission, Role, ServerConfig};
 

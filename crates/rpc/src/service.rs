@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 #[doc(hidden)]
-pub use volley_proto::wire::rpc::methods::MethodEntry;
+pub use volley_proto::rpc::methods::MethodEntry;
 
 /// One method of a service.
 pub trait Method: Send + Sync + 'static {

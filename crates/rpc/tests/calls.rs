@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
-use volley_proto::wire::rpc::{CodecId, Hello, Kind, WIRE_VERSION};
+use volley_proto::rpc::{CodecId, Hello, Kind, WIRE_VERSION};
 use volley_rpc::link::framed::{self, FramedLink};
 use volley_rpc::link::local::{self, LocalReceiver, LocalSender};
 use volley_rpc::link::{LinkReceiver, LinkSender, Message, MessageLink, Payload};

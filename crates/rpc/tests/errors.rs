@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::*;
 use serde::{Deserialize, Serialize};
-use volley_proto::wire::rpc::{CodecId, ErrorCode, Head, Hello, Kind, WIRE_VERSION};
+use volley_proto::rpc::{CodecId, ErrorCode, Head, Hello, Kind, WIRE_VERSION};
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::link::local::{self, LocalReceiver, LocalSender};
 use volley_rpc::link::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
-use volley_proto::wire::rpc::{
+use volley_proto::rpc::{
     CAP_ANSWERS_PINGS, CodecId, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME,
     WIRE_VERSION,
 };
@@ -107,7 +107,7 @@ async fn send_hello(framed: &Framed, capabilities: u8) {
 /// The next RPC message from a raw connection.
 async fn next(incoming: &mut Incoming) -> Result<Message, Error> {
     let frame = incoming.recv_timeout(Duration::from_secs(10)).await?;
-    let parsed = volley_proto::wire::rpc::Message::parse(&frame.body).unwrap();
+    let parsed = volley_proto::rpc::Message::parse(&frame.body).unwrap();
     Ok(Message {
         head: parsed.head,
         args: frame.body.slice(parsed.args_range()).into(),

@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use volley_proto::wire::rpc::{CodecId, Head, Hello, Kind, WIRE_VERSION};
+use volley_proto::rpc::{CodecId, Head, Hello, Kind, WIRE_VERSION};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::{LinkReceiver, LinkSender, Message, MessageLink, local};
 use volley_rpc::{

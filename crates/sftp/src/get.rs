@@ -5,7 +5,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::path::Path;
 use std::sync::Arc;
 
-use volley_proto::wire::sftp::OpenFlags;
+use volley_proto::sftp::OpenFlags;
 
 use crate::FileAttrs;
 use crate::client::{SftpClient, SftpError};

@@ -20,7 +20,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use volley_proto::wire::sftp::{OpenFlags, Request};
+use volley_proto::sftp::{OpenFlags, Request};
 
 use crate::client::{Sent, SftpClient, SftpError, printable_bytes};
 use crate::span::Ranges;

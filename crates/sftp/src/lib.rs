@@ -77,4 +77,4 @@ pub use transfer::{PIECE, Progress, ProgressFn, Stop, TransferOptions};
 pub use tree::{
     DEFAULT_FILES_AT_ONCE, MAX_DEPTH, MAX_ENTRIES, MAX_FILES_AT_ONCE, Skip, TreeEvent, TreeReport,
 };
-pub use volley_proto::wire::sftp::{Limits, OpenFlags, StatusCode};
+pub use volley_proto::sftp::{Limits, OpenFlags, StatusCode};

@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use volley_proto::wire::sftp::{FSYNC_EXTENSION, OpenFlags};
+use volley_proto::sftp::{FSYNC_EXTENSION, OpenFlags};
 
 use crate::FileAttrs;
 use crate::client::{SftpClient, SftpError, join};

@@ -8,7 +8,7 @@ use std::io::{self, SeekFrom};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
-use volley_proto::wire::sftp::{OpenFlags, Request};
+use volley_proto::sftp::{OpenFlags, Request};
 
 use crate::client::{SftpClient, SftpError};
 use crate::{FileAttrs, Handle};

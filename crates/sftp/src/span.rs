@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use volley_proto::wire::sftp::Request;
+use volley_proto::sftp::Request;
 use volley_transport_tcp::{FileRegion, Pipeline};
 
 use crate::Handle;

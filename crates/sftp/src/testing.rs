@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use volley_proto::wire::frame::{Decoder, Frame};
-use volley_proto::wire::sftp::{
+use volley_proto::sftp::{
     Attrs, LIMITS_EXTENSION, Limits, NameEntry, Names, OpenFlags, Pairs, Request, Response,
     StatusCode,
 };
+use volley_proto::wire::frame::{Decoder, Frame};
 
 use crate::FileAttrs;
 

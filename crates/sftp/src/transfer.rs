@@ -5,7 +5,7 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use volley_proto::wire::sftp::OpenFlags;
+use volley_proto::sftp::OpenFlags;
 
 use crate::client::{SftpClient, SftpError};
 use crate::span::Ranges;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use volley_proto::wire::sftp::{Attrs, Limits, NameEntry, Names, Request, Response, StatusCode};
+use volley_proto::sftp::{Attrs, Limits, NameEntry, Names, Request, Response, StatusCode};
 use volley_sftp::testing::{Hook, Listing, Script, Written, serve};
 use volley_sftp::{
     FileAttrs, MAX_CHUNK, SftpClient, SftpError, Skip, TransferOptions, TreeEvent, TreeReport,

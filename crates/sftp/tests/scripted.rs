@@ -7,7 +7,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use volley_proto::wire::sftp::StatusCode;
+use volley_proto::sftp::StatusCode;
 use volley_sftp::testing::{Script, serve};
 use volley_sftp::{SftpClient, SftpError, TransferOptions};
 

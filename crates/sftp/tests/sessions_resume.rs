@@ -163,7 +163,7 @@ async fn a_put_on_sessions_keeps_every_range_acknowledged() {
         // The first session never answers the part's WRITE at offset 0: a hole at its start.
         let hole: volley_sftp::testing::Hook = std::sync::Arc::new(|request| match *request {
             // The part's data, not the small ranges record.
-            volley_proto::wire::sftp::Request::Write {
+            volley_proto::sftp::Request::Write {
                 offset: 0, data, ..
             } if data.len() > 4096 => Some(Vec::new()),
             _ => None,

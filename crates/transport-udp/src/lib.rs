@@ -17,7 +17,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use volley_proto::wire::sdp::Address;
+//! use volley_proto::scp::sdp::Address;
 //! use volley_transport_udp::{ScpClient, ScpConfig};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -34,18 +34,24 @@
 //! # }
 //! ```
 
+#[cfg(feature = "channel")]
 pub mod channel;
+#[cfg(feature = "scp")]
 mod client;
 pub mod datagrams;
+#[cfg(feature = "scp")]
 mod machine;
 pub mod target;
 
+#[cfg(feature = "scp")]
 pub use client::{
     ClientStats, ConfigError as ScpConfigError, NoReply, Op, ScpClient, ScpConfig, ScpError,
     SoftwareVersion, Source, WindowSize, check_range,
 };
+#[cfg(feature = "scp")]
 pub use machine::{BoardInfo, Machine, MachineError, STRIPE};
 
+#[cfg(feature = "scp")]
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |
 /// datagram`); the id is the request's sequence number, echoed in the reply.
 pub const SCP_FRAME_TYPE: u8 = 0x53;

@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use volley_emulator::{Board, BoardConfig};
 use volley_netsim::LinkConfig;
-use volley_proto::window::Rto;
-use volley_proto::wire::scp::{self, Command, ReturnCode};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::window::Rto;
+use volley_proto::scp::{self, Command, ReturnCode};
 use volley_testkit::within;
 use volley_transport_udp::{NoReply, Op, ScpClient, ScpConfig, ScpError, Source, WindowSize};
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, SDRAM_BASE};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_testkit::within;
 use volley_transport_udp::{Machine, Op, ScpClient, ScpConfig};
 

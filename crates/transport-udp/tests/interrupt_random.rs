@@ -6,7 +6,7 @@
 //! The seeds are fixed, so a failure names the one to run again.
 
 use volley_emulator::{BoardConfig, SDRAM_BASE};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 use volley_testkit::within;
 use volley_transport_udp::{Op, ScpClient, ScpConfig};
 

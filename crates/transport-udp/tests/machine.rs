@@ -10,8 +10,8 @@ use rand::{Rng, SeedableRng};
 use tokio::time::timeout;
 use volley_emulator::{Machine as Emulated, MachineConfig, SDRAM_BASE};
 use volley_netsim::{LinkConfig, LinkSim};
-use volley_proto::window::Rto;
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::window::Rto;
 use volley_transport_udp::{Machine, MachineError, ScpConfig, ScpError, WindowSize};
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::thread;
 use std::time::Instant;
 
-use volley_proto::wire::scp::{self, MAX_DATA_LEN};
+use volley_proto::scp::{self, MAX_DATA_LEN};
 
 use crate::harness::{Mode, median};
 

@@ -63,12 +63,9 @@ macro_rules! open_enum {
     };
 }
 
-pub mod channel;
+pub(crate) use open_enum;
+
 pub mod frame;
-pub mod rpc;
-pub mod scp;
-pub mod sdp;
-pub mod sftp;
 
 pub(crate) mod cursor;
 

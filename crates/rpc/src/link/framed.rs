@@ -8,8 +8,8 @@ use core::time::Duration;
 use std::io;
 use std::path::Path;
 
+use volley_proto::rpc::MAX_HELLO_FRAME;
 use volley_proto::wire::frame;
-use volley_proto::wire::rpc::MAX_HELLO_FRAME;
 use volley_transport_tcp::{Config, Framed, Incoming, Role, TrySendError as FramedTrySend};
 
 use super::{

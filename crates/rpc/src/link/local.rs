@@ -312,7 +312,7 @@ impl LinkReceiver for LocalReceiver {
 mod tests {
     use super::*;
     use core::time::Duration;
-    use volley_proto::wire::rpc::Kind;
+    use volley_proto::rpc::Kind;
 
     const WAIT: Duration = Duration::from_secs(5);
 

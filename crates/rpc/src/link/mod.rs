@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use volley_proto::wire::rpc::{self, Head, Kind};
+use volley_proto::rpc::{self, Head, Kind};
 
 #[cfg(feature = "tcp")]
 pub mod framed;

@@ -139,7 +139,7 @@ impl fmt::Debug for Payload {
 mod tests {
     use super::*;
     use crate::link::{MAX_HEAD, MAX_PREFIX, Message};
-    use volley_proto::wire::rpc::Kind;
+    use volley_proto::rpc::Kind;
 
     #[test]
     fn small_payloads_are_inline_and_large_ones_shared_reading_the_same() {

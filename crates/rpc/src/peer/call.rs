@@ -352,9 +352,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             segments,
         };
         let max = self.inner.theirs.max_message as usize;
-        if message.segments.len() > volley_proto::wire::rpc::MAX_SEGMENTS
-            || message.wire_len() > max
-        {
+        if message.segments.len() > volley_proto::rpc::MAX_SEGMENTS || message.wire_len() > max {
             return Err(CallError::TooLarge {
                 method: M::NAME,
                 len: message.wire_len(),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
-use volley_proto::wire::rpc::{ErrorCode, Kind};
+use volley_proto::rpc::{ErrorCode, Kind};
 
 use super::{Inner, lock};
 use crate::codec::Codec;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use core::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
-use volley_proto::wire::rpc::{CLOSING_LEN, CloseReason, ErrorCode, Kind};
+use volley_proto::rpc::{CLOSING_LEN, CloseReason, ErrorCode, Kind};
 
 use super::{Inner, MAX_PENDING_ANSWERS, lock};
 use crate::codec::Codec;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::router::Router;
 use crate::service::MethodEntry;
-use volley_proto::wire::rpc::methods::MethodTable;
+use volley_proto::rpc::methods::MethodTable;
 
 /// Makes connections that call service `S` with codec `C`, and serve the service of its
 /// router, if it has one (`S` again unless the router says otherwise).

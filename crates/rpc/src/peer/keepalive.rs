@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use volley_proto::wire::rpc::{CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CloseReason, Hello, Kind};
+use volley_proto::rpc::{CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CloseReason, Hello, Kind};
 
 use super::{Inner, lock};
 use crate::codec::Codec;

@@ -17,11 +17,11 @@ use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
-use volley_proto::wire::frame;
-use volley_proto::wire::rpc::{
+use volley_proto::rpc::{
     CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CAP_METADATA, CAP_METHOD_TABLE, ErrorCode, HELLO_LEN,
     Head, Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN, WIRE_VERSION,
 };
+use volley_proto::wire::frame;
 
 use crate::auth::{AuthRequest, Check, Throttle};
 

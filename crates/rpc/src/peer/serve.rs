@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::FutureExt;
 use tokio::sync::mpsc;
-use volley_proto::wire::rpc::{ErrorCode, Head, Kind};
+use volley_proto::rpc::{ErrorCode, Head, Kind};
 
 use super::routes::{Encoded, HandlerFuture};
 use super::{Inner, Peer, lock};
@@ -141,7 +141,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
         // The peer's limit, or the link's if lower: a reply the link cannot carry would
         // otherwise fail to send and leave the caller waiting for its deadline.
         let max = (self.theirs.max_message as usize).min(self.link_max);
-        if reply.wire_len() > max || reply.segments.len() > volley_proto::wire::rpc::MAX_SEGMENTS {
+        if reply.wire_len() > max || reply.segments.len() > volley_proto::rpc::MAX_SEGMENTS {
             let text = format!(
                 "the reply is {} bytes in {} segments; the caller takes at most {max} bytes",
                 reply.wire_len(),

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use volley_proto::wire::sftp::{PacketType, StatusCode};
+use volley_proto::sftp::{PacketType, StatusCode};
 
 /// Why an SFTP operation failed.
 #[non_exhaustive]

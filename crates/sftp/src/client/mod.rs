@@ -8,10 +8,10 @@ use std::io;
 use bytes::Bytes;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
-use volley_proto::wire::frame::Frame;
-use volley_proto::wire::sftp::{
+use volley_proto::sftp::{
     self, LIMITS_EXTENSION, Limits, PacketType, Request, Response, StatusCode, WriteHead,
 };
+use volley_proto::wire::frame::Frame;
 use volley_transport_tcp::{Config, Connection, FileRegion, Framed, Incoming, Pipeline, Reply};
 
 mod error;

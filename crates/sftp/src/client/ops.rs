@@ -1,7 +1,7 @@
 //! One method per SFTP request: files, directories, links and names.
 
 use bytes::Bytes;
-use volley_proto::wire::sftp::{
+use volley_proto::sftp::{
     FSYNC_EXTENSION, OpenFlags, POSIX_RENAME_EXTENSION, Request, Response, StatusCode,
 };
 

@@ -1,7 +1,7 @@
 //! What requests take and give back: [`Handle`]s, [`FileAttrs`] and [`DirEntry`]s, owned.
 
 use bytes::Bytes;
-use volley_proto::wire::sftp::Attrs;
+use volley_proto::sftp::Attrs;
 
 /// An open file or directory on the server.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

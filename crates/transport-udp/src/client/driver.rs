@@ -6,9 +6,9 @@ use std::io;
 use std::time::Instant as StdInstant;
 
 use tokio::net::UdpSocket;
+use volley_proto::scp::window::{Event, ReplyOutcome, ScpProtocol, Window};
+use volley_proto::scp::{self, ReturnCode};
 use volley_proto::time::Instant;
-use volley_proto::window::{Event, ReplyOutcome, ScpProtocol, Window};
-use volley_proto::wire::scp::{self, ReturnCode};
 
 use super::ops::{Chunks, Token, build, describe};
 use super::{NoReply, Op, ScpClient, ScpError};

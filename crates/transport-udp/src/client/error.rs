@@ -3,8 +3,8 @@
 use core::net::SocketAddr;
 use std::io;
 
-use volley_proto::wire::scp::{Command, ReturnCode};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::{Command, ReturnCode};
 
 /// Why no reply came to a request that timed out, as far as the client can tell.
 #[non_exhaustive]
@@ -141,7 +141,7 @@ pub enum ScpError {
 pub enum ConfigError {
     /// The window's settings (its size, tries, timeouts).
     #[error("{0}")]
-    Window(#[from] volley_proto::window::ConfigError),
+    Window(#[from] volley_proto::scp::window::ConfigError),
     /// A spin over a second.
     #[error("a spin of {0:?} is over a second")]
     Spin(core::time::Duration),

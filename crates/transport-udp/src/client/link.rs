@@ -10,10 +10,10 @@ use std::time::Instant as StdInstant;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
+use volley_proto::scp;
+use volley_proto::scp::window::{ScpProtocol, Window};
 use volley_proto::time::Instant;
-use volley_proto::window::{ScpProtocol, Window};
 use volley_proto::wire::frame::{self, Decoder};
-use volley_proto::wire::scp;
 
 use super::driver::Driver;
 use super::ops::Token;

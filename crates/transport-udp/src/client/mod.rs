@@ -15,10 +15,10 @@ use std::time::Instant as StdInstant;
 use bytes::Bytes;
 use socket2::{Domain, Protocol as SockProtocol, Socket, Type};
 use tokio::net::{TcpStream, UdpSocket};
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::window::{Config, Rto, RtoBounds, ScpProtocol, Window};
+use volley_proto::scp::{self, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo};
 use volley_proto::time::Duration;
-use volley_proto::window::{Config, Rto, RtoBounds, ScpProtocol, Window};
-use volley_proto::wire::scp::{self, RequestRepr, ReturnCode, TtoInfo, Version, VersionInfo};
-use volley_proto::wire::sdp::Address;
 
 use crate::datagrams::Datagrams;
 
@@ -153,7 +153,7 @@ impl ScpConfig {
     }
 
     /// Checks every number before anything is opened: a window of 1 to
-    /// [`MAX_WINDOW`](volley_proto::window::MAX_WINDOW), at least one try, timeouts
+    /// [`MAX_WINDOW`](volley_proto::scp::window::MAX_WINDOW), at least one try, timeouts
     /// from 1 µs to an hour, a spin of at most a second.
     pub fn check(&self) -> Result<(), ScpError> {
         self.window_config().check().map_err(ConfigError::from)?;

@@ -3,9 +3,9 @@
 
 use std::io;
 
+use volley_proto::scp::sdp::Address;
+use volley_proto::scp::{self, Command, MAX_DATA_LEN, RequestRepr};
 use volley_proto::time::Instant;
-use volley_proto::wire::scp::{self, Command, MAX_DATA_LEN, RequestRepr};
-use volley_proto::wire::sdp::Address;
 
 use super::ScpError;
 

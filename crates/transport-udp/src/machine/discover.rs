@@ -13,11 +13,11 @@ use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
 use futures::future::join_all;
-use volley_proto::machine::{
+use volley_proto::scp::machine::{
     ChipInfo, Geometry, Route, SV_BASE, chip_info_request, p2p_column_len, p2p_column_read,
     parse_p2p_column, sv,
 };
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::sdp::Address;
 
 use super::{BoardInfo, Machine, MachineError};
 use crate::client::{Op, ScpClient, ScpConfig, ScpError, WindowSize};
@@ -168,7 +168,7 @@ impl Machine {
 /// port 17893 by default), resolved to an IPv4 address if it has one: a machine's boards
 /// are IPv4 hosts.
 async fn resolve(root: &str) -> Result<SocketAddr, MachineError> {
-    let addrs = crate::target::lookup(root, volley_proto::wire::scp::PORT)
+    let addrs = crate::target::lookup(root, volley_proto::scp::PORT)
         .await
         .map_err(|e| MachineError::Resolve {
             root: root.to_owned(),

@@ -11,7 +11,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use volley_proto::wire::sdp::Address;
+//! use volley_proto::scp::sdp::Address;
 //! use volley_transport_udp::{Machine, ScpConfig};
 //!
 //! # async fn load() -> Result<(), volley_transport_udp::MachineError> {
@@ -34,8 +34,8 @@ use core::net::SocketAddr;
 use core::time::Duration;
 
 use futures::future::join_all;
-use volley_proto::machine::{ChipInfo, Geometry};
-use volley_proto::wire::sdp::Address;
+use volley_proto::scp::machine::{ChipInfo, Geometry};
+use volley_proto::scp::sdp::Address;
 
 use crate::client::{Op, ScpClient, ScpError, check_range};
 
@@ -110,7 +110,7 @@ type Groups = Vec<Vec<usize>>;
 /// Bytes of one item a batch sends before moving on to the next item of the same board:
 /// four requests, the most spinnaker_tools #25 found worth keeping in flight to one chip
 /// reached over P2P.
-pub const STRIPE: usize = 4 * volley_proto::wire::scp::MAX_DATA_LEN;
+pub const STRIPE: usize = 4 * volley_proto::scp::MAX_DATA_LEN;
 
 /// Interleaves items' pieces: the first piece of every item, then the second of every
 /// item that has one, and so on; each piece with its chip and its own start address.
