@@ -36,20 +36,18 @@
 
 #[cfg(feature = "channel")]
 pub mod channel;
-#[cfg(feature = "scp")]
-mod client;
 pub mod datagrams;
 #[cfg(feature = "scp")]
-mod machine;
+mod scp;
 pub mod target;
 
 #[cfg(feature = "scp")]
-pub use client::{
+pub use scp::client::{
     ClientStats, ConfigError as ScpConfigError, NoReply, Op, ScpClient, ScpConfig, ScpError,
     SoftwareVersion, Source, WindowSize, check_range,
 };
 #[cfg(feature = "scp")]
-pub use machine::{BoardInfo, Machine, MachineError, STRIPE};
+pub use scp::machine::{BoardInfo, Machine, MachineError, STRIPE};
 
 #[cfg(feature = "scp")]
 /// The frame type that carries an SCP datagram over TCP (`u32 length | type | u32 id |

@@ -37,7 +37,7 @@ use futures::future::join_all;
 use volley_proto::scp::machine::{ChipInfo, Geometry};
 use volley_proto::scp::sdp::Address;
 
-use crate::client::{Op, ScpClient, ScpError, check_range};
+use crate::scp::client::{Op, ScpClient, ScpError, check_range};
 
 /// One board of a discovered machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use volley_proto::scp::machine::{
 use volley_proto::scp::sdp::Address;
 
 use super::{BoardInfo, Machine, MachineError};
-use crate::client::{Op, ScpClient, ScpConfig, ScpError, WindowSize};
+use crate::scp::client::{Op, ScpClient, ScpConfig, ScpError, WindowSize};
 
 impl Machine {
     /// [`discover`](Self::discover) from ROOT as a user types it: HOST or HOST:PORT
