@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use volley_proto::channel::{Config, Connection, Endpoint, EndpointConfig};
 use volley_proto::time::{Duration, Instant};
-use volley_proto::channel::wire::parse;
+use volley_proto::channel::packet::parse;
 
 fn config() -> Config {
     Config {

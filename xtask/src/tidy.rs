@@ -4,6 +4,8 @@
 //!   `#[cfg(test)]` items left out; test directories and `tests.rs` files too);
 //! - no import cycle between the files of one crate (from `crate::` and `super::` paths);
 //! - no `#[path]` include (a module lives where its name says);
+//! - no two modules of a crate with one name (a module's own `error`, `config` or `driver`
+//!   aside), so a name says which module it is;
 //! - `cargo xtask`'s usage text names every test step and bench suite there is;
 //! - every Markdown file with Rust code blocks is one the `volley-docs` crate runs as
 //!   doctests, so no example in the docs goes uncompiled.
@@ -51,6 +53,16 @@ pub(crate) fn run(steps: &[&str]) -> Result<(), String> {
         }
     }
     for src in crate_sources(&root) {
+        for (name, files) in shared_names(&src) {
+            let files: Vec<String> = files
+                .iter()
+                .map(|f| f.strip_prefix(&root).unwrap_or(f).display().to_string())
+                .collect();
+            problems.push(format!(
+                "modules sharing the name `{name}`: {}",
+                files.join(", ")
+            ));
+        }
         for cycle in import_cycles(&src)? {
             let files: Vec<String> = cycle
                 .iter()
@@ -69,7 +81,8 @@ pub(crate) fn run(steps: &[&str]) -> Result<(), String> {
     if problems.is_empty() {
         eprintln!(
             "xtask tidy: {} files, no file over {MAX_LINES} lines of code, no import cycle, \
-             no #[path], usage complete, every Markdown code block tested",
+             no #[path], no two modules of a crate with one name, usage complete, every \
+             Markdown code block tested",
             sources.len()
         );
         Ok(())
@@ -171,6 +184,41 @@ fn crate_sources(root: &Path) -> Vec<PathBuf> {
         }
     }
     out.into_iter().collect()
+}
+
+/// The module names that more than one file of the crate in `src` takes (a `mod.rs` takes
+/// its directory's name), leaving out the crate root, tests, binaries and the names every
+/// module may have one of.
+fn shared_names(src: &Path) -> Vec<(String, Vec<PathBuf>)> {
+    let mut names: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for file in rust_files(src, &[""]) {
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        if rel
+            .components()
+            .any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "bin")))
+        {
+            continue;
+        }
+        let stem = rel.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let name = if stem == "mod" {
+            rel.parent()
+                .and_then(|p| p.file_name())
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+        } else {
+            stem
+        };
+        if !matches!(
+            name,
+            "" | "lib" | "main" | "tests" | "error" | "config" | "driver"
+        ) {
+            names.entry(name.to_owned()).or_default().push(file);
+        }
+    }
+    names
+        .into_iter()
+        .filter(|(_, files)| files.len() > 1)
+        .collect()
 }
 
 /// A module's path within its crate (`["peer", "call"]` for `src/peer/call.rs`).

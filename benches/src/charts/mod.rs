@@ -5,7 +5,7 @@
 //! over ssh against the round trip per system, the channel's bulk rate and round trip
 //! beside its peers per link, and the codecs' MB/s per case.
 
-mod sftp_ssh;
+mod against_rtt;
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +28,7 @@ pub(crate) fn write(suite: &str, results: &[Value], dir: &Path) -> Result<Vec<Pa
     let drawn = match suite {
         "scp" => scp(results, &path),
         "sftp" => sftp(results, &path),
-        "sftp-ssh" => sftp_ssh::draw(results, &path),
+        "sftp-ssh" => against_rtt::draw(results, &path),
         "wake" => wake(results, &path),
         "rpc" => rpc(results, &path),
         "matrix" => matrix(results, &path),

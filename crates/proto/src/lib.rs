@@ -12,7 +12,7 @@
 //! - [`sftp`]: SFTP v3 requests and replies (draft-ietf-secsh-filexfer-02 as OpenSSH
 //!   implements it), decoded by borrowing from the input.
 //! - [`rpc`]: volley-rpc's message, hello, method table and metadata.
-//! - [`channel`]: the reliable UDP channel: its datagram format ([`channel::wire`]) and
+//! - [`channel`]: the reliable UDP channel: its datagram format ([`channel::packet`]) and
 //!   (feature `alloc`) its state machine, ordered messages of any size over lossy datagrams
 //!   with congestion and flow control.
 //! - Shared: [`wire`] (the error type, the bounds-checked cursor, and [`wire::frame`], the

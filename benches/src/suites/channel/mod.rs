@@ -24,9 +24,9 @@ use volley_netsim::{LinkConfig, LinkSim};
 use crate::harness::cpu_split;
 use crate::harness::{Mode, Report, median};
 
-mod systems;
+mod setups;
 
-use systems::{Client, SYSTEMS, System, connect, start_servers};
+use setups::{Client, SYSTEMS, System, connect, start_servers};
 
 const MIB: usize = 1 << 20;
 

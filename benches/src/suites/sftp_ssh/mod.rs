@@ -7,7 +7,7 @@
 //! (OpenSSH opens each session channel with a 2 MiB window: at most 2 MiB per RTT).
 //! Files live in /dev/shm.
 
-mod systems;
+mod commands;
 
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -21,7 +21,7 @@ use serde_json::json;
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 use volley_sftp::testing::sshd::Sshd;
 
-use self::systems::{Input, Load, Target};
+use self::commands::{Input, Load, Target};
 use super::sftp::{same, write_random};
 use crate::harness::{Mode, Report, Table, median};
 
@@ -179,7 +179,7 @@ pub(crate) fn run(mode: Mode) -> Report {
                 .find(|r| r.system == "OpenSSH sftp" && r.direction == dir)
                 .map(|r| r.median)
         };
-        for system in systems::names(case.load, mode == Mode::Quick) {
+        for system in commands::names(case.load, mode == Mode::Quick) {
             let of = |dir: &str| {
                 results
                     .iter()
@@ -291,7 +291,7 @@ fn measure(
     for round in 0..rounds {
         let mut jobs: Vec<(&'static str, &'static str)> = Vec::new();
         for direction in ["get", "put"] {
-            for system in systems::names(case.load, mode == Mode::Quick) {
+            for system in commands::names(case.load, mode == Mode::Quick) {
                 jobs.push((system, direction));
             }
         }
@@ -306,7 +306,7 @@ fn measure(
             let target = dir.join(format!("out-{direction}-{name}"));
             remove(&target);
             let Some((mut command, input)) =
-                systems::command(system, direction, case.load, source, &target, at)
+                commands::command(system, direction, case.load, source, &target, at)
             else {
                 continue;
             };

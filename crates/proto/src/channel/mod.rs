@@ -8,7 +8,7 @@
 //! (datagrams to send) and [`Connection::poll_event`] (connected, a message, closed).
 //! [`Connection::send`] queues a message: one buffer, or [`Pieces`] the caller owns,
 //! which are never joined (each fragment is read from one piece straight into its
-//! datagram). The wire format is [`wire`].
+//! datagram). Its datagram format is [`packet`].
 //!
 //! - **Setup**: the client's initial packet (padded to 1200 bytes, as QUIC pads, so the
 //!   server may answer it before the client's address is proven) carries its limits; the
@@ -69,7 +69,7 @@
 //! # }
 //! ```
 
-pub mod wire;
+pub mod packet;
 
 #[cfg(feature = "alloc")]
 mod engine;

@@ -17,7 +17,7 @@ use core::hash::Hash;
 
 use super::retry::{TOKEN_LEN, TokenKey, Tokens};
 use super::{Config, ConfigError, Connection, Event, MIN_DATAGRAM, Payload, SendError};
-use crate::channel::wire::{self as wire, PacketType};
+use crate::channel::packet::{self as wire, PacketType};
 use crate::time::Instant;
 
 /// Names one connection of an endpoint.

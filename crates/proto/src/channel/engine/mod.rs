@@ -1,10 +1,10 @@
 //! The channel's state machine: a [`Connection`] per peer and the [`Endpoint`] that holds
-//! many (needs the `alloc` feature; [`wire`](super::wire) does not).
+//! many (needs the `alloc` feature; [`packet`](super::packet) does not).
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use crate::channel::wire::{
+use crate::channel::packet::{
     self as wire, DATA_OVERHEAD, Frame, Header, PARAMS_LEN, PacketType, Params,
 };
 use crate::recovery::{Rto, RttEstimator};

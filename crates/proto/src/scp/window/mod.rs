@@ -61,14 +61,14 @@ use core::cmp::Reverse;
 
 use crate::time::{Duration, Instant};
 
-mod scp;
+mod protocol;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_abandon;
 
 pub use crate::recovery::{Rto, RtoBounds, RttEstimator};
-pub use scp::ScpProtocol;
+pub use protocol::ScpProtocol;
 
 /// What the window needs to know of a packet format.
 pub trait Protocol {

@@ -42,7 +42,7 @@
 //! against the window and the largest message) whatever order fragments come in.
 //!
 //! ```
-//! use volley_proto::channel::wire::{Frame, Header, PacketType, parse, write_frame, write_header};
+//! use volley_proto::channel::packet::{Frame, Header, PacketType, parse, write_frame, write_header};
 //!
 //! let header = Header { ty: PacketType::DATA, dcid: 7, scid: None, pn: 3 };
 //! let mut buf = [0u8; 64];
