@@ -2,10 +2,23 @@
 //! arguments into a pool buffer and hands the message to the link; [`Pending`] takes the
 //! call back if it is dropped before its reply.
 
-use super::*;
+use core::sync::atomic::Ordering;
+use core::time::Duration;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use volley_proto::rpc::{CAP_METADATA, ErrorCode, Head, Kind};
+
+use super::{Inner, Peer, lock, own_timer};
+use crate::codec::{Codec, CodecError};
+use crate::error::CallError;
 use crate::link::{INLINE, Payload, TrySendError};
+use crate::link::{LinkError, Message};
 use crate::pool::PoolBuf;
 use crate::reply::{ReplyFuture, SendFuture};
+use crate::service::{Method, Reply, Service};
 
 impl<S: Service, C: Codec> Peer<S, C> {
     /// Calls `M` and waits for its result.

@@ -1,9 +1,32 @@
 //! [`Endpoint`]: the settings and router a connection starts with, and the hello each
 //! end sends first.
 
-use super::*;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use tokio::sync::{Notify, Semaphore, mpsc};
+use volley_proto::rpc::{
+    CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CAP_METADATA, CAP_METHOD_TABLE, ErrorCode, HELLO_LEN,
+    Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN, WIRE_VERSION,
+};
+use volley_proto::wire::frame;
+
+use super::any::AnySender;
+use super::deadlines::Sweep;
+use super::routes::Routes;
+use super::{ConnectionName, Counters, Inner, Owner, Peer, deadlines, dispatch, keepalive, serve};
+use crate::auth::{AuthRequest, Check, Throttle};
+use crate::codec::{Bincode, Codec};
+use crate::config::Config;
+use crate::error::ConnectError;
+use crate::link::{LinkReceiver, LinkSender, Message, MessageLink};
+use crate::pool::BufferPool;
 use crate::router::Router;
 use crate::service::MethodEntry;
+use crate::service::Service;
 use volley_proto::rpc::methods::MethodTable;
 
 /// Makes connections that call service `S` with codec `C`, and serve the service of its

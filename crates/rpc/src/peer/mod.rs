@@ -9,26 +9,17 @@
 
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytes::Bytes;
-use serde::Serialize;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
-use volley_proto::rpc::{
-    CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CAP_METADATA, CAP_METHOD_TABLE, ErrorCode, HELLO_LEN,
-    Head, Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN, WIRE_VERSION,
-};
-use volley_proto::wire::frame;
+use volley_proto::rpc::Hello;
 
-use crate::auth::{AuthRequest, Check, Throttle};
-
-use crate::codec::{Bincode, Codec, CodecError};
+use crate::codec::{Bincode, Codec};
 use crate::config::Config;
-use crate::error::{CallError, ConnectError};
-use crate::link::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
+use crate::link::LinkError;
 use any::AnySender;
 
 mod any;
@@ -41,7 +32,7 @@ pub(crate) mod routes;
 mod serve;
 
 use crate::pool::{BufferPool, PoolStats};
-use crate::service::{Method, Reply, Service};
+use crate::service::Service;
 pub(crate) use call::{Pending, deadline_exceeded, encode_failed};
 pub(crate) use deadlines::own_timer;
 use deadlines::{Sweep, Waiter};
