@@ -5,7 +5,9 @@
 
 use alloc::vec::Vec;
 
-use super::*;
+use super::{ACK_DELAY, Closed, Connection, Fragment, PACKET_THRESHOLD, SentPacket, State};
+use crate::channel::packet as wire;
+use crate::time::{Duration, Instant};
 
 impl Connection {
     pub(super) fn on_ack(&mut self, now: Instant, ack: &wire::Ack<'_>) {

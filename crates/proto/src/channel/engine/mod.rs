@@ -4,9 +4,7 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use crate::channel::packet::{
-    self as wire, DATA_OVERHEAD, Frame, Header, PARAMS_LEN, PacketType, Params,
-};
+use crate::channel::packet::{self as wire, Frame, Header, PacketType, Params};
 use crate::recovery::{Rto, RttEstimator};
 use crate::time::{Duration, Instant};
 use crate::wire::Error as WireError;

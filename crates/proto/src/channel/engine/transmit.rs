@@ -4,7 +4,12 @@
 
 use alloc::vec::Vec;
 
-use super::*;
+use super::{ACK_RANGES_KEPT, Closed, Connection, Fragment, MIN_DATAGRAM, SentPacket, State, span};
+use crate::channel::packet::{
+    self as wire, DATA_OVERHEAD, Frame, Header, PARAMS_LEN, PacketType, Params,
+};
+use crate::time::Instant;
+use crate::wire::Error as WireError;
 
 impl Connection {
     /// Writes the next datagram to send into `buf` and returns its length, or `None` when
