@@ -30,7 +30,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
     }
 
     /// Calls `M` with bulk segments (sent uncopied) and an optional deadline (sent to the
-    /// peer, which gives up at it too; `None` takes [`Config::default_deadline`]); returns the result and the segments that came with
+    /// peer, which gives up at it too; `None` takes [`Config::default_deadline`](crate::Config::default_deadline)); returns the result and the segments that came with
     /// it. Waits first for the peer's credit. Dropping the future before it completes
     /// cancels the call at the peer.
     pub async fn call_with<M: Method<Service = S>>(

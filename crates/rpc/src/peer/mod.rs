@@ -218,7 +218,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         self.inner.failure.get().cloned()
     }
 
-    /// Whether the peer has answered a call [`CallError::ShuttingDown`]: it takes no new
+    /// Whether the peer has answered a call [`CallError::ShuttingDown`](crate::CallError::ShuttingDown): it takes no new
     /// calls on this connection (a [`Reconnecting`](crate::Reconnecting) client then
     /// makes its next calls on a new one).
     pub fn draining(&self) -> bool {
