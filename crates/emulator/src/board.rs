@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinHandle;
-use volley_netsim::checks::panic_message;
 
 use crate::config::{BoardConfig, BoardStats};
 use crate::logic::Fabric;
@@ -152,4 +151,13 @@ impl Drop for Board {
             task.abort();
         }
     }
+}
+
+/// The text of a panic's payload, for a serving task that died.
+fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }

@@ -2,10 +2,8 @@
 //! SDRAM lies: a leaf that the socket-free logic and the socket-owning board both read.
 
 use core::time::Duration;
-use std::io;
 
-use volley_netsim::checks::{check_delay, check_fraction};
-
+use crate::checks::{ConfigError, check_delay, check_fraction};
 use crate::costs::ScampCosts;
 
 /// Where SDRAM starts on every chip.
@@ -78,7 +76,7 @@ pub struct BoardStats {
 
 impl BoardConfig {
     /// Checks every number before anything is bound: delays of at most
-    /// [`MAX_DELAY`](volley_netsim::checks::MAX_DELAY), a reply-loss fraction in 0..=1, a spin of at most
+    /// [`MAX_DELAY`](crate::MAX_DELAY), a reply-loss fraction in 0..=1, a spin of at most
     /// a second, a tag pool of at least one, a TTO code of 0..=15, at least one TCP
     /// connection.
     pub fn check(&self) -> Result<(), ConfigError> {
@@ -122,55 +120,5 @@ impl Default for BoardConfig {
             max_tcp_connections: 256,
             scamp: None,
         }
-    }
-}
-
-/// An emulator setting out of its range, from [`BoardConfig::check`] or
-/// [`ScampCosts::check`]: which setting, its value, and the range it must be in.
-#[non_exhaustive]
-#[derive(Clone, Debug, PartialEq)]
-pub enum ConfigError {
-    /// A delay or a fraction out of range, as the link simulator's are checked.
-    Testbed(volley_netsim::checks::ConfigError),
-    /// A spin over a second.
-    Spin(Duration),
-    /// A cap of no TCP connections.
-    NoTcpConnections,
-    /// A transient-tag pool of none.
-    NoTags,
-    /// A transient-tag timeout code outside 0..=15.
-    Tto(u8),
-    /// No P2P streams.
-    NoStreams,
-    /// No message buffers.
-    NoBuffers,
-}
-
-impl From<volley_netsim::checks::ConfigError> for ConfigError {
-    fn from(e: volley_netsim::checks::ConfigError) -> Self {
-        Self::Testbed(e)
-    }
-}
-
-impl core::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Testbed(e) => write!(f, "{e}"),
-            Self::Spin(spin) => write!(f, "a spin of {spin:?} is over a second"),
-            Self::NoTcpConnections => f.write_str("a cap of 0 TCP connections accepts nothing"),
-            Self::NoTags => f.write_str("a transient-tag pool of 0 answers nothing over UDP"),
-            Self::Tto(code) => write!(f, "transient-tag timeout code {code} is not in 0..=15"),
-            Self::NoStreams => f.write_str("0 P2P streams can reach no chip without Ethernet"),
-            Self::NoBuffers => f.write_str("0 message buffers can hold no request"),
-        }
-    }
-}
-
-impl core::error::Error for ConfigError {}
-
-impl From<ConfigError> for io::Error {
-    /// An `InvalidInput` error whose inner error is the typed one.
-    fn from(e: ConfigError) -> Self {
-        Self::new(io::ErrorKind::InvalidInput, e)
     }
 }

@@ -46,10 +46,8 @@ use core::cmp::Reverse;
 use core::time::Duration;
 use std::collections::{BinaryHeap, HashMap};
 
+use crate::checks::{ConfigError, check_delay};
 use std::time::Instant;
-use volley_netsim::checks::check_delay;
-
-use crate::ConfigError;
 
 /// SC&MP's costs (see the module's documentation for the defaults' sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,6 +41,7 @@
 
 mod answer;
 mod board;
+mod checks;
 mod config;
 mod costs;
 mod logic;
@@ -54,7 +55,8 @@ mod state;
 pub mod testing;
 
 pub use board::Board;
-pub use config::{BoardConfig, BoardStats, ConfigError, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
+pub use checks::{ConfigError, MAX_DELAY};
+pub use config::{BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFERED};
 pub use costs::ScampCosts;
 #[cfg(feature = "fuzzing")]
 pub use logic::Handler;

@@ -1,12 +1,12 @@
-//! Checks the testbed's settings share (the link simulator's and the emulator's): the
-//! longest delay a setting takes, fractions, the typed error a setting out of range
-//! gives, and how a dead thread's panic is reported.
+//! The link simulator's setting checks: the longest delay a setting takes, fractions, the
+//! typed error a setting out of range gives, and how a dead thread's panic is reported.
 
 use core::fmt;
 use core::time::Duration;
 use std::io;
 
-/// The longest delay, jitter or latency the emulator and the link simulator take: an hour.
+/// The longest delay, jitter or latency the link simulator takes: an hour (the emulator's
+/// limit too).
 pub const MAX_DELAY: Duration = Duration::from_secs(3600);
 
 /// A link simulator setting out of its range, from [`LinkConfig::check`] or
