@@ -252,6 +252,7 @@ fn import_cycles(src: &Path) -> Result<Vec<Vec<PathBuf>>, String> {
         }
         files.insert(parts, file);
     }
+    let reexports = root_reexports(&files)?;
     let mut edges: BTreeMap<&ModPath, BTreeSet<&ModPath>> = BTreeMap::new();
     for (module, file) in &files {
         let text = strip_tests(&read(file)?).join("\n");
@@ -272,6 +273,16 @@ fn import_cycles(src: &Path) -> Result<Vec<Vec<PathBuf>>, String> {
                 candidate.extend(rest[..k].iter().cloned());
                 files.get_key_value(&candidate).map(|(key, _)| key)
             });
+            // `crate::Name` where the crate root re-exports `Name` leads to the module
+            // that defines it, not to the root.
+            let target = match (target, rest.first()) {
+                (Some(root), Some(name)) if root.is_empty() => reexports
+                    .get(name)
+                    .and_then(|m| files.get_key_value(m))
+                    .map(|(key, _)| key)
+                    .or(Some(root)),
+                (target, _) => target,
+            };
             if let Some(target) = target {
                 let ancestor = target.len() < module.len() && module.starts_with(target);
                 if target != module && !ancestor {
@@ -285,6 +296,41 @@ fn import_cycles(src: &Path) -> Result<Vec<Vec<PathBuf>>, String> {
         .filter(|c| c.len() > 1)
         .map(|c| c.into_iter().map(|m| files[m].clone()).collect())
         .collect())
+}
+
+/// The names the crate root (`lib.rs` or `main.rs`) re-exports with `pub use`, and the
+/// module each comes from.
+fn root_reexports(files: &BTreeMap<ModPath, PathBuf>) -> Result<BTreeMap<String, ModPath>, String> {
+    let mut out = BTreeMap::new();
+    let Some(root) = files.get(&Vec::new()) else {
+        return Ok(out);
+    };
+    let text = strip_tests(&read(root)?).join("\n");
+    for statement in text.split(';') {
+        let Some(body) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let (path, names) = match body.split_once("::{") {
+            Some((path, names)) => (path, names.trim_end_matches('}').to_owned()),
+            None => match body.rsplit_once("::") {
+                Some((path, name)) => (path, name.to_owned()),
+                None => continue,
+            },
+        };
+        let module: ModPath = path
+            .split("::")
+            .map(str::trim)
+            .filter(|p| !matches!(*p, "crate" | "self" | ""))
+            .map(str::to_owned)
+            .collect();
+        for name in names.split(',') {
+            let name = name.rsplit(" as ").next().unwrap_or_default().trim();
+            if !name.is_empty() && !name.contains(['{', '}', ':']) {
+                out.insert(name.to_owned(), module.clone());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Each `crate::a::b` or `super::a` path in `text`: its anchor and the segments after it.
@@ -441,21 +487,33 @@ mod tests {
         write("b.rs", "use crate::a::Y;");
         write("peer/mod.rs", "mod call; use crate::a::Y;");
         write("peer/call.rs", "use super::Z;");
+        // A cycle through a name the root re-exports is a cycle too.
+        write(
+            "lib.rs",
+            "mod a; mod b; mod c; mod d; mod peer; pub use d::Thing;",
+        );
+        write("c.rs", "use crate::Thing;");
+        write("d.rs", "use crate::c::Other;");
         let cycles = import_cycles(&dir).expect("read");
         fs::remove_dir_all(&dir).expect("clean up");
-        assert_eq!(cycles.len(), 1, "{cycles:?}");
-        let names: BTreeSet<String> = cycles[0]
+        let names: BTreeSet<BTreeSet<String>> = cycles
             .iter()
-            .map(|p| {
-                p.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned()
+            .map(|cycle| {
+                cycle
+                    .iter()
+                    .map(|p| {
+                        p.file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .into_owned()
+                    })
+                    .collect()
             })
             .collect();
+        let pair = |a: &str, b: &str| BTreeSet::from([a.to_owned(), b.to_owned()]);
         assert_eq!(
             names,
-            BTreeSet::from(["a.rs".to_owned(), "b.rs".to_owned()])
+            BTreeSet::from([pair("a.rs", "b.rs"), pair("c.rs", "d.rs")])
         );
     }
 }

@@ -72,9 +72,8 @@ pub use client::{
 pub use landing::{PART_SUFFIX, kept_part};
 pub use remote_file::RemoteFile;
 pub use sessions::{LOGINS_AT_ONCE, Sessions};
+pub use span::Stop;
 pub use ssh::{Destination, Remote, RemoteError, SSH_DEFAULTS, SshOptions};
-pub use transfer::{PIECE, Progress, ProgressFn, Stop, TransferOptions};
-pub use tree::{
-    DEFAULT_FILES_AT_ONCE, MAX_DEPTH, MAX_ENTRIES, MAX_FILES_AT_ONCE, Skip, TreeEvent, TreeReport,
-};
+pub use transfer::{MAX_DEPTH, MAX_ENTRIES, PIECE, Progress, ProgressFn, TransferOptions};
+pub use tree::{DEFAULT_FILES_AT_ONCE, MAX_FILES_AT_ONCE, Skip, TreeEvent, TreeReport};
 pub use volley_proto::sftp::{Limits, OpenFlags, StatusCode};

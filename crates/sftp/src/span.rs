@@ -18,6 +18,31 @@ use volley_transport_tcp::{FileRegion, Pipeline};
 use crate::Handle;
 use crate::client::{SftpClient, SftpError, data_or_eof, expect_ok};
 
+/// Asks transfers to stop, as OpenSSH's `sftp` stops on Ctrl-C: no new READ or WRITE
+/// goes out, those already out are answered, and the transfer ends with
+/// [`SftpError::Stopped`] (inside [`SftpError::Kept`] when bytes were kept), its part
+/// cut or recorded to hold exactly what arrived, for a resume. Clones stop together; a
+/// tree starts no new file or listing.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A handle not yet stopped.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks every transfer holding a clone to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Consecutive ranges `[from, to)` of one file, each with how far it has arrived with no
 /// gap; the last may run to end of file.
 #[derive(Debug)]
@@ -122,7 +147,7 @@ pub(crate) struct ReadSpan<'a> {
     pub requests: usize,
     pub chunk: u64,
     /// Once set, no new READ goes out; those out are waited for.
-    pub stop: &'a crate::Stop,
+    pub stop: &'a Stop,
 }
 
 /// One range of a put.
@@ -135,7 +160,7 @@ pub(crate) struct WriteSpan<'a> {
     pub chunk: usize,
     pub send_from_file: bool,
     /// Once set, no new WRITE goes out; those out are waited for.
-    pub stop: &'a crate::Stop,
+    pub stop: &'a Stop,
     /// Send the handle's CLOSE right after the last WRITE, not once every WRITE is
     /// answered (a round trip less per file), and set this once it is sent: the handle
     /// must then not be closed again (the server may have given its id to another file).

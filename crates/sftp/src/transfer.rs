@@ -8,32 +8,15 @@ use std::sync::Arc;
 use volley_proto::sftp::OpenFlags;
 
 use crate::client::{SftpClient, SftpError};
-use crate::span::Ranges;
+use crate::span::{Ranges, Stop};
 
-/// Asks transfers to stop, as OpenSSH's `sftp` stops on Ctrl-C: no new READ or WRITE
-/// goes out, those already out are answered, and the transfer ends with
-/// [`SftpError::Stopped`] (inside [`SftpError::Kept`] when bytes were kept), its part
-/// cut or recorded to hold exactly what arrived, for a resume. Clones stop together; a
-/// tree starts no new file or listing.
-#[derive(Clone, Debug, Default)]
-pub struct Stop(Arc<AtomicBool>);
-
-impl Stop {
-    /// A handle not yet stopped.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Asks every transfer holding a clone to stop.
-    pub fn stop(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether [`stop`](Self::stop) was called.
-    pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+/// How deep a tree's directories may nest below its root by default, as OpenSSH's
+/// `sftp -r` allows ([`TransferOptions::max_depth`]).
+pub const MAX_DEPTH: usize = 64;
+/// How many entries one directory may list by default
+/// ([`TransferOptions::max_entries`]): at about 100 bytes an entry, a listing holds at
+/// most some 100 MB.
+pub const MAX_ENTRIES: usize = 1_000_000;
 
 /// Told where a transfer is, from whichever task moved the bytes.
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
@@ -182,8 +165,8 @@ impl Default for TransferOptions {
             resume: false,
             inplace: false,
             follow_links: false,
-            max_depth: crate::MAX_DEPTH,
-            max_entries: crate::MAX_ENTRIES,
+            max_depth: MAX_DEPTH,
+            max_entries: MAX_ENTRIES,
             stop: Stop::new(),
             progress: None,
         }

@@ -31,13 +31,6 @@ pub const DEFAULT_FILES_AT_ONCE: usize = 16;
 pub const MAX_FILES_AT_ONCE: usize = 128;
 /// Directory listings in flight at once.
 const LISTINGS_AT_ONCE: usize = 16;
-/// How deep a tree's directories may nest below its root by default, as OpenSSH's
-/// `sftp -r` allows ([`TransferOptions::max_depth`]).
-pub const MAX_DEPTH: usize = 64;
-/// How many entries one directory may list by default
-/// ([`TransferOptions::max_entries`]): at about 100 bytes an entry, a listing holds at
-/// most some 100 MB.
-pub const MAX_ENTRIES: usize = 1_000_000;
 
 /// Why an entry of a tree was passed over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
