@@ -158,7 +158,7 @@ pub enum CallError {
         /// The method called.
         method: &'static str,
         /// Why the connection ended.
-        cause: LinkError,
+        cause: Ended,
         /// Whether the peer may have run the call: it had gone to the link, and the
         /// connection did not end in the peer's idle close (a peer closing as idle runs
         /// no call that arrives then).
@@ -329,4 +329,40 @@ impl CallError {
             },
         }
     }
+}
+
+/// Why a connection ended: its link failed, or one end ended it by policy (a peer that
+/// floods or goes silent, an idle connection). A [`Peer`](crate::Peer)'s
+/// [`closed`](crate::Peer::closed), and the cause in [`CallError::ConnectionLost`].
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Ended {
+    /// The link failed, or the peer closed it.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// The peer kept calling past the credit this end gave it without reading the
+    /// answers, so the connection was dropped.
+    #[error(
+        "the peer made {0} calls past its credit whose busy answers it did not read; connection dropped"
+    )]
+    Flooded(usize),
+    /// The peer answered no ping for three keep-alive intervals: it is gone, or cannot
+    /// be reached.
+    #[error("the peer went silent: no answer to pings for {0:?}; connection dropped")]
+    Silent(Duration),
+    /// Nothing was in flight either way for the idle timeout, so the connection was
+    /// closed.
+    #[error("the connection was idle for {0:?} with nothing in flight; closed")]
+    Idle(Duration),
+    /// The peer said it closed the connection because nothing was in flight either way
+    /// for its idle timeout (the time given). Not a failure of the service: a
+    /// [`Reconnecting`](crate::Reconnecting) client connects again at its next call.
+    #[error("closed by the server after {} s idle", seconds(.0))]
+    IdleClosed(Duration),
+}
+
+/// `d` in seconds as a person writes them: `120`, `0.5`, `1.25`.
+fn seconds(d: &Duration) -> String {
+    let text = format!("{:.3}", d.as_secs_f64());
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }

@@ -89,7 +89,7 @@
 //! at its first call and again whenever its connection is lost, and calls made
 //! meanwhile wait for it up to their deadline (a generated client takes either). An end
 //! that closes an idle connection tells the peer first, which reports
-//! [`LinkError::IdleClosed`](link::LinkError::IdleClosed), not a failure. Dropping a
+//! [`Ended::IdleClosed`], not a failure. Dropping a
 //! call's future cancels it at the peer.
 //!
 //! # Exposure
@@ -133,7 +133,7 @@ pub use codec::Postcard;
 pub use codec::{Bincode, Codec, CodecError};
 pub use config::{Config, ConfigError, PoolConfig};
 pub use context::Context;
-pub use error::{CallError, ConnectError, HandlerError};
+pub use error::{CallError, ConnectError, Ended, HandlerError};
 pub use metadata::Metadata;
 pub use peer::{Endpoint, Peer, PeerStats};
 pub use pool::PoolStats;

@@ -18,7 +18,7 @@ use volley_proto::rpc::{ErrorCode, Kind};
 use volley_transport_tcp::{Admission, Role, ServerConfig};
 
 use crate::codec::Codec;
-use crate::error::ConnectError;
+use crate::error::{ConnectError, Ended};
 #[cfg(feature = "tcp")]
 use crate::link::framed::{self, FramedLink};
 use crate::link::{LinkError, MessageLink};
@@ -369,8 +369,8 @@ async fn run_connection<S: Service, C: Codec, L: MessageLink>(
     tokio::select! {
         cause = peer.closed() => {
             match cause {
-                LinkError::Idle(_) => Counters::add(&counters.idle_closed),
-                LinkError::Silent(_) | LinkError::Flooded(_) => Counters::add(&counters.dropped),
+                Ended::Idle(_) => Counters::add(&counters.idle_closed),
+                Ended::Silent(_) | Ended::Flooded(_) => Counters::add(&counters.dropped),
                 _ => {}
             }
             tracing::debug!(peer = %who, "rpc connection ended: {cause}");

@@ -16,7 +16,8 @@ use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::link::local::{self, LocalReceiver, LocalSender};
 use volley_rpc::link::{LinkError, LinkReceiver, LinkSender, Message, MessageLink};
 use volley_rpc::{
-    Bincode, CallError, Codec, CodecError, Config, ConnectError, Endpoint, Peer, Service, serve,
+    Bincode, CallError, Codec, CodecError, Config, ConnectError, Ended, Endpoint, Peer, Service,
+    serve,
 };
 use volley_transport_tcp::{Framed, Listener, Role};
 
@@ -347,7 +348,7 @@ async fn a_lost_connection_fails_every_pending_call_with_one_error() {
                     matches!(
                         &e,
                         CallError::ConnectionLost {
-                            cause: LinkError::Closed | LinkError::Transport { .. },
+                            cause: Ended::Link(LinkError::Closed | LinkError::Transport { .. }),
                             ..
                         }
                     ),
@@ -361,7 +362,7 @@ async fn a_lost_connection_fails_every_pending_call_with_one_error() {
             ));
             assert!(matches!(
                 client.closed().await,
-                LinkError::Closed | LinkError::Transport { .. }
+                Ended::Link(LinkError::Closed | LinkError::Transport { .. })
             ));
         })
         .await;
@@ -517,7 +518,7 @@ async fn a_peer_that_floods_past_credit_without_reading_is_dropped() {
             id += 1;
         }
         let cause = peer.closed().await;
-        assert!(matches!(cause, LinkError::Flooded(1024)), "{cause}");
+        assert!(matches!(cause, Ended::Flooded(1024)), "{cause}");
         assert!(cause.to_string().contains("past its credit"), "{cause}");
         seen.release.notify_waiters();
     })

@@ -14,8 +14,9 @@ use volley_proto::rpc::{
     CAP_ANSWERS_PINGS, CodecId, ErrorCode, HELLO_LEN, Head, Hello, Kind, MAX_HELLO_FRAME,
     WIRE_VERSION,
 };
+use volley_rpc::Ended;
+use volley_rpc::link::Message;
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
-use volley_rpc::link::{LinkError, Message};
 use volley_rpc::{Config, ConnectError, Endpoint, ServerHandle, Service, serve};
 use volley_transport_tcp::{Error, Framed, Incoming, Listener, Role};
 
@@ -283,7 +284,7 @@ async fn an_idle_connection_is_closed_whatever_its_version() {
     client.call::<test::Sleep>(&500).await.unwrap();
     // This peer hears why: the server says it closes for being idle.
     let cause = within(10, client.closed()).await;
-    assert!(matches!(cause, LinkError::IdleClosed(_)), "{cause}");
+    assert!(matches!(cause, Ended::IdleClosed(_)), "{cause}");
     assert!(
         cause
             .to_string()

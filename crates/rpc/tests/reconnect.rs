@@ -7,7 +7,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use tokio::time::Instant;
-use volley_rpc::link::LinkError;
+use volley_rpc::Ended;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError, Reconnecting, ServerHandle};
@@ -192,7 +192,7 @@ async fn an_idle_close_is_reported_as_one_and_the_next_call_reconnects() {
         let cause = tokio::time::timeout(Duration::from_secs(5), first.closed())
             .await
             .expect("the server closes the idle connection");
-        assert!(matches!(cause, LinkError::IdleClosed(_)), "{cause}");
+        assert!(matches!(cause, Ended::IdleClosed(_)), "{cause}");
         assert!(
             cause
                 .to_string()

@@ -180,7 +180,8 @@ impl Message {
     }
 }
 
-/// Why a link failed.
+/// Why a link failed: the transport, or bytes that are not RPC. Why a connection ended
+/// (a link that failed, or a policy of either end) is [`Ended`](crate::Ended).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinkError {
@@ -204,34 +205,6 @@ pub enum LinkError {
     /// The peer sent a frame that is not RPC.
     #[error("the peer sent a frame of type {0:#04x}, not an rpc message")]
     NotRpc(u8),
-    /// The peer kept calling past the credit this end gave it without reading the
-    /// answers, so the connection was dropped.
-    #[error(
-        "the peer made {0} calls past its credit whose busy answers it did not read; connection dropped"
-    )]
-    Flooded(usize),
-    /// The peer answered no ping for three keep-alive intervals: it is gone, or cannot
-    /// be reached.
-    #[error("the peer went silent: no answer to pings for {0:?}; connection dropped")]
-    Silent(core::time::Duration),
-    /// Nothing was in flight either way for the idle timeout, so the connection was
-    /// closed.
-    #[error("the connection was idle for {0:?} with nothing in flight; closed")]
-    Idle(core::time::Duration),
-    /// The peer said it closed the connection because nothing was in flight either way
-    /// for its idle timeout (the time given). Not a failure of the service: a
-    /// [`Reconnecting`](crate::Reconnecting) client connects again at its next call.
-    #[error("closed by the server after {} s idle", seconds(.0))]
-    IdleClosed(core::time::Duration),
-    /// This end closed the connection.
-    #[error("the connection was closed by this end")]
-    Local,
-}
-
-/// `d` in seconds as a person writes them: `120`, `0.5`, `1.25`.
-fn seconds(d: &core::time::Duration) -> String {
-    let text = format!("{:.3}", d.as_secs_f64());
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 impl LinkError {

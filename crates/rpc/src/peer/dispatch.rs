@@ -12,7 +12,7 @@ use volley_proto::rpc::{CLOSING_LEN, CloseReason, ErrorCode, Kind};
 
 use super::{Inner, MAX_PENDING_ANSWERS, lock};
 use crate::codec::Codec;
-use crate::error::CallError;
+use crate::error::{CallError, Ended};
 use crate::link::{LinkError, LinkReceiver, Message};
 use crate::service::Service;
 
@@ -31,17 +31,17 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// handed to the link (it may have run), unless the peer closed the connection as
     /// idle: it runs no call that arrives as it does (`keepalive::watch`).
     pub(super) fn lost(&self, method: &'static str, fallback: LinkError, sent: bool) -> CallError {
-        let cause = self.failure.get().cloned().unwrap_or(fallback);
+        let cause = self.failure.get().cloned().unwrap_or(Ended::Link(fallback));
         CallError::ConnectionLost {
             method,
-            sent: sent && !matches!(cause, LinkError::IdleClosed(_)),
+            sent: sent && !matches!(cause, Ended::IdleClosed(_)),
             cause,
         }
     }
 
     /// Ends the connection: every waiting caller gets `cause`, running handlers stop.
-    pub(super) fn fail(&self, cause: LinkError) {
-        if self.failure.set(cause).is_err() {
+    pub(super) fn fail(&self, cause: impl Into<Ended>) {
+        if self.failure.set(cause.into()).is_err() {
             return;
         }
         self.credit.close();
@@ -89,7 +89,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// without reading) is dropped.
     pub(super) fn answer(self: &Arc<Self>, message: Message) {
         if self.pending_answers.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ANSWERS {
-            self.fail(LinkError::Flooded(MAX_PENDING_ANSWERS));
+            self.fail(Ended::Flooded(MAX_PENDING_ANSWERS));
             return;
         }
         let inner = self.clone();
@@ -151,8 +151,8 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 let idle = <[u8; CLOSING_LEN]>::try_from(&message.args[..])
                     .map(|ms| Duration::from_millis(u64::from_le_bytes(ms)));
                 self.fail(match (CloseReason(head.method), idle) {
-                    (CloseReason::IDLE, Ok(idle)) => LinkError::IdleClosed(idle),
-                    _ => LinkError::Closed,
+                    (CloseReason::IDLE, Ok(idle)) => Ended::IdleClosed(idle),
+                    _ => Ended::Link(LinkError::Closed),
                 });
             }
             Kind::CREDIT => {

@@ -16,7 +16,8 @@ use volley_proto::rpc::{CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CloseReason, Hello
 use super::{Inner, lock};
 use crate::codec::Codec;
 use crate::config::Config;
-use crate::link::{LinkError, Message};
+use crate::error::Ended;
+use crate::link::Message;
 use crate::service::Service;
 
 /// Intervals of silence after which a pinged peer is dropped.
@@ -83,7 +84,7 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Wa
         if let Some(interval) = watch.keepalive {
             let silent = now - heard_at;
             if silent >= interval * SILENT_INTERVALS {
-                return inner.fail(LinkError::Silent(silent));
+                return inner.fail(Ended::Silent(silent));
             }
             if silent >= interval && pinged_at.is_none_or(|at| now - at >= interval) {
                 ping = ping.wrapping_add(1);
@@ -114,7 +115,7 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Wa
                     let closing = Message::new(Kind::CLOSING, 0, reason, ms.to_le_bytes().to_vec());
                     let _ = tokio::time::timeout(idle, inner.sender.send(closing)).await;
                 }
-                return inner.fail(LinkError::Idle(idle));
+                return inner.fail(Ended::Idle(idle));
             }
         }
     }

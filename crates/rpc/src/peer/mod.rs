@@ -19,7 +19,7 @@ use volley_proto::rpc::Hello;
 
 use crate::codec::{Bincode, Codec};
 use crate::config::Config;
-use crate::link::LinkError;
+use crate::error::Ended;
 use any::AnySender;
 
 mod any;
@@ -130,7 +130,7 @@ struct Inner<S, C> {
     credit: Arc<Semaphore>,
     /// One-way calls sent whose credit has not come back.
     oneway_out: AtomicU32,
-    failure: OnceLock<LinkError>,
+    failure: OnceLock<Ended>,
     ended: Notify,
     // Serving.
     router: Option<Arc<Routes<S, C>>>,
@@ -201,7 +201,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
     }
 
     /// Waits until the connection has ended, and says why.
-    pub async fn closed(&self) -> LinkError {
+    pub async fn closed(&self) -> Ended {
         loop {
             let ended = self.inner.ended.notified();
             tokio::pin!(ended);
@@ -214,7 +214,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
     }
 
     /// Why the connection ended, if it has.
-    pub fn failure(&self) -> Option<LinkError> {
+    pub fn failure(&self) -> Option<Ended> {
         self.inner.failure.get().cloned()
     }
 
