@@ -24,7 +24,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
 use volley_rpc::bench::{self as service, Bench, BenchClient};
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::tls::{self, Roots};
+use volley_rpc::link::tls::{self, Roots};
 use volley_rpc::{Config, Endpoint, Peer};
 
 mod grpc;
@@ -198,7 +198,7 @@ async fn connect(system: &str, servers: &[Addrs; 2], tls: &Tls) -> Client {
         ),
         "volley quic" => {
             let name = tls::server_name("localhost").expect("a name");
-            let link = volley_rpc::quic::connect(
+            let link = volley_rpc::link::quic::connect(
                 addrs.volley_quic,
                 name,
                 tls.config.clone(),
@@ -212,7 +212,7 @@ async fn connect(system: &str, servers: &[Addrs; 2], tls: &Tls) -> Client {
             let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.config.clone())
                 .expect("a QUIC TLS config");
             let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-            config.transport_config(Arc::new(volley_rpc::quic::transport_config(
+            config.transport_config(Arc::new(volley_rpc::link::quic::transport_config(
                 &Config::default(),
             )));
             let endpoint =

@@ -18,8 +18,8 @@ use volley_rpc::bench::{self as service, Bench, BenchState};
 
 /// The read buffer of the buffered tokio-rustls anchor: volley's TLS link's size.
 pub const READ_BUFFER: usize = 64 * 1024;
-use volley_rpc::quic::QuicListener;
-use volley_rpc::tls::{self, TlsListener};
+use volley_rpc::link::quic::QuicListener;
+use volley_rpc::link::tls::{self, TlsListener};
 use volley_rpc::{Config, Endpoint, ServerHandle, serve};
 use volley_rpc::{Listener, listener_config};
 
@@ -160,7 +160,7 @@ async fn bind_all(cert: &Path, key: &Path, pattern: Bytes) -> (Addrs, Vec<Server
     let crypto =
         quinn::crypto::rustls::QuicServerConfig::try_from(config).expect("a QUIC TLS config");
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(Arc::new(volley_rpc::quic::transport_config(
+    server.transport_config(Arc::new(volley_rpc::link::quic::transport_config(
         &Config::default(),
     )));
     let endpoint =

@@ -113,16 +113,12 @@ mod log;
 mod metadata;
 mod peer;
 mod pool;
-#[cfg(feature = "quic")]
-pub mod quic;
 mod reconnecting;
 mod reply;
 mod request;
 mod router;
 mod server;
 mod service;
-#[cfg(feature = "tls")]
-pub mod tls;
 #[cfg(feature = "opentelemetry")]
 pub mod trace;
 

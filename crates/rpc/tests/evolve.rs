@@ -8,9 +8,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local;
+use volley_rpc::link::quic::{self, QuicListener};
+use volley_rpc::link::tls::{self, Roots, TlsListener};
 use volley_rpc::link::udp::UdpLink;
-use volley_rpc::quic::{self, QuicListener};
-use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{
     CallError, Config, ConnectError, Context, Endpoint, HandlerError, Peer, ServerHandle, Service,
     serve,

@@ -7,8 +7,8 @@ use core::time::Duration;
 
 use bytes::Bytes;
 use volley_rpc::link::MessageLink;
-use volley_rpc::quic::{self, Connections, QuicListener};
-use volley_rpc::tls::{self, Roots};
+use volley_rpc::link::quic::{self, Connections, QuicListener};
+use volley_rpc::link::tls::{self, Roots};
 use volley_rpc::{Config, ConnectError, Endpoint, Peer, ServerHandle, serve};
 
 mod secure;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use volley_rpc::Ended;
 use volley_rpc::link::framed::FramedLink;
-use volley_rpc::tls::{self, Roots, TlsListener};
+use volley_rpc::link::tls::{self, Roots, TlsListener};
 use volley_rpc::{CallError, Config, Context, Endpoint, HandlerError, Reconnecting, ServerHandle};
 use volley_rpc::{Listener, listener_config};
 

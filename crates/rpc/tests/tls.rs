@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use volley_rpc::link::framed::FramedLink;
+use volley_rpc::link::tls::{self, Roots, TlsListener};
 use volley_rpc::link::{LinkError, MessageLink};
-use volley_rpc::tls::{self, Roots, TlsListener};
 use volley_rpc::{AuthRequest, Config, ConnectError, Endpoint, Peer, ServerHandle, serve};
 use volley_rpc::{Listener, listener_config};
 

@@ -18,6 +18,10 @@ mod payload;
 pub use payload::{INLINE, Payload};
 #[cfg(feature = "local")]
 pub mod local;
+#[cfg(feature = "quic")]
+pub mod quic;
+#[cfg(feature = "tls")]
+pub mod tls;
 #[cfg(feature = "udp")]
 pub mod udp;
 

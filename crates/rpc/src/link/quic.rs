@@ -1,5 +1,5 @@
 //! A QUIC link (feature `quic`): quinn 0.11 on the ring provider, TLS 1.3 from the same
-//! settings as [`tls`](crate::tls), ALPN `volley-rpc/1`. A connection carries one
+//! settings as [`tls`](crate::link::tls), ALPN `volley-rpc/1`. A connection carries one
 //! bidirectional stream, opened by the client, and RPC messages run over it framed as
 //! over TCP; QUIC's transport settings follow the endpoint's [`Config`] (see
 //! [`transport_config`]).
@@ -7,8 +7,8 @@
 //! ```no_run
 //! use std::path::Path;
 //! use volley_rpc::link::framed::DEFAULT_MAX_MESSAGE;
-//! use volley_rpc::quic::{self, QuicListener};
-//! use volley_rpc::tls::{self, Roots};
+//! use volley_rpc::link::quic::{self, QuicListener};
+//! use volley_rpc::link::tls::{self, Roots};
 //! use volley_rpc::{Config, Context, Endpoint, HandlerError, serve};
 //!
 //! volley_rpc::service! {
@@ -60,9 +60,9 @@ use volley_transport_tcp::{Framed, Role};
 
 use crate::config::Config;
 use crate::link::framed::{self, FramedLink};
+use crate::link::tls::{DEFAULT_HANDSHAKE_TIMEOUT, ServerName, rustls, within};
 use crate::link::{ConnectionInfo, TlsIdentity};
 use crate::server::{Handshakes, Incoming};
-use crate::tls::{DEFAULT_HANDSHAKE_TIMEOUT, ServerName, rustls, within};
 
 pub use quinn;
 
@@ -102,7 +102,7 @@ pub fn transport_config(config: &Config) -> TransportConfig {
 /// Connects to `addr` over QUIC from a fresh UDP port, checking `name` in the server's
 /// certificate, all within [`DEFAULT_HANDSHAKE_TIMEOUT`]; opens the connection's stream
 /// and frames RPC messages over it. `tls` is a client configuration from
-/// [`tls::client_config`](crate::tls::client_config) (TLS 1.3, ALPN `volley-rpc/1`);
+/// [`tls::client_config`](crate::link::tls::client_config) (TLS 1.3, ALPN `volley-rpc/1`);
 /// `config` the RPC settings the link's transport follows.
 pub async fn connect(
     addr: SocketAddr,
@@ -165,7 +165,7 @@ fn identity(connection: &quinn::Connection) -> TlsIdentity {
         any.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
             .ok()
     });
-    crate::tls::identity_of(
+    crate::link::tls::identity_of(
         chain.as_deref().and_then(|chain| chain.first()),
         "TLSv1_3".into(),
     )
@@ -239,7 +239,7 @@ pub struct QuicListener {
 
 impl QuicListener {
     /// Binds a UDP address (port 0 picks one) for QUIC with `tls` (see
-    /// [`tls::server_config`](crate::tls::server_config): TLS 1.3, ALPN `volley-rpc/1`),
+    /// [`tls::server_config`](crate::link::tls::server_config): TLS 1.3, ALPN `volley-rpc/1`),
     /// the transport following `config`, the handshake timed by its `hello_timeout`.
     pub fn bind(
         addr: SocketAddr,

@@ -9,7 +9,7 @@
 //! use std::sync::Arc;
 //! use volley_rpc::link::framed::DEFAULT_MAX_MESSAGE;
 //! use volley_rpc::{Listener, listener_config};
-//! use volley_rpc::tls::{self, Roots, TlsListener};
+//! use volley_rpc::link::tls::{self, Roots, TlsListener};
 //! use volley_rpc::{Config, Context, Endpoint, HandlerError, serve};
 //!
 //! volley_rpc::service! {
