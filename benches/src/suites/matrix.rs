@@ -20,10 +20,10 @@ use std::sync::Arc;
 use serde_json::json;
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 use volley_netsim::{LinkConfig, LinkSim};
-use volley_rpc::bench::{self as service, Bench, BenchState, Spec, Workload};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::{Config, Endpoint, Peer};
+use volley_rpc_bench::{self as service, Bench, BenchState, Spec, Workload};
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 
 use crate::harness::{Mode, Report, median};

@@ -25,7 +25,6 @@ use bytes::Bytes;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use volley_rpc::bench::{self as service, Bench, BenchClient, BenchState};
 use volley_rpc::link::MessageLink;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::local::{self, LocalLink};
@@ -33,6 +32,7 @@ use volley_rpc::{
     Bincode, Codec, Config, Endpoint, LeArray, Peer, PoolConfig, Postcard, Reply, Router, Service,
     serve,
 };
+use volley_rpc_bench::{self as service, Bench, BenchClient, BenchState};
 use volley_transport_tcp::Listener;
 
 use crate::harness::{self, Mode, Report, Table, median};

@@ -12,7 +12,7 @@ use tonic::codegen::{BoxFuture, Service, StdError};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
-use volley_rpc::bench as service;
+use volley_rpc_bench as service;
 
 /// An 8-byte value, there and back.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -22,7 +22,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
-use volley_rpc::bench::{self as service, Bench, BenchClient};
+use volley_rpc_bench::{self as service, Bench, BenchClient};
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::tls::{self, Roots};
 use volley_rpc::{Config, Endpoint, Peer};

@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
-use volley_rpc::bench::{self as service, Bench, BenchState};
+use volley_rpc_bench::{self as service, Bench, BenchState};
 
 /// The read buffer of the buffered tokio-rustls anchor: volley's TLS link's size.
 pub const READ_BUFFER: usize = 64 * 1024;

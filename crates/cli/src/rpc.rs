@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use volley_rpc::bench::{self, Bench, BenchState, Spec, Workload};
 use volley_rpc::link::LinkError;
 use volley_rpc::link::framed::FramedLink;
 use volley_rpc::link::quic::{self, QuicListener};
@@ -17,6 +16,7 @@ use volley_rpc::link::tls::rustls::ClientConfig;
 use volley_rpc::link::tls::{self, Roots, ServerName, TlsListener};
 use volley_rpc::link::udp::UdpLink;
 use volley_rpc::{Config, ConnectError, Endpoint, Reconnecting, serve};
+use volley_rpc_bench::{self as service, Bench, BenchState, Spec, Workload};
 use volley_transport_tcp::Listener;
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 use volley_transport_udp::target;
@@ -364,7 +364,7 @@ async fn serve_bench(args: ServeArgs) -> anyhow::Result<()> {
     let state = Arc::new(BenchState::default());
     let mut endpoint = Endpoint::<Bench>::new(config)
         .context("rpc settings")?
-        .serve(bench::router(state.clone()));
+        .serve(service::router(state.clone()));
     if let Some(token) = token {
         endpoint = endpoint.require_token(token).context("--auth-token-file")?;
     }
@@ -553,7 +553,7 @@ async fn drive(args: BenchArgs, verbose: bool) -> anyhow::Result<()> {
         duration: args.duration.map(Duration::from_secs_f64),
         rate: args.rate,
     };
-    let outcome = bench::run(client.clone(), spec).await;
+    let outcome = service::run(client.clone(), spec).await;
     if verbose {
         for (index, why) in &outcome.failures {
             eprintln!("call {index} failed: {why}");

@@ -20,9 +20,9 @@ use common::*;
 use tokio::time::timeout;
 use volley_proto::rpc::{CodecId, HELLO_LEN, Head, Hello, Kind, WIRE_VERSION};
 use volley_proto::wire::frame::Header;
-use volley_rpc::bench::{Bench, bench::Echo};
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::{Config, Endpoint, Service};
+use volley_rpc_bench::{Bench, bench::Echo};
 use volley_transport_tcp::{Framed, Role};
 
 /// The server's resident memory, in KiB.

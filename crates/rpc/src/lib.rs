@@ -68,7 +68,8 @@
 //!   Features pick the links: `tcp` (framed links, listeners), `udp` (the reliable UDP
 //!   channel) and `local`, all on by default; `tls` (TLS 1.3 on stream links, rustls),
 //!   `quic` (quinn); `postcard` adds that codec, `opentelemetry` trace context across
-//!   calls (module `trace`), `bench` the benchmark service.
+//!   calls (module `trace`). The benchmark service `volley rpc serve|bench` speaks is the
+//!   `volley-rpc-bench` crate.
 //! - Arguments and results go through a [`Codec`]: [`Bincode`] (bincode 2.0.1) by
 //!   default, `Postcard` with the `postcard` feature (bincode is unmaintained:
 //!   RUSTSEC-2025-0141). Bulk payloads (`Bytes`) travel as segments beside them: never
@@ -102,8 +103,6 @@
 
 mod array;
 pub mod auth;
-#[cfg(feature = "bench")]
-pub mod bench;
 mod codec;
 mod config;
 mod context;

@@ -395,12 +395,12 @@ fn bincode_u64(value: u64) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_bench_get_is_bounded_and_built_once() {
-    use volley_rpc::bench::{self, Bench, BenchState, GetArgs, MAX_PAYLOAD, bench::Get};
+    use volley_rpc_bench::{self as service, Bench, BenchState, GetArgs, MAX_PAYLOAD, bench::Get};
     let (a, b) = volley_rpc::link::local::pair(64);
     let state = Arc::new(BenchState::default());
     let server = Endpoint::<Bench>::new(Config::default())
         .unwrap()
-        .serve(bench::router(state));
+        .serve(service::router(state));
     let client = Endpoint::<Bench>::new(Config::default()).unwrap();
     let (server, client) = tokio::join!(server.connect(a), client.connect(b));
     let (_server, client) = (server.unwrap(), client.unwrap());
@@ -427,8 +427,8 @@ async fn the_bench_get_is_bounded_and_built_once() {
     )
     .await
     .unwrap();
-    let start = bench::offset(7);
-    let want = bench::pattern(start + MAX_PAYLOAD);
+    let start = service::offset(7);
+    let want = service::pattern(start + MAX_PAYLOAD);
     assert_eq!(reply.segments[0][..], want[start..]);
 }
 

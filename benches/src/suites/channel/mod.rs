@@ -171,7 +171,7 @@ impl Row {
 
 pub(crate) fn run(mode: Mode) -> Report {
     // Pseudo-random bytes (the rpc suite's pattern), so that a byte out of place shows.
-    let body = volley_rpc::bench::pattern(16 * MIB);
+    let body = volley_rpc_bench::pattern(16 * MIB);
     let servers = start_servers(body.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use volley_rpc::Codec;
-use volley_rpc::bench::{self as service, BenchClient, GetArgs, PutReply};
+use volley_rpc_bench::{self as service, BenchClient, GetArgs, PutReply};
 
 /// A mebibyte.
 pub const MIB: usize = 1 << 20;

@@ -14,9 +14,7 @@ use super::{
     ArrivedArgs, Bench, BenchClient, GetArgs, MAX_WINDOW, PushArgs, PutReply, SLACK, offset,
     pattern,
 };
-use crate::codec::Codec;
-use crate::error::CallError;
-use crate::reconnecting::Caller;
+use volley_rpc::{CallError, Caller, Codec};
 
 /// The most failure messages an [`Outcome`] keeps (the count goes on past it).
 pub const FAILURES_KEPT: usize = 1000;

@@ -7,6 +7,23 @@
 //! to the wrong call fails the check, and the server sends a slice of the pattern without
 //! copying it); `send` delivers payloads one way, each checked by the server, then asks
 //! how many arrived intact.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use volley_rpc::{Bincode, Config, Endpoint, link::local};
+//! use volley_rpc_bench::{Bench, BenchClient, BenchState};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let router = volley_rpc_bench::router::<Bincode>(Arc::new(BenchState::default()));
+//! let server = Endpoint::<Bench>::new(Config::default())?.serve(router);
+//! let client = Endpoint::<Bench>::new(Config::default())?;
+//! let (a, b) = local::pair(64);
+//! let (_server, peer) = tokio::try_join!(server.connect(a), client.connect(b))?;
+//! assert_eq!(BenchClient::new(peer).echo(42).await?, 42);
+//! # Ok(())
+//! # }
+//! ```
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
@@ -18,15 +35,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::codec::Codec;
-use crate::context::Context;
-use crate::error::HandlerError;
-use crate::router::Router;
+use volley_rpc::{Codec, Context, HandlerError, Router};
 
 mod drive;
 pub use drive::{FAILURES_KEPT, Outcome, Spec, Workload, run};
 
-crate::service! {
+volley_rpc::service! {
     /// The bench service.
     pub service Bench {
         /// 8 bytes there, the same 8 back.
