@@ -165,8 +165,9 @@ fn examples() -> Result<(), String> {
     Ok(())
 }
 
-/// volley-rpc with each link feature (and `tls`, `quic`) alone builds, without warnings, and with `tcp` alone
-/// its normal dependencies hold no UDP crate.
+/// volley-rpc with each link feature (and `tls`, `quic`) alone builds, without warnings;
+/// with `tcp` alone its normal dependencies hold no UDP crate, and with `udp` alone the UDP
+/// crate builds its channel but not its SCP client.
 fn features() -> Result<(), String> {
     for features in ["tcp", "udp", "local", "tls", "quic"] {
         exec(
@@ -182,52 +183,40 @@ fn features() -> Result<(), String> {
                 .env("RUSTFLAGS", "-D warnings"),
         )?;
     }
-    let tree = cargo()
-        .args([
-            "tree",
-            "-p",
-            "volley-rpc",
-            "--no-default-features",
-            "--features",
-            "tcp",
-        ])
-        .args(["-e", "normal", "--prefix", "none"])
-        .output()
-        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
-    let tree = String::from_utf8_lossy(&tree.stdout);
-    if tree.contains("volley-transport-udp") {
+    if rpc_tree("tcp", &["-e", "normal"])?.contains("volley-transport-udp") {
         return Err("volley-rpc with only `tcp` still depends on volley-transport-udp".into());
     }
-    // The UDP link takes the channel alone: no SCP client, no SpiNNaker machine.
-    let tree = cargo()
-        .args([
-            "tree",
-            "-p",
-            "volley-rpc",
-            "--no-default-features",
-            "--features",
-            "udp",
-        ])
-        .args([
-            "-e",
-            "normal,features",
-            "-i",
-            "volley-transport-udp",
-            "--prefix",
-            "none",
-        ])
-        .output()
-        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
-    let tree = String::from_utf8_lossy(&tree.stdout);
-    if tree.contains("volley-transport-udp feature \"scp\"") {
+    let udp = rpc_tree(
+        "udp",
+        &["-e", "normal,features", "-i", "volley-transport-udp"],
+    )?;
+    if udp.contains("volley-transport-udp feature \"scp\"") {
         return Err("volley-rpc with only `udp` builds volley-transport-udp's SCP client".into());
     }
-    if !tree.contains("volley-transport-udp feature \"channel\"") {
+    if !udp.contains("volley-transport-udp feature \"channel\"") {
         return Err(format!(
-            "cargo tree shows no channel feature for volley-rpc's udp link:\n{tree}"
+            "cargo tree shows no channel feature for volley-rpc's udp link:\n{udp}"
         ));
     }
     tls_peers_locked()
+}
+
+/// `cargo tree` of volley-rpc with only `feature`, with `args` (edges, inversion).
+fn rpc_tree(feature: &str, args: &[&str]) -> Result<String, String> {
+    let tree = cargo()
+        .args([
+            "tree",
+            "-p",
+            "volley-rpc",
+            "--no-default-features",
+            "--features",
+        ])
+        .arg(feature)
+        .args(args)
+        .args(["--prefix", "none"])
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    Ok(String::from_utf8_lossy(&tree.stdout).into_owned())
 }
 
 /// The rpc suite's TLS peers (`benches/tls`, outside the workspace, built only by `cargo
