@@ -10,7 +10,7 @@ use volley_proto::sftp::OpenFlags;
 use crate::FileAttrs;
 use crate::client::{SftpClient, SftpError};
 use crate::landing::{Found, LocalPart};
-use crate::span::{Ranges, ReadSpan};
+use crate::span::{Ranges, ReadSpan, read_span};
 use crate::transfer::{PIECE, TransferOptions, lanes, run_workers};
 
 impl SftpClient {
@@ -127,13 +127,12 @@ pub(crate) async fn get_on(
                             chunk: client.read_len(opts.chunk) as u64,
                             stop: &opts.stop,
                         };
-                        let end = client
-                            .read_span(span, |n, gapless| {
-                                ranges.mark(i, gapless);
-                                let now = moved.fetch_add(n, Ordering::Relaxed) + n;
-                                opts.report(held + now, size);
-                            })
-                            .await?;
+                        let end = read_span(client, span, |n, gapless| {
+                            ranges.mark(i, gapless);
+                            let now = moved.fetch_add(n, Ordering::Relaxed) + n;
+                            opts.report(held + now, size);
+                        })
+                        .await?;
                         if to.is_none() {
                             end_at.store(end, Ordering::Relaxed);
                         }

@@ -12,7 +12,7 @@ use crate::FileAttrs;
 use crate::client::{SftpClient, SftpError, join};
 use crate::landing::PutTarget;
 use crate::preserve::PERMISSION_BITS;
-use crate::span::{Ranges, Source, WriteSpan};
+use crate::span::{Ranges, Source, WriteSpan, write_span};
 use crate::transfer::{FRESH, PIECE, TransferOptions, lanes, run_workers};
 
 impl SftpClient {
@@ -237,13 +237,12 @@ pub(crate) async fn put_on(
                             stop: &opts.stop,
                             close_when_sent: close_when_sent.filter(|_| w == 0),
                         };
-                        done += client
-                            .write_span(span, &mut source, |n, gapless| {
-                                ranges.mark(i, gapless);
-                                let now = moved.fetch_add(n, Ordering::Relaxed) + n;
-                                opts.report(held + now, total);
-                            })
-                            .await?;
+                        done += write_span(client, span, &mut source, |n, gapless| {
+                            ranges.mark(i, gapless);
+                            let now = moved.fetch_add(n, Ordering::Relaxed) + n;
+                            opts.report(held + now, total);
+                        })
+                        .await?;
                     }
                 }
                 .await;

@@ -177,256 +177,270 @@ pub(crate) enum Source {
     Stream(tokio::fs::File, bool),
 }
 
-impl SftpClient {
-    /// Reads `span` into its file at the same offsets; `on_data(bytes, gapless)` after
-    /// each reply. Returns where the range ended: its `to`, or end of file.
-    pub(crate) async fn read_span(
-        &self,
-        span: ReadSpan<'_>,
-        mut on_data: impl FnMut(u64, u64),
-    ) -> Result<u64, SftpError> {
-        let mut pipeline = self.conn.pipeline();
-        let mut in_flight: HashMap<u32, (u64, u32)> = HashMap::new();
-        let mut next = span.from;
-        let mut eof: Option<u64> = None;
-        let mut horizon = span.to.or(span.stated).unwrap_or(u64::MAX);
-        // A READ past the stated size is out, to see the end (or growth).
-        let mut probing = false;
-        let mut done = 0u64;
-        let rpath = span.rpath;
-        loop {
-            while in_flight.len() < span.requests.max(1)
-                && next < eof.unwrap_or(u64::MAX)
-                && next < horizon
-                && !span.stop.is_stopped()
-            {
-                let len = span.chunk.min(horizon - next).max(1) as u32;
-                self.issue_read(&mut pipeline, &mut in_flight, span.handle, next, len)
-                    .await?;
-                next += u64::from(len);
-            }
-            if span.to.is_none()
-                && eof.is_none()
-                && !probing
-                && !span.stop.is_stopped()
-                && next >= horizon
-                && in_flight.len() < span.requests.max(1)
-            {
-                // Everything up to the stated size is asked for: ask past it as well, in
-                // the same round trip, rather than once the rest has arrived.
-                let len = span.chunk as u32;
-                self.issue_read(&mut pipeline, &mut in_flight, span.handle, next, len)
-                    .await?;
-                next += u64::from(len);
-                probing = true;
-            }
-            if in_flight.is_empty() {
-                break;
-            }
-            let reply = self.recv(&mut pipeline, "read", rpath).await?;
-            let Some((offset, len)) = in_flight.remove(&reply.id) else {
-                continue;
-            };
-            let mut got = 0;
-            match data_or_eof(&reply, "read", rpath)? {
-                Some(data) if !data.is_empty() => {
-                    if data.len() > len as usize {
-                        return Err(SftpError::SizeMismatch {
-                            path: rpath.to_owned(),
-                            got: data.len() as u64,
-                            expected: u64::from(len),
-                        });
-                    }
-                    span.file
-                        .write_all_at(&data, offset)
-                        .map_err(|source| SftpError::Io {
-                            what: format!(
-                                "cannot write {}",
-                                crate::client::shown_local(span.local)
-                            ),
-                            source,
-                        })?;
-                    done += data.len() as u64;
-                    got = data.len() as u64;
-                    if offset >= horizon {
-                        // Past the stated size: the file grew. Read on to its end.
-                        horizon = u64::MAX;
-                    }
-                    if (got as u32) < len {
-                        // A short read is not the end: ask again for the rest.
-                        self.issue_read(
-                            &mut pipeline,
-                            &mut in_flight,
-                            span.handle,
-                            offset + got,
-                            len - got as u32,
-                        )
-                        .await?;
-                    }
-                }
-                // End of file (or an empty DATA, which OpenSSH never sends mid-file).
-                _ => eof = Some(eof.map_or(offset, |e| e.min(offset))),
-            }
-            // Every byte below the lowest read still out has been written.
-            let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(next);
-            on_data(got, gapless.min(eof.unwrap_or(u64::MAX)));
+/// Reads `span` into its file at the same offsets; `on_data(bytes, gapless)` after
+/// each reply. Returns where the range ended: its `to`, or end of file.
+pub(crate) async fn read_span(
+    client: &SftpClient,
+    span: ReadSpan<'_>,
+    mut on_data: impl FnMut(u64, u64),
+) -> Result<u64, SftpError> {
+    let mut pipeline = client.conn.pipeline();
+    let mut in_flight: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut next = span.from;
+    let mut eof: Option<u64> = None;
+    let mut horizon = span.to.or(span.stated).unwrap_or(u64::MAX);
+    // A READ past the stated size is out, to see the end (or growth).
+    let mut probing = false;
+    let mut done = 0u64;
+    let rpath = span.rpath;
+    loop {
+        while in_flight.len() < span.requests.max(1)
+            && next < eof.unwrap_or(u64::MAX)
+            && next < horizon
+            && !span.stop.is_stopped()
+        {
+            let len = span.chunk.min(horizon - next).max(1) as u32;
+            issue_read(
+                client,
+                &mut pipeline,
+                &mut in_flight,
+                span.handle,
+                next,
+                len,
+            )
+            .await?;
+            next += u64::from(len);
         }
-        let complete = eof.is_some() || span.to == Some(span.from + done);
-        if span.stop.is_stopped() && !complete {
-            return Err(SftpError::Stopped);
+        if span.to.is_none()
+            && eof.is_none()
+            && !probing
+            && !span.stop.is_stopped()
+            && next >= horizon
+            && in_flight.len() < span.requests.max(1)
+        {
+            // Everything up to the stated size is asked for: ask past it as well, in
+            // the same round trip, rather than once the rest has arrived.
+            let len = span.chunk as u32;
+            issue_read(
+                client,
+                &mut pipeline,
+                &mut in_flight,
+                span.handle,
+                next,
+                len,
+            )
+            .await?;
+            next += u64::from(len);
+            probing = true;
         }
-        let end = eof
-            .unwrap_or(span.from + done)
-            .min(span.to.unwrap_or(u64::MAX));
-        if span.from + done != end {
-            return Err(SftpError::SizeMismatch {
-                path: rpath.to_owned(),
-                got: span.from + done,
-                expected: end,
-            });
+        if in_flight.is_empty() {
+            break;
         }
-        if let Some(to) = span.to.filter(|&to| end < to) {
-            // A range ends where the next begins: a file that shrank under it cannot
-            // be put together.
-            return Err(SftpError::Shrank {
-                path: rpath.to_owned(),
-                stated: span.stated.unwrap_or(to),
-                got: end,
-            });
-        }
-        Ok(end)
-    }
-
-    async fn issue_read(
-        &self,
-        pipeline: &mut Pipeline,
-        in_flight: &mut HashMap<u32, (u64, u32)>,
-        handle: &Handle,
-        offset: u64,
-        len: u32,
-    ) -> Result<(), SftpError> {
-        let request = Request::Read {
-            id: 0,
-            handle: &handle.0,
-            offset,
-            len,
+        let reply = client.recv(&mut pipeline, "read", rpath).await?;
+        let Some((offset, len)) = in_flight.remove(&reply.id) else {
+            continue;
         };
-        let id = self.send(pipeline, &request, Bytes::new(), "read").await?;
-        in_flight.insert(id, (offset, len));
-        Ok(())
+        let mut got = 0;
+        match data_or_eof(&reply, "read", rpath)? {
+            Some(data) if !data.is_empty() => {
+                if data.len() > len as usize {
+                    return Err(SftpError::SizeMismatch {
+                        path: rpath.to_owned(),
+                        got: data.len() as u64,
+                        expected: u64::from(len),
+                    });
+                }
+                span.file
+                    .write_all_at(&data, offset)
+                    .map_err(|source| SftpError::Io {
+                        what: format!("cannot write {}", crate::client::shown_local(span.local)),
+                        source,
+                    })?;
+                done += data.len() as u64;
+                got = data.len() as u64;
+                if offset >= horizon {
+                    // Past the stated size: the file grew. Read on to its end.
+                    horizon = u64::MAX;
+                }
+                if (got as u32) < len {
+                    // A short read is not the end: ask again for the rest.
+                    issue_read(
+                        client,
+                        &mut pipeline,
+                        &mut in_flight,
+                        span.handle,
+                        offset + got,
+                        len - got as u32,
+                    )
+                    .await?;
+                }
+            }
+            // End of file (or an empty DATA, which OpenSSH never sends mid-file).
+            _ => eof = Some(eof.map_or(offset, |e| e.min(offset))),
+        }
+        // Every byte below the lowest read still out has been written.
+        let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(next);
+        on_data(got, gapless.min(eof.unwrap_or(u64::MAX)));
     }
+    let complete = eof.is_some() || span.to == Some(span.from + done);
+    if span.stop.is_stopped() && !complete {
+        return Err(SftpError::Stopped);
+    }
+    let end = eof
+        .unwrap_or(span.from + done)
+        .min(span.to.unwrap_or(u64::MAX));
+    if span.from + done != end {
+        return Err(SftpError::SizeMismatch {
+            path: rpath.to_owned(),
+            got: span.from + done,
+            expected: end,
+        });
+    }
+    if let Some(to) = span.to.filter(|&to| end < to) {
+        // A range ends where the next begins: a file that shrank under it cannot
+        // be put together.
+        return Err(SftpError::Shrank {
+            path: rpath.to_owned(),
+            stated: span.stated.unwrap_or(to),
+            got: end,
+        });
+    }
+    Ok(end)
+}
 
-    /// Writes `source` from `span.from` (to its end: the region limit, or end of input);
-    /// `on_ack(bytes, gapless)` after each acknowledgement. Returns the bytes written
-    /// (with `span.close_when_sent`, once the CLOSE is answered too).
-    pub(crate) async fn write_span(
-        &self,
-        span: WriteSpan<'_>,
-        source: &mut Source,
-        mut on_ack: impl FnMut(u64, u64),
-    ) -> Result<u64, SftpError> {
-        let mut pipeline = self.conn.pipeline();
-        let mut offset = span.from;
-        // Request id -> its data's offset and length.
-        let mut in_flight: HashMap<u32, (u64, usize)> = HashMap::new();
-        let mut done = 0u64;
-        // The CLOSE's request id once sent, and whether its answer came.
-        let mut close: Option<u32> = None;
-        let mut closed = false;
-        loop {
-            while in_flight.len() < span.requests.max(1) && !span.stop.is_stopped() {
-                let sent = match source {
-                    Source::Regions(file, to) => {
-                        let left = to.saturating_sub(offset);
-                        if left == 0 {
-                            break;
-                        }
-                        let len = span.chunk.min(left as usize);
-                        let region = FileRegion::new(file.clone(), offset, len);
-                        // Read in by the writer unless asked otherwise: a read here, on
-                        // the runtime's thread, could land just when the socket wants
-                        // refilling and let the server run dry.
-                        let region = if span.send_from_file {
-                            region
-                        } else {
-                            region.read_in()
-                        };
-                        let id = self
-                            .send_write_from_file(&mut pipeline, &span.handle.0, region)
-                            .await?;
-                        (id, len)
+async fn issue_read(
+    client: &SftpClient,
+    pipeline: &mut Pipeline,
+    in_flight: &mut HashMap<u32, (u64, u32)>,
+    handle: &Handle,
+    offset: u64,
+    len: u32,
+) -> Result<(), SftpError> {
+    let request = Request::Read {
+        id: 0,
+        handle: &handle.0,
+        offset,
+        len,
+    };
+    let id = client
+        .send(pipeline, &request, Bytes::new(), "read")
+        .await?;
+    in_flight.insert(id, (offset, len));
+    Ok(())
+}
+
+/// Writes `source` from `span.from` (to its end: the region limit, or end of input);
+/// `on_ack(bytes, gapless)` after each acknowledgement. Returns the bytes written
+/// (with `span.close_when_sent`, once the CLOSE is answered too).
+pub(crate) async fn write_span(
+    client: &SftpClient,
+    span: WriteSpan<'_>,
+    source: &mut Source,
+    mut on_ack: impl FnMut(u64, u64),
+) -> Result<u64, SftpError> {
+    let mut pipeline = client.conn.pipeline();
+    let mut offset = span.from;
+    // Request id -> its data's offset and length.
+    let mut in_flight: HashMap<u32, (u64, usize)> = HashMap::new();
+    let mut done = 0u64;
+    // The CLOSE's request id once sent, and whether its answer came.
+    let mut close: Option<u32> = None;
+    let mut closed = false;
+    loop {
+        while in_flight.len() < span.requests.max(1) && !span.stop.is_stopped() {
+            let sent = match source {
+                Source::Regions(file, to) => {
+                    let left = to.saturating_sub(offset);
+                    if left == 0 {
+                        break;
                     }
-                    Source::Stream(_, true) => break,
-                    Source::Stream(reader, ended) => {
-                        let data = read_chunk(reader, span.chunk).await.map_err(|source| {
-                            SftpError::Io {
+                    let len = span.chunk.min(left as usize);
+                    let region = FileRegion::new(file.clone(), offset, len);
+                    // Read in by the writer unless asked otherwise: a read here, on
+                    // the runtime's thread, could land just when the socket wants
+                    // refilling and let the server run dry.
+                    let region = if span.send_from_file {
+                        region
+                    } else {
+                        region.read_in()
+                    };
+                    let id = client
+                        .send_write_from_file(&mut pipeline, &span.handle.0, region)
+                        .await?;
+                    (id, len)
+                }
+                Source::Stream(_, true) => break,
+                Source::Stream(reader, ended) => {
+                    let data =
+                        read_chunk(reader, span.chunk)
+                            .await
+                            .map_err(|source| SftpError::Io {
                                 what: format!(
                                     "cannot read {}",
                                     crate::client::shown_local(span.local)
                                 ),
                                 source,
-                            }
-                        })?;
-                        if data.len() < span.chunk {
-                            *ended = true;
-                        }
-                        if data.is_empty() {
-                            break;
-                        }
-                        let request = Request::Write {
-                            id: 0,
-                            handle: &span.handle.0,
-                            offset,
-                            data: &data,
-                        };
-                        let len = data.len();
-                        let id = self
-                            .send(&mut pipeline, &request, data.clone(), "write")
-                            .await?;
-                        (id, len)
+                            })?;
+                    if data.len() < span.chunk {
+                        *ended = true;
                     }
-                };
-                in_flight.insert(sent.0, (offset, sent.1));
-                offset += sent.1 as u64;
-            }
-            let sent_all = match source {
-                Source::Regions(_, to) => offset >= *to,
-                Source::Stream(_, ended) => *ended,
-            };
-            if let (Some(sent), true, None) = (span.close_when_sent, sent_all, close) {
-                let request = Request::Close {
-                    id: 0,
-                    handle: &span.handle.0,
-                };
-                sent.store(true, Ordering::Relaxed);
-                close = Some(
-                    self.send(&mut pipeline, &request, Bytes::new(), "close")
-                        .await?,
-                );
-            }
-            if in_flight.is_empty() && close.is_none_or(|_| closed) {
-                if span.stop.is_stopped() && !sent_all {
-                    return Err(SftpError::Stopped);
+                    if data.is_empty() {
+                        break;
+                    }
+                    let request = Request::Write {
+                        id: 0,
+                        handle: &span.handle.0,
+                        offset,
+                        data: &data,
+                    };
+                    let len = data.len();
+                    let id = client
+                        .send(&mut pipeline, &request, data.clone(), "write")
+                        .await?;
+                    (id, len)
                 }
-                break;
-            }
-            let reply = self.recv(&mut pipeline, "write", span.rpath).await?;
-            if Some(reply.id) == close {
-                expect_ok(&reply, "close", span.rpath)?;
-                closed = true;
-                continue;
-            }
-            expect_ok(&reply, "write", span.rpath)?;
-            let mut got = 0;
-            if let Some((_, len)) = in_flight.remove(&reply.id) {
-                got = len as u64;
-                done += got;
-            }
-            let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(offset);
-            on_ack(got, gapless);
+            };
+            in_flight.insert(sent.0, (offset, sent.1));
+            offset += sent.1 as u64;
         }
-        Ok(done)
+        let sent_all = match source {
+            Source::Regions(_, to) => offset >= *to,
+            Source::Stream(_, ended) => *ended,
+        };
+        if let (Some(sent), true, None) = (span.close_when_sent, sent_all, close) {
+            let request = Request::Close {
+                id: 0,
+                handle: &span.handle.0,
+            };
+            sent.store(true, Ordering::Relaxed);
+            close = Some(
+                client
+                    .send(&mut pipeline, &request, Bytes::new(), "close")
+                    .await?,
+            );
+        }
+        if in_flight.is_empty() && close.is_none_or(|_| closed) {
+            if span.stop.is_stopped() && !sent_all {
+                return Err(SftpError::Stopped);
+            }
+            break;
+        }
+        let reply = client.recv(&mut pipeline, "write", span.rpath).await?;
+        if Some(reply.id) == close {
+            expect_ok(&reply, "close", span.rpath)?;
+            closed = true;
+            continue;
+        }
+        expect_ok(&reply, "write", span.rpath)?;
+        let mut got = 0;
+        if let Some((_, len)) = in_flight.remove(&reply.id) {
+            got = len as u64;
+            done += got;
+        }
+        let gapless = in_flight.values().map(|&(o, _)| o).min().unwrap_or(offset);
+        on_ack(got, gapless);
     }
+    Ok(done)
 }
 
 /// Reads up to `len` bytes, as many as come before end of input (a pipe gives them in
