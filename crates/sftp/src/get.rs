@@ -13,29 +13,6 @@ use crate::landing::{Found, LocalPart};
 use crate::span::{Ranges, ReadSpan, read_span};
 use crate::transfer::{PIECE, TransferOptions, lanes, run_workers};
 
-impl SftpClient {
-    /// Copies the remote file at `remote` to the local file `local`, `opts.requests`
-    /// READs in flight; returns the bytes moved (with [`TransferOptions::resume`], only
-    /// the missing ones). A short read is re-requested for its tail; the transfer ends at
-    /// the first offset the server calls end of file.
-    ///
-    /// The copy goes into `local` + [`PART_SUFFIX`](crate::PART_SUFFIX), renamed into
-    /// place only once complete, so a failure leaves an existing `local` untouched. If
-    /// bytes arrived before the failure (or before the future was dropped), the part
-    /// keeps those that arrived without a gap, and the error is [`SftpError::Kept`];
-    /// otherwise nothing is left behind. A `local` that is a symbolic link is followed;
-    /// a device (`/dev/null`) is written in place; a directory or a FIFO is refused.
-    pub async fn get(
-        &self,
-        remote: impl AsRef<[u8]>,
-        local: impl AsRef<Path>,
-        opts: &TransferOptions,
-    ) -> Result<u64, SftpError> {
-        let me = core::slice::from_ref(self);
-        get_on(me, remote.as_ref(), local.as_ref(), opts, None).await
-    }
-}
-
 /// [`SftpClient::get`] over `clients` (at least one), each reading a range of the file
 /// when it is large enough. `listed`: the file's attributes as a listing gave them (a
 /// tree's), which spare the FSTAT when they hold a size.

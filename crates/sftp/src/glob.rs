@@ -128,58 +128,54 @@ fn class(pattern: &[u8], byte: u8) -> Option<(bool, usize)> {
     }
 }
 
-impl SftpClient {
-    /// The paths on the server that `pattern` matches, sorted; `pattern` itself when it
-    /// holds no wildcard (whether or not it exists, as OpenSSH's `sftp` leaves it to the
-    /// command to say). A pattern that matches nothing is an error naming it. Each
-    /// directory listed is held to `max_entries` entries.
-    pub async fn glob(
-        &self,
-        pattern: &[u8],
-        max_entries: usize,
-    ) -> Result<Vec<Vec<u8>>, SftpError> {
-        if !has_wildcard(pattern) {
-            return Ok(vec![unescaped(pattern)]);
-        }
-        let absolute = pattern.first() == Some(&b'/');
-        let parts: Vec<&[u8]> = pattern
-            .split(|&b| b == b'/')
-            .filter(|p| !p.is_empty())
-            .collect();
-        let mut found: Vec<Vec<u8>> = vec![if absolute { b"/".to_vec() } else { Vec::new() }];
-        for (i, part) in parts.iter().enumerate() {
-            let last = i + 1 == parts.len();
-            let mut next = Vec::new();
-            for at in &found {
-                if !has_wildcard(part) {
-                    next.push(join(at, &unescaped(part)));
-                    continue;
-                }
-                let dir: &[u8] = if at.is_empty() { b"." } else { at };
-                let Ok(entries) = self.read_dir_at_most(dir, max_entries).await else {
-                    continue;
-                };
-                for entry in entries {
-                    let own = entry.name == b"." || entry.name == b"..";
-                    let usable = !own && !entry.name.is_empty() && !entry.name.contains(&b'/');
-                    let leads_on = last || entry.attrs.is_dir() || entry.attrs.is_symlink();
-                    if usable && leads_on && matches(part, &entry.name) {
-                        next.push(join(at, &entry.name));
-                    }
+/// [`SftpClient::glob`]: lists each directory a wildcard part asks about, at most
+/// `max_entries` entries each.
+pub(crate) async fn glob(
+    client: &SftpClient,
+    pattern: &[u8],
+    max_entries: usize,
+) -> Result<Vec<Vec<u8>>, SftpError> {
+    if !has_wildcard(pattern) {
+        return Ok(vec![unescaped(pattern)]);
+    }
+    let absolute = pattern.first() == Some(&b'/');
+    let parts: Vec<&[u8]> = pattern
+        .split(|&b| b == b'/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut found: Vec<Vec<u8>> = vec![if absolute { b"/".to_vec() } else { Vec::new() }];
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let mut next = Vec::new();
+        for at in &found {
+            if !has_wildcard(part) {
+                next.push(join(at, &unescaped(part)));
+                continue;
+            }
+            let dir: &[u8] = if at.is_empty() { b"." } else { at };
+            let Ok(entries) = client.read_dir_at_most(dir, max_entries).await else {
+                continue;
+            };
+            for entry in entries {
+                let own = entry.name == b"." || entry.name == b"..";
+                let usable = !own && !entry.name.is_empty() && !entry.name.contains(&b'/');
+                let leads_on = last || entry.attrs.is_dir() || entry.attrs.is_symlink();
+                if usable && leads_on && matches(part, &entry.name) {
+                    next.push(join(at, &entry.name));
                 }
             }
-            found = next;
         }
-        found.sort();
-        found.dedup();
-        if found.is_empty() {
-            return Err(SftpError::Local {
-                path: crate::printable_bytes(pattern),
-                problem: "matches nothing on the server".into(),
-            });
-        }
-        Ok(found)
+        found = next;
     }
+    found.sort();
+    found.dedup();
+    if found.is_empty() {
+        return Err(SftpError::Local {
+            path: crate::printable_bytes(pattern),
+            problem: "matches nothing on the server".into(),
+        });
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -15,45 +15,6 @@ use crate::preserve::PERMISSION_BITS;
 use crate::span::{Ranges, Source, WriteSpan, write_span};
 use crate::transfer::{FRESH, PIECE, TransferOptions, lanes, run_workers};
 
-impl SftpClient {
-    /// Copies the local file `local` to `remote`, `opts.requests` WRITEs in flight;
-    /// returns the bytes moved (with [`TransferOptions::resume`], only the missing ones).
-    /// The copy is written as `remote` + [`PART_SUFFIX`](crate::PART_SUFFIX) and renamed
-    /// over `remote` once complete (see the crate's landing rules); a put that fails
-    /// after bytes were acknowledged keeps them in the part ([`SftpError::Kept`]). Each
-    /// WRITE's data is a region of the file that the connection's writer reads in
-    /// itself, a piece at a time as the socket takes it, or, with
-    /// [`TransferOptions::send_from_file`], that the kernel sends from the page cache.
-    /// The file's size is taken at the start; a file that shrinks during the transfer
-    /// fails it, and the connection with it (the WRITE's length is already on the wire
-    /// when its data turns out missing).
-    ///
-    /// A source whose size is not known up front (a pipe, a FIFO, a device, or a
-    /// `/proc` file that stats as empty) is read to its end instead, one chunk per WRITE,
-    /// with at most `opts.requests` chunks in memory. A directory is refused.
-    ///
-    /// A resume whose first WRITE is refused (by a server that can write a file only
-    /// from its start, as rclone's without its write cache) sends the whole file again.
-    ///
-    /// A `remote` that is an existing directory gets the copy inside it, under the
-    /// source's file name, as `sftp`'s `put` does.
-    pub async fn put(
-        &self,
-        local: impl AsRef<Path>,
-        remote: impl AsRef<[u8]>,
-        opts: &TransferOptions,
-    ) -> Result<u64, SftpError> {
-        put_on(
-            core::slice::from_ref(self),
-            local.as_ref(),
-            remote.as_ref(),
-            opts,
-            OnDirectory::PutInside,
-        )
-        .await
-    }
-}
-
 /// What a put does when its `remote` is an existing directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OnDirectory {

@@ -8,7 +8,6 @@ use std::io::{self, SeekFrom};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
-use volley_proto::sftp::{OpenFlags, Request};
 
 use crate::client::{SftpClient, SftpError};
 use crate::{FileAttrs, Handle};
@@ -63,38 +62,26 @@ pub struct RemoteFile<'a> {
     pending: Pending<'a>,
 }
 
+impl<'a> RemoteFile<'a> {
+    /// The file open under `handle` on `sftp`, at offset 0.
+    pub(crate) fn new(sftp: &'a SftpClient, handle: Handle, path: Vec<u8>) -> Self {
+        Self {
+            sftp,
+            handle: Some(handle),
+            path,
+            pos: 0,
+            leftover: Bytes::new(),
+            pending: Pending::Idle,
+        }
+    }
+}
+
 impl core::fmt::Debug for RemoteFile<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RemoteFile")
             .field("path", &String::from_utf8_lossy(&self.path))
             .field("pos", &self.pos)
             .finish_non_exhaustive()
-    }
-}
-
-impl SftpClient {
-    /// Opens `path` with `flags` as a [`RemoteFile`].
-    pub async fn open_file(
-        &self,
-        path: impl AsRef<[u8]>,
-        flags: OpenFlags,
-    ) -> Result<RemoteFile<'_>, SftpError> {
-        let path = path.as_ref();
-        let handle = self.open(path, flags, FileAttrs::default()).await?;
-        Ok(RemoteFile {
-            sftp: self,
-            handle: Some(handle),
-            path: path.to_vec(),
-            pos: 0,
-            leftover: Bytes::new(),
-            pending: Pending::Idle,
-        })
-    }
-
-    /// Creates `path` (or empties it) for reading and writing.
-    pub async fn create_file(&self, path: impl AsRef<[u8]>) -> Result<RemoteFile<'_>, SftpError> {
-        let flags = OpenFlags::READ | OpenFlags::WRITE | OpenFlags::CREAT | OpenFlags::TRUNC;
-        self.open_file(path, flags).await
     }
 }
 
@@ -149,33 +136,6 @@ impl Drop for RemoteFile<'_> {
         if let Some(handle) = self.handle.take() {
             self.sftp.close_in_background(handle);
         }
-    }
-}
-
-impl SftpClient {
-    /// Queues a CLOSE for `handle` and returns at once; a task sends it and takes the
-    /// answer (outside a tokio runtime, nothing is sent: the session's end closes it).
-    fn close_in_background(&self, handle: Handle) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let request = Request::Close {
-            id: 0,
-            handle: &handle.0,
-        };
-        let mut head = vec![0; request.body_head_len()];
-        let Ok(n) = request.encode_body_head(&mut head) else {
-            return;
-        };
-        head.truncate(n);
-        let ty = request.packet_type().0;
-        let (conn, timeout) = (self.conn.clone(), self.timeout);
-        runtime.spawn(async move {
-            let mut pipeline = conn.pipeline();
-            if pipeline.send(ty, &head, Bytes::new()).await.is_ok() {
-                let _ = pipeline.recv_timeout(timeout).await;
-            }
-        });
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use volley_proto::sftp::OpenFlags;
 
-use crate::client::{SftpClient, SftpError};
+use crate::client::SftpError;
 use crate::span::{Ranges, Stop};
 
 /// How deep a tree's directories may nest below its root by default, as OpenSSH's
@@ -29,8 +29,8 @@ pub struct TransferOptions {
     /// Bytes per READ or WRITE. `None`: the server's limits (OpenSSH: 255 KiB each;
     /// fewer, larger WRITEs cost OpenSSH's sftp-server less CPU per byte), or 32 KiB if
     /// the server states no limits. Always capped at the server's limit and at
-    /// [`MAX_CHUNK`](crate::MAX_CHUNK) ([`SftpClient::read_len`] and
-    /// [`SftpClient::write_len`] say what a session uses).
+    /// [`MAX_CHUNK`](crate::MAX_CHUNK) ([`SftpClient::read_len`](crate::SftpClient::read_len) and
+    /// [`SftpClient::write_len`](crate::SftpClient::write_len) say what a session uses).
     pub chunk: Option<usize>,
     /// `put` only: have the kernel send each WRITE's data from the local file
     /// (`sendfile(2)`) instead of the connection's writer reading it in and writing it
@@ -137,12 +137,6 @@ pub struct Progress {
     pub total: Option<u64>,
 }
 
-/// Chunk size when the server states no limits (the draft's minimum packet is 32 KiB).
-const FALLBACK_CHUNK: usize = 32 * 1024;
-
-/// Room left for a READ's or WRITE's head within the server's stated packet length.
-const PACKET_HEAD_ROOM: u64 = 1024;
-
 /// How a put opens a file it writes from the start.
 pub(crate) const FRESH: OpenFlags =
     OpenFlags(OpenFlags::WRITE.0 | OpenFlags::CREAT.0 | OpenFlags::TRUNC.0);
@@ -170,41 +164,6 @@ impl Default for TransferOptions {
             stop: Stop::new(),
             progress: None,
         }
-    }
-}
-
-impl SftpClient {
-    /// The bytes each READ asks for: `wanted`, else the server's limit; never more than
-    /// the server takes (its `max-read-length`, and its `max-packet-length` less room for
-    /// the head), nor [`MAX_CHUNK`](crate::MAX_CHUNK), nor 32 KiB from a server that
-    /// states no limits.
-    pub fn read_len(&self, wanted: Option<usize>) -> usize {
-        self.chunk(wanted, self.limits().map(|l| l.max_read_len))
-    }
-
-    /// The bytes each WRITE carries, as [`read_len`](Self::read_len) with the server's
-    /// `max-write-length`.
-    pub fn write_len(&self, wanted: Option<usize>) -> usize {
-        self.chunk(wanted, self.limits().map(|l| l.max_write_len))
-    }
-
-    fn chunk(&self, wanted: Option<usize>, stated: Option<u64>) -> usize {
-        let server = match self.limits() {
-            None => FALLBACK_CHUNK as u64,
-            Some(limits) => {
-                // 0 states no limit. A packet limit leaves room for the head, as
-                // OpenSSH's client leaves it.
-                let packet = Some(limits.max_packet_len)
-                    .filter(|&p| p > 0)
-                    .map(|p| p.saturating_sub(PACKET_HEAD_ROOM));
-                [stated.filter(|&s| s > 0), packet]
-                    .into_iter()
-                    .flatten()
-                    .fold(crate::MAX_CHUNK as u64, u64::min)
-            }
-        };
-        let server = usize::try_from(server.max(1)).unwrap_or(crate::MAX_CHUNK);
-        wanted.unwrap_or(server).clamp(1, server)
     }
 }
 

@@ -130,69 +130,6 @@ enum Outcome {
     },
 }
 
-impl SftpClient {
-    /// Copies the remote directory `remote` to `local` (created if missing, with every
-    /// directory under it before its files), many listings and files at once. Each file
-    /// lands whole or not at all (see [`SftpClient::get`]). Only regular files and
-    /// directories are copied ([`Skip`] says what else is passed over); a name that
-    /// would lead elsewhere (empty, `/` or NUL in it, `.` or `..` as a file) is refused
-    /// as that entry's failure, and so is a directory deeper than `opts.max_depth` or
-    /// listing more than `opts.max_entries`. What happens to each entry is told through
-    /// `event`; `opts.progress`, if set, is told the bytes moved so far across the tree
-    /// as they arrive.
-    pub async fn get_tree(
-        &self,
-        remote: impl AsRef<[u8]>,
-        local: impl AsRef<Path>,
-        opts: &TransferOptions,
-        event: impl FnMut(TreeEvent<'_>),
-    ) -> Result<TreeReport, SftpError> {
-        let me = core::slice::from_ref(self);
-        get_tree_on(me, remote.as_ref(), local.as_ref(), opts, event).await
-    }
-
-    /// Copies the local directory `local` to `remote` (created if missing; directories
-    /// are made a level at a time, many at once, before any file), many files at once.
-    /// Symbolic links, FIFOs, sockets and devices are skipped, and directories deeper
-    /// than `opts.max_depth` refused. Events and progress as for
-    /// [`get_tree`](Self::get_tree).
-    pub async fn put_tree(
-        &self,
-        local: impl AsRef<Path>,
-        remote: impl AsRef<[u8]>,
-        opts: &TransferOptions,
-        event: impl FnMut(TreeEvent<'_>),
-    ) -> Result<TreeReport, SftpError> {
-        let me = core::slice::from_ref(self);
-        put_tree_on(me, local.as_ref(), remote.as_ref(), opts, event).await
-    }
-
-    /// How many files a tree moves at once: what the server's stated open-handle limit
-    /// allows (keeping two for listings and the like), else [`DEFAULT_FILES_AT_ONCE`];
-    /// at most [`MAX_FILES_AT_ONCE`].
-    pub fn files_at_once(&self) -> usize {
-        match self.limits().map(|l| l.max_open_handles) {
-            Some(n) if n > 2 => usize::try_from(n - 2)
-                .unwrap_or(MAX_FILES_AT_ONCE)
-                .min(MAX_FILES_AT_ONCE),
-            Some(1..=2) => 1,
-            _ => DEFAULT_FILES_AT_ONCE,
-        }
-    }
-
-    /// MKDIR with permission bits `mode` (under the server's umask), taking an existing
-    /// directory as success.
-    async fn mkdir_or_exists(&self, dir: &[u8], mode: u32) -> Result<(), SftpError> {
-        match self.mkdir(dir, FileAttrs::with_permissions(mode)).await {
-            Ok(()) => Ok(()),
-            Err(e) => match self.stat(dir).await {
-                Ok(a) if a.is_dir() => Ok(()),
-                _ => Err(e),
-            },
-        }
-    }
-}
-
 fn shown(path: &[u8]) -> String {
     crate::printable_bytes(path)
 }

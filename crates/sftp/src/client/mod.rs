@@ -15,7 +15,10 @@ use volley_proto::wire::frame::Frame;
 use volley_transport_tcp::{Config, Connection, FileRegion, Framed, Incoming, Pipeline, Reply};
 
 mod error;
+mod files;
 mod ops;
+mod over_ssh;
+mod transfers;
 mod types;
 
 pub(crate) use error::shown_local;
