@@ -9,6 +9,31 @@ use anyhow::Context;
 use tokio::process::Command;
 use volley_sftp::{Remote, Sessions, SftpClient, SshOptions};
 
+/// Which way a copy goes: `get` (from the server) or `put` (to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// From the server.
+    Get,
+    /// To the server.
+    Put,
+}
+
+impl Direction {
+    /// The command's name, as messages give it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::Put => "put",
+        }
+    }
+}
+
+impl core::fmt::Display for Direction {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// `volley sftp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum SftpCommand {
@@ -308,7 +333,7 @@ fn target(
 
 /// The path on the server that `remote_arg` names.
 pub(crate) fn remote_path(server: &Server, remote_arg: &str) -> anyhow::Result<String> {
-    Ok(target(server, "get", remote_arg)?.1)
+    Ok(target(server, Direction::Get.name(), remote_arg)?.1)
 }
 
 /// One session: over ssh to `remote`, else the server given (or the local one).

@@ -14,11 +14,65 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use volley_sftp::{Progress, Remote, Sessions, TransferOptions, printable, printable_bytes};
 
-use crate::sftp::{Copy, Server, SftpCommand, open_sessions};
+use crate::sftp::{Copy, Direction, Server, SftpCommand, open_sessions};
 use crate::sftp_remote::{self as remote, Op};
 use crate::sftp_tree::basename;
 
 /// One copy a command makes.
+/// A get or a put as the command line gave it.
+struct Transfer<'a> {
+    server: &'a Server,
+    what: Direction,
+    /// `put --sendfile`.
+    send_from_file: bool,
+    /// `get --allow-shrink`.
+    allow_shrink: bool,
+    copy: &'a Copy,
+    /// The arguments that name paths on the server.
+    remote_args: Vec<&'a str>,
+    /// The arguments that name local paths.
+    local_args: Vec<&'a Path>,
+}
+
+impl<'a> Transfer<'a> {
+    /// The transfer `command` asks for, or `None` for a remote operation.
+    fn of(command: &'a SftpCommand) -> Option<Self> {
+        match command {
+            SftpCommand::Get {
+                server,
+                allow_shrink,
+                copy,
+                src,
+                dst,
+            } => Some(Self {
+                server,
+                what: Direction::Get,
+                send_from_file: false,
+                allow_shrink: *allow_shrink,
+                copy,
+                remote_args: src.iter().map(String::as_str).collect(),
+                local_args: vec![dst.as_path()],
+            }),
+            SftpCommand::Put {
+                server,
+                sendfile,
+                copy,
+                src,
+                dst,
+            } => Some(Self {
+                server,
+                what: Direction::Put,
+                send_from_file: *sendfile,
+                allow_shrink: false,
+                copy,
+                remote_args: vec![dst.as_str()],
+                local_args: src.iter().map(PathBuf::as_path).collect(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 struct Job {
     /// The path on the server.
     remote: Vec<u8>,
@@ -48,48 +102,41 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
         }
         transfer => transfer,
     };
-    let (server, what, send_from_file, allow_shrink, copy) = match &command {
-        SftpCommand::Get {
-            server,
-            allow_shrink,
-            copy,
-            ..
-        } => (server, "get", false, *allow_shrink, copy),
-        SftpCommand::Put {
-            server,
-            sendfile,
-            copy,
-            ..
-        } => (server, "put", *sendfile, false, copy),
-        _ => unreachable!("remote operations returned above"),
-    };
-    // The remote arguments name paths on the server; the local ones files here.
-    let (remote_args, local_args): (Vec<&str>, Vec<&Path>) = match &command {
-        SftpCommand::Get { src, dst, .. } => (src.iter().map(String::as_str).collect(), vec![dst]),
-        SftpCommand::Put { src, dst, .. } => {
-            (vec![dst], src.iter().map(PathBuf::as_path).collect())
-        }
-        _ => unreachable!("remote operations returned above"),
+    let Some(Transfer {
+        server,
+        what,
+        send_from_file,
+        allow_shrink,
+        copy,
+        remote_args,
+        local_args,
+    }) = Transfer::of(&command)
+    else {
+        unreachable!("remote operations returned above")
     };
     check_sides(server, what, &remote_args, &local_args)?;
-    let (sftp, first_path) =
-        open_sessions(server, what, remote_args[0], usize::from(copy.sessions)).await?;
+    let (sftp, first_path) = open_sessions(
+        server,
+        what.name(),
+        remote_args[0],
+        usize::from(copy.sessions),
+    )
+    .await?;
     warn_of_chunk(&sftp, server, what);
     let opts = options(server, copy, send_from_file, allow_shrink);
     // Taken for the whole command, so a Ctrl-C between two files is not missed.
     let mut sigint = signal(SignalKind::interrupt())?;
     let done = async {
         let jobs = until_interrupted(&mut sigint, async {
-            Ok(match &command {
-                SftpCommand::Get { dst, .. } => {
+            Ok(match what {
+                Direction::Get => {
                     let mut paths = vec![first_path.clone()];
                     for arg in &remote_args[1..] {
                         paths.push(crate::sftp::remote_path(server, arg)?);
                     }
-                    get_jobs(&sftp, &paths, dst, copy).await?
+                    get_jobs(&sftp, &paths, local_args[0], copy).await?
                 }
-                SftpCommand::Put { src, .. } => put_jobs(&sftp, src, &first_path, copy).await?,
-                _ => unreachable!("remote operations returned above"),
+                Direction::Put => put_jobs(&sftp, &local_args, &first_path, copy).await?,
             })
         })
         .await
@@ -107,7 +154,7 @@ pub(crate) async fn run(command: SftpCommand) -> anyhow::Result<()> {
 /// different hosts.
 fn check_sides(
     server: &Server,
-    what: &str,
+    what: Direction,
     remote_args: &[&str],
     local_args: &[&Path],
 ) -> anyhow::Result<()> {
@@ -122,7 +169,7 @@ fn check_sides(
             anyhow::bail!(
                 "{what}: `{}` names a host, but only the {} side can be remote",
                 local.to_string_lossy(),
-                if what == "get" {
+                if what == Direction::Get {
                     "source"
                 } else {
                     "destination"
@@ -140,14 +187,14 @@ fn check_sides(
 }
 
 /// Says when --chunk is more than the server (or volley) takes.
-fn warn_of_chunk(sftp: &Sessions, server: &Server, what: &str) {
+fn warn_of_chunk(sftp: &Sessions, server: &Server, what: Direction) {
     let Some(chunk) = server.chunk else {
         return;
     };
     let first = sftp.first();
     let used = match what {
-        "get" => first.read_len(Some(chunk)),
-        _ => first.write_len(Some(chunk)),
+        Direction::Get => first.read_len(Some(chunk)),
+        Direction::Put => first.write_len(Some(chunk)),
     };
     if used < chunk {
         let whose = match used == volley_sftp::MAX_CHUNK {
@@ -226,7 +273,7 @@ async fn get_jobs(
 /// What a put of `sources` to `dst` on the server copies.
 async fn put_jobs(
     sftp: &Sessions,
-    sources: &[PathBuf],
+    sources: &[&Path],
     dst: &str,
     copy: &Copy,
 ) -> anyhow::Result<Vec<Job>> {
@@ -256,7 +303,7 @@ async fn put_jobs(
         };
         jobs.push(Job {
             remote,
-            local: local.clone(),
+            local: local.to_path_buf(),
             tree,
         });
     }
@@ -266,7 +313,7 @@ async fn put_jobs(
 /// Runs every job, one after another; one that fails is printed and the rest go on.
 async fn copy_all(
     sftp: &Sessions,
-    what: &str,
+    what: Direction,
     jobs: &[Job],
     opts: &TransferOptions,
     sigint: &mut Signal,
@@ -314,7 +361,7 @@ async fn copy_all(
 /// One file, with a progress bar on a terminal and its line when done.
 async fn one_file(
     sftp: &Sessions,
-    what: &str,
+    what: Direction,
     job: &Job,
     opts: &TransferOptions,
 ) -> anyhow::Result<()> {
@@ -342,14 +389,14 @@ async fn one_file(
         *told.lock().unwrap_or_else(PoisonError::into_inner) = p;
     });
     let start = Instant::now();
-    let moved = if what == "get" {
+    let moved = if what == Direction::Get {
         sftp.get(&job.remote, &job.local, &opts).await
     } else {
         sftp.put(&job.local, &job.remote, &opts).await
     }
     .map_err(|e| resumable(what, e))?;
     let last = *last.lock().unwrap_or_else(PoisonError::into_inner);
-    if let ("get", Some(stated)) = (what, last.total) {
+    if let (Direction::Get, Some(stated)) = (what, last.total) {
         let reached = last.done;
         if reached < stated {
             eprintln!(
@@ -430,7 +477,12 @@ fn interrupted(message: String) -> anyhow::Error {
 }
 
 /// What an interrupted `job` left, and how to go on: the part it kept and its bytes.
-async fn left_behind(sftp: &Sessions, what: &str, job: &Job, opts: &TransferOptions) -> String {
+async fn left_behind(
+    sftp: &Sessions,
+    what: Direction,
+    job: &Job,
+    opts: &TransferOptions,
+) -> String {
     let resume = format!("`{what} -a` with the same arguments resumes");
     if job.tree {
         return format!(
@@ -438,15 +490,15 @@ async fn left_behind(sftp: &Sessions, what: &str, job: &Job, opts: &TransferOpti
         );
     }
     let kept = match what {
-        "get" if opts.inplace => std::fs::metadata(&job.local).ok().map(|m| {
+        Direction::Get if opts.inplace => std::fs::metadata(&job.local).ok().map(|m| {
             (
                 printable_bytes(job.local.as_os_str().as_encoded_bytes()),
                 m.len(),
             )
         }),
-        "get" => volley_sftp::kept_part(&job.local)
+        Direction::Get => volley_sftp::kept_part(&job.local)
             .map(|(part, n)| (printable_bytes(part.as_os_str().as_encoded_bytes()), n)),
-        _ => {
+        Direction::Put => {
             let part = match opts.inplace {
                 true => job.remote.clone(),
                 false => [&job.remote[..], volley_sftp::PART_SUFFIX].concat(),
@@ -468,7 +520,7 @@ async fn left_behind(sftp: &Sessions, what: &str, job: &Job, opts: &TransferOpti
 }
 
 /// The error of a failed transfer, with how to resume it when bytes were kept.
-fn resumable(what: &str, e: volley_sftp::SftpError) -> anyhow::Error {
+fn resumable(what: Direction, e: volley_sftp::SftpError) -> anyhow::Error {
     let hint = if matches!(e, volley_sftp::SftpError::Kept { .. }) {
         format!(" (`{what} -a` resumes)")
     } else {

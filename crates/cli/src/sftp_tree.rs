@@ -17,6 +17,8 @@ use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use volley_sftp::{PART_SUFFIX, Progress, Sessions, SftpClient, Skip, TransferOptions, TreeEvent};
 
+use crate::sftp::Direction;
+
 /// What a tree's mark holds: this, then the source as given.
 const MARK: &str = "volley tree copy of ";
 
@@ -28,7 +30,7 @@ const MARK_MAX: u32 = 64 * 1024;
 /// failed)`.
 pub(crate) async fn run(
     sftp: &Sessions,
-    what: &str,
+    what: Direction,
     remote: &[u8],
     local: &Path,
     opts: &TransferOptions,
@@ -64,7 +66,7 @@ pub(crate) async fn run(
         TreeEvent::Failed(path, e) => bar.suspend(|| eprintln!("volley: {path}: {e}")),
     };
     let start = Instant::now();
-    let report = if what == "get" {
+    let report = if what == Direction::Get {
         let (target, mark) = local_target(local, remote)?;
         let report = sftp.get_tree(remote, &target, &opts, on_event).await;
         if let Some(mark) = mark {
