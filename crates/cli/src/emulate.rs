@@ -7,7 +7,8 @@ use std::io::Write;
 use anyhow::Context;
 use volley_emulator::{Board, BoardConfig, Machine, MachineConfig, ScampCosts};
 
-use crate::{fraction, micros, millis, shutdown_signal};
+use crate::args::{fraction, micros, millis};
+use crate::shutdown_signal;
 
 /// Options of `volley emulate`.
 #[derive(Debug, clap::Args)]

@@ -8,7 +8,8 @@ use rand::{Rng, SeedableRng};
 use volley_proto::scp::sdp::Address;
 use volley_transport_udp::{ScpConfig, check_range};
 
-use crate::scp::{Tuning, discover, hex, mbit};
+use crate::args::hex;
+use crate::scp::{Tuning, discover, mbit};
 
 /// `volley machine` subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod args;
 mod emulate;
 mod log;
 mod machine;
@@ -188,44 +189,6 @@ async fn shutdown_signal() -> anyhow::Result<()> {
         r = tokio::signal::ctrl_c() => r.context("cannot watch SIGINT"),
         _ = term.recv() => Ok(()),
     }
-}
-
-/// Parses a fraction in 0..=1 (0.05 = 5%).
-fn fraction(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .parse()
-        .map_err(|e| format!("`{text}` is not a number: {e}"))?;
-    if (0.0..=1.0).contains(&value) {
-        Ok(value)
-    } else {
-        Err(format!(
-            "{value} is not a fraction between 0 and 1 (0.05 = 5%)"
-        ))
-    }
-}
-
-/// Parses non-negative fractional milliseconds into a duration.
-fn millis(text: &str) -> Result<core::time::Duration, String> {
-    duration(text, "milliseconds", 1e3)
-}
-
-/// Parses non-negative fractional microseconds into a duration.
-fn micros(text: &str) -> Result<core::time::Duration, String> {
-    duration(text, "microseconds", 1e6)
-}
-
-/// Parses a non-negative fraction of `per_second`ths of a second.
-fn duration(text: &str, unit: &str, per_second: f64) -> Result<core::time::Duration, String> {
-    let value: f64 = text
-        .parse()
-        .map_err(|e| format!("`{text}` is not a number: {e}"))?;
-    if !(value.is_finite() && value >= 0.0) {
-        return Err(format!("{value} is not a non-negative number of {unit}"));
-    }
-    // Too large for any duration; smaller but still absurd values reach the library,
-    // which says what its limit is.
-    core::time::Duration::try_from_secs_f64(value / per_second)
-        .map_err(|_| format!("{text} {unit} is too long (the limit is one hour)"))
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use volley_netsim::tcp::{TcpLinkConfig, TcpLinkSim};
 use volley_netsim::{LinkConfig, LinkSim};
 
-use crate::{fraction, millis, shutdown_signal};
+use crate::args::{fraction, millis};
+use crate::shutdown_signal;
 
 /// Options of `volley netsim`. Delay and jitter apply in each direction, so the RTT
 /// grows by twice the delay; probabilities are per datagram per direction.

@@ -21,6 +21,8 @@ use volley_transport_tcp::Listener;
 use volley_transport_udp::channel::{ChannelConfig, ChannelEndpoint};
 use volley_transport_udp::target;
 
+use crate::args::{duration_secs, host_port, rate_per_sec, seconds, seconds_or_off};
+
 /// The largest message either end takes (the default of the library).
 const MAX_MESSAGE: usize = 16 << 20;
 /// Room for the head and arguments beside a payload.
@@ -128,45 +130,6 @@ pub(crate) struct Timeouts {
     /// 0.1 to 3600.
     #[arg(long, default_value = "120", value_parser = seconds)]
     idle_timeout_s: f64,
-}
-
-/// Decimal seconds, 0.1 to 3600.
-/// --duration: more than 0 s, at most a week.
-fn duration_secs(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(secs) if secs > 0.0 && secs <= 7.0 * 86400.0 => Ok(secs),
-        _ => Err(format!(
-            "{text:?}: seconds from 0 (excluded) to 604800 (a week)"
-        )),
-    }
-}
-
-/// --rate: calls a second, from one a day to ten million.
-fn rate_per_sec(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(rate) if (1.0 / 86400.0..=1e7).contains(&rate) => Ok(rate),
-        _ => Err(format!(
-            "{text:?}: calls a second from 0.0000116 (one a day) to 10000000"
-        )),
-    }
-}
-
-fn seconds(text: &str) -> Result<f64, String> {
-    let s: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if !(0.1..=3600.0).contains(&s) {
-        return Err(format!("{text} s is out of range: 0.1 to 3600"));
-    }
-    Ok(s)
-}
-
-/// [`seconds`], or 0 for off.
-fn seconds_or_off(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(0.0) => Ok(0.0),
-        _ => seconds(text),
-    }
 }
 
 impl Timeouts {
@@ -303,14 +266,6 @@ impl BenchArgs {
             }
         };
         Ok(Some((config, name)))
-    }
-}
-
-/// `--connect`'s HOST:PORT (the one address rule, with no default port).
-fn host_port(text: &str) -> Result<String, String> {
-    match target::split(text, 0)? {
-        (_, 0) => Err(format!("`{text}` names no port: HOST:PORT")),
-        _ => Ok(text.to_owned()),
     }
 }
 

@@ -15,6 +15,8 @@ use volley_proto::scp::window::{MAX_TIMEOUT, MAX_WINDOW, Rto};
 use volley_proto::time::Duration;
 use volley_transport_udp::{Machine, Op, ScpClient, ScpConfig, Source, WindowSize, check_range};
 
+use crate::args::hex;
+
 /// `volley scp` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
@@ -146,18 +148,6 @@ impl FromStr for Transport {
             _ => Err(format!("--transport takes udp or tcp, not `{s}`")),
         }
     }
-}
-
-pub(crate) fn hex(s: &str) -> Result<u32, String> {
-    let digits = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    // from_str_radix would take a leading '+'.
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("`{s}` is not a 32-bit hex address (0x60000000)"));
-    }
-    u32::from_str_radix(digits, 16).map_err(|e| format!("`{s}` is not a 32-bit hex address: {e}"))
 }
 
 fn timeout_ms(s: &str) -> Result<u64, String> {

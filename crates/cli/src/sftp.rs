@@ -9,6 +9,8 @@ use anyhow::Context;
 use tokio::process::Command;
 use volley_sftp::{Remote, Sessions, SftpClient, SshOptions};
 
+use crate::args::at_least_one;
+
 /// Which way a copy goes: `get` (from the server) or `put` (to it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -264,15 +266,6 @@ impl SshArgs {
 
 /// The local sftp-server spawned when no server and no host is named.
 const LOCAL_SERVER: &str = "/usr/lib/openssh/sftp-server -e -l ERROR";
-
-/// A count of 1 or more.
-fn at_least_one(arg: &str) -> Result<usize, String> {
-    match arg.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
 
 /// Opens the session a command names: over ssh when `remote_arg` names a host (and
 /// neither --server-cmd nor --connect is given), else that server or the local one.
