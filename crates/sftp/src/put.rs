@@ -46,13 +46,7 @@ pub(crate) async fn put_on(
     // size goes on.
     let held = crate::kept::total(&target.have);
     let start = target.have.last().map_or(0, |&(_, end)| end);
-    let ranges = Arc::new(match total {
-        Some(total) => {
-            let piece = if clients.len() > 1 { PIECE } else { u64::MAX };
-            Ranges::cut(&crate::kept::gaps(&target.have, total), piece)
-        }
-        None => Ranges::whole(start, None),
-    });
+    let ranges = Arc::new(to_send(clients.len(), &target.have, start, total));
     // Several pieces at once leave holes if the put is dropped mid-way: say up front
     // what the part can be trusted to hold, and a resume takes no hole for data. Sent
     // beside the first WRITEs rather than before them (a server takes one session's
@@ -86,10 +80,10 @@ pub(crate) async fn put_on(
     let ((), result) = futures::join!(record_first, send.run());
     // An existing target's mode, given to the part before the first WRITE went out.
     let result = match mode_kept {
-        Some(sent) => match first.status_of(sent).await {
-            Ok(()) => result,
-            Err(e) => result.and(Err(e)),
-        },
+        Some(sent) => {
+            let status = first.status_of(sent).await;
+            result.and_then(|done| status.map(|()| done))
+        }
         None => result,
     };
     // What the target holds now: what it held and what was acknowledged since.
@@ -116,11 +110,38 @@ pub(crate) async fn put_on(
         false => first.close_named(&target.handle, &target.written).await,
     };
     let kept = crate::kept::total(&holds);
-    let done = match result.and_then(|done| closed.map(|()| done)) {
+    let done = result.and_then(|done| closed.map(|()| done));
+    let done = land_or_clear(first, &target, remote, recorded, kept, done).await?;
+    put_done(first, remote, opts, &meta, done).await
+}
+
+/// What is left to send of a source of `total` bytes (unknown: from `start` to its
+/// end) when the target holds `have`: cut into pieces when several sessions share it.
+fn to_send(sessions: usize, have: &[(u64, u64)], start: u64, total: Option<u64>) -> Ranges {
+    match total {
+        Some(total) => {
+            let piece = if sessions > 1 { PIECE } else { u64::MAX };
+            Ranges::cut(&crate::kept::gaps(have, total), piece)
+        }
+        None => Ranges::whole(start, None),
+    }
+}
+
+/// Once the data is sent: a part that failed holding nothing worth keeping is removed
+/// (no half-written file under either name); one that arrived whole takes the target's
+/// name.
+async fn land_or_clear(
+    first: &SftpClient,
+    target: &Target,
+    remote: &[u8],
+    recorded: bool,
+    kept: u64,
+    done: Result<u64, SftpError>,
+) -> Result<u64, SftpError> {
+    let done = match done {
         Ok(done) => done,
         Err(e) => {
             if target.is_part && kept == 0 {
-                // Nothing worth keeping: no half-written file under either name.
                 let _ = first.remove(&target.written).await;
                 let _ = crate::landing::record_remote(first, &target.written, &[], false).await;
             }
@@ -138,7 +159,7 @@ pub(crate) async fn put_on(
         let (landed, ()) = futures::join!(landing, unrecord);
         landed?;
     }
-    put_done(first, remote, opts, &meta, done).await
+    Ok(done)
 }
 
 /// Opens `local` (off the runtime's thread: opening a FIFO waits for a writer, and the
