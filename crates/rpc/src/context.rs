@@ -1,10 +1,12 @@
 //! [`Context`]: what a generated server trait's method is given beside its arguments.
 
 use core::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
+use serde::Deserialize;
 
-use crate::codec::{Bincode, Codec};
+use crate::codec::{Bincode, Codec, CodecError};
 use crate::link::{ConnectionInfo, Message, Payload};
 use crate::metadata::Metadata;
 use crate::peer::Peer;
@@ -12,7 +14,9 @@ use crate::service::Service;
 
 /// One call as its handler sees it, beside the arguments: the bulk segments that came
 /// with it, the caller's deadline, the connection (to call back on, and what is known of
-/// it), and a way to send segments back with the result.
+/// it), and a way to send segments back with the result. A generated server trait's
+/// methods take one; a [`Router::route`](crate::Router::route) handler's
+/// [`Call`](crate::Call) is one with the decoded arguments beside it.
 ///
 /// `R` is the service this end calls on the connection (the one it serves, unless its
 /// endpoint says otherwise); `C` the codec.
@@ -48,10 +52,34 @@ pub struct Context<R, C = Bincode> {
     deadline: Option<Duration>,
     call_id: u32,
     peer: Peer<R, C>,
+    /// The segments to send back with the result: this call's own, taken by its
+    /// handler's wrapper once the handler has returned.
+    pub(crate) reply: ReplySegments,
+}
+
+/// The segments a handler gives to send back with its result, shared by the call's
+/// [`Context`] and the step that sends the reply.
+#[derive(Clone, Default)]
+pub(crate) struct ReplySegments(Arc<Mutex<Vec<Bytes>>>);
+
+impl ReplySegments {
+    /// The segments given, leaving none.
+    pub(crate) fn take(&self) -> Vec<Bytes> {
+        core::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn set(&self, segments: Vec<Bytes>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = segments;
+    }
 }
 
 impl<R: Service, C: Codec> Context<R, C> {
-    pub(crate) fn new(message: Message, metadata: Metadata, peer: Peer<R, C>) -> Self {
+    pub(crate) fn new(
+        message: Message,
+        metadata: Metadata,
+        peer: Peer<R, C>,
+        reply: ReplySegments,
+    ) -> Self {
         Self {
             segments: message.segments,
             metadata,
@@ -59,6 +87,7 @@ impl<R: Service, C: Codec> Context<R, C> {
             deadline: message.head.deadline_us.map(Duration::from_micros),
             call_id: message.head.call_id,
             peer,
+            reply,
         }
     }
 
@@ -83,6 +112,12 @@ impl<R: Service, C: Codec> Context<R, C> {
         &self.raw
     }
 
+    /// Decodes the arguments again as `T`, which may borrow from them (`&str`, `&[u8]`),
+    /// so a handler can read large strings without copying them.
+    pub fn decode<'a, T: Deserialize<'a>>(&'a self) -> Result<T, CodecError> {
+        C::decode(&self.raw)
+    }
+
     /// The time the caller still waited when the call arrived (the handler is stopped at
     /// it), if the call has a deadline.
     pub fn deadline(&self) -> Option<Duration> {
@@ -102,9 +137,13 @@ impl<R: Service, C: Codec> Context<R, C> {
     }
 
     /// Sends `segments` back with the result (uncopied), replacing any given before. A
-    /// one-way call has no reply: its segments are dropped.
+    /// one-way call has no reply: its segments are dropped. (A [`Router::route`]
+    /// handler's [`Reply`](crate::Reply) carries its own; these go back only when it
+    /// carries none.)
+    ///
+    /// [`Router::route`]: crate::Router::route
     pub fn reply_segments(&self, segments: Vec<Bytes>) {
-        self.peer.park_reply_segments(self.call_id, segments);
+        self.reply.set(segments);
     }
 }
 

@@ -2,66 +2,42 @@
 //! (it gives a [`Reply`]).
 
 use core::marker::PhantomData;
-use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use serde::Deserialize;
 use volley_proto::rpc::ErrorCode;
 
-use crate::codec::{Bincode, Codec, CodecError};
-use crate::context::Context;
+use crate::codec::{Bincode, Codec};
+use crate::context::{Context, ReplySegments};
 use crate::error::HandlerError;
-use crate::link::{Message, Payload};
+use crate::link::Message;
 use crate::metadata::Metadata;
 use crate::peer::Peer;
 use crate::peer::routes::{Encoded, HandlerFuture, Routes};
 use crate::service::{Method, Reply, Service};
 
-/// A call as a [`Router::route`] handler sees it. (A generated server trait's methods
-/// take a [`Context`] and the arguments instead.) `R` is the service this end calls back.
+/// A call as a [`Router::route`] handler sees it: the decoded arguments beside the
+/// call's [`Context`] (its segments, metadata, deadline and connection), which it
+/// dereferences to. (A generated server trait's methods take the [`Context`] and the
+/// arguments apart instead.) `R` is the service this end calls back.
 pub struct Call<M: Method, R: Service = <M as Method>::Service, C: Codec = Bincode> {
     /// The decoded arguments.
     pub args: M::Args,
-    /// The bulk segments that came with them: slices of the receive buffer, uncopied.
-    pub segments: Vec<Bytes>,
-    metadata: Metadata,
-    raw: Payload,
-    deadline: Option<Duration>,
-    peer: Peer<R, C>,
+    cx: Context<R, C>,
 }
 
-impl<M: Method, R: Service, C: Codec> Call<M, R, C> {
-    /// The metadata the call came with (see [`Metadata`](crate::Metadata)).
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
-    }
+impl<M: Method, R: Service, C: Codec> core::ops::Deref for Call<M, R, C> {
+    type Target = Context<R, C>;
 
-    /// The arguments as they arrived, encoded.
-    pub fn raw_args(&self) -> &Payload {
-        &self.raw
+    fn deref(&self) -> &Context<R, C> {
+        &self.cx
     }
+}
 
-    /// Decodes the arguments again as `T`, which may borrow from them (`&str`, `&[u8]`),
-    /// so a handler can read large strings without copying them.
-    pub fn decode<'a, T: Deserialize<'a>>(&'a self) -> Result<T, CodecError> {
-        C::decode(&self.raw)
-    }
-
-    /// The time the caller still waits, as it was when the call arrived.
-    pub fn deadline(&self) -> Option<Duration> {
-        self.deadline
-    }
-
-    /// What is known of the connection the call came on (the peer's address).
-    pub fn connection(&self) -> &crate::link::ConnectionInfo {
-        self.peer.connection()
-    }
-
-    /// The connection the call came on: call back into the caller with it.
-    pub fn peer(&self) -> &Peer<R, C> {
-        &self.peer
+impl<M: Method, R: Service, C: Codec> core::ops::DerefMut for Call<M, R, C> {
+    fn deref_mut(&mut self) -> &mut Context<R, C> {
+        &mut self.cx
     }
 }
 
@@ -146,19 +122,16 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         Fut: Future<Output = Result<Reply<M::Output>, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.insert::<M, _, _>(move |args, message, metadata, peer| {
+        self.insert::<M, _, _>(move |args, cx| {
             let handler = handler.clone();
             async move {
-                let call = Call {
-                    args,
-                    segments: message.segments,
-                    metadata,
-                    raw: message.args,
-                    deadline: message.head.deadline_us.map(Duration::from_micros),
-                    peer: peer.clone(),
+                let (peer, given) = (cx.peer().clone(), cx.reply.clone());
+                let reply = handler(Call { args, cx }).await?;
+                let segments = match reply.segments.is_empty() {
+                    true => given.take(),
+                    false => reply.segments,
                 };
-                let reply = handler(call).await?;
-                encode_reply(&peer, &reply.value, reply.segments).await
+                encode_reply(&peer, &reply.value, segments).await
             }
         })
     }
@@ -174,17 +147,12 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
         Fut: Future<Output = Result<M::Output, HandlerError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.insert::<M, _, _>(move |args, message, metadata, peer| {
+        self.insert::<M, _, _>(move |args, cx| {
             let handler = handler.clone();
             async move {
-                let parked = Parked {
-                    peer: &peer,
-                    call_id: message.head.call_id,
-                };
-                let cx = Context::new(message, metadata, peer.clone());
-                let value = handler(cx, args).await;
-                let segments = parked.take();
-                encode_reply(&peer, &value?, segments).await
+                let (peer, given) = (cx.peer().clone(), cx.reply.clone());
+                let value = handler(cx, args).await?;
+                encode_reply(&peer, &value, given.take()).await
             }
         })
     }
@@ -227,7 +195,7 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
     fn insert<M, F, Fut>(mut self, run: F) -> Self
     where
         M: Method<Service = S>,
-        F: Fn(M::Args, Message, Metadata, Peer<R, C>) -> Fut + Send + Sync + 'static,
+        F: Fn(M::Args, Context<R, C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Encoded, HandlerError>> + Send + 'static,
     {
         let authorize = self.authorize.clone();
@@ -259,17 +227,21 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
                     ))));
                 }
             }
-            match C::decode::<M::Args>(&message.args) {
+            #[cfg(feature = "opentelemetry")]
+            let span = crate::trace::handler_span(M::NAME, &metadata);
+            let decoded = C::decode::<M::Args>(&message.args);
+            let cx = || Context::new(message, metadata, peer, ReplySegments::default());
+            match decoded {
                 #[cfg(feature = "opentelemetry")]
-                Ok(args) => match crate::trace::handler_span(M::NAME, &metadata) {
+                Ok(args) => match span {
                     Some(span) => {
                         use tracing::Instrument;
-                        Box::pin(run(args, message, metadata, peer).instrument(span))
+                        Box::pin(run(args, cx()).instrument(span))
                     }
-                    None => Box::pin(run(args, message, metadata, peer)),
+                    None => Box::pin(run(args, cx())),
                 },
                 #[cfg(not(feature = "opentelemetry"))]
-                Ok(args) => Box::pin(run(args, message, metadata, peer)),
+                Ok(args) => Box::pin(run(args, cx())),
                 Err(e) => Box::pin(core::future::ready(Err(HandlerError::with_code(
                     ErrorCode::DECODE,
                     e,
@@ -302,25 +274,6 @@ impl<S: Service, R: Service, C: Codec> Router<S, R, C> {
 
     pub(crate) fn into_routes(self) -> Routes<R, C> {
         self.routes
-    }
-}
-
-/// Takes a call's parked reply segments back from its connection, also when the handler
-/// fails, panics or is stopped, so none are left behind.
-struct Parked<'a, R: Service, C: Codec> {
-    peer: &'a Peer<R, C>,
-    call_id: u32,
-}
-
-impl<R: Service, C: Codec> Parked<'_, R, C> {
-    fn take(self) -> Vec<Bytes> {
-        self.peer.take_reply_segments(self.call_id)
-    }
-}
-
-impl<R: Service, C: Codec> Drop for Parked<'_, R, C> {
-    fn drop(&mut self) {
-        self.peer.take_reply_segments(self.call_id);
     }
 }
 

@@ -70,8 +70,9 @@ pub(super) fn artiq_router(
         .route(artiq::GiveI32List, |call| async move {
             Ok(Reply::new(vec![123i32; call.args as usize]))
         })
-        .route(artiq::TakeI32Array, |call| async move {
-            let array = LeArray::<i32>::new(call.segments.into_iter().next().unwrap_or_default())?;
+        .route(artiq::TakeI32Array, |mut call| async move {
+            let first = call.take_segments().into_iter().next();
+            let array = LeArray::<i32>::new(first.unwrap_or_default())?;
             Ok(Reply::new(array.iter().map(i64::from).sum()))
         })
         .route(artiq::GiveI32Array, move |call| {

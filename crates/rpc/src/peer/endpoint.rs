@@ -291,8 +291,6 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             failure: OnceLock::new(),
             ended: Notify::new(),
             router: self.router.clone(),
-            parked: Mutex::new(HashMap::new()),
-            parked_count: AtomicUsize::new(0),
             running: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
             pending_answers: AtomicUsize::new(0),

@@ -12,7 +12,6 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use bytes::Bytes;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
 use volley_proto::rpc::Hello;
@@ -134,10 +133,6 @@ struct Inner<S, C> {
     ended: Notify,
     // Serving.
     router: Option<Arc<Routes<S, C>>>,
-    /// Segments handlers gave to send back with their results, by call id
-    /// ([`Context::reply_segments`](crate::Context::reply_segments)), and how many.
-    parked: Mutex<HashMap<u32, Vec<Bytes>>>,
-    parked_count: AtomicUsize,
     /// Sync calls running, by the peer's call id; `None` until the task is spawned.
     running: Mutex<HashMap<u32, Option<AbortHandle>>>,
     /// Calls of the peer's taking credit here: sync running plus one-way queued.
@@ -261,28 +256,6 @@ impl<S: Service, C: Codec> Peer<S, C> {
             oneway_dropped: c.oneway_dropped.load(Ordering::Relaxed),
             cancelled: c.cancelled.load(Ordering::Relaxed),
             late_replies: c.late_replies.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Keeps `segments` to send with call `call_id`'s result.
-    pub(crate) fn park_reply_segments(&self, call_id: u32, segments: Vec<Bytes>) {
-        if lock(&self.inner.parked).insert(call_id, segments).is_none() {
-            self.inner.parked_count.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Takes back what call `call_id`'s handler parked (nothing, without a lock, when no
-    /// handler of the connection has parked any).
-    pub(crate) fn take_reply_segments(&self, call_id: u32) -> Vec<Bytes> {
-        if self.inner.parked_count.load(Ordering::SeqCst) == 0 {
-            return Vec::new();
-        }
-        match lock(&self.inner.parked).remove(&call_id) {
-            Some(segments) => {
-                self.inner.parked_count.fetch_sub(1, Ordering::SeqCst);
-                segments
-            }
-            None => Vec::new(),
         }
     }
 

@@ -113,15 +113,16 @@ pub fn server_router<C: Codec>(seen: Arc<Seen>) -> Router<Test, Test, C> {
                 Ok(Reply::new(()))
             }
         })
-        .route(test::Bulk, move |call| {
+        .route(test::Bulk, move |mut call| {
             let seen = s3.clone();
             async move {
-                let len = call.segments.iter().map(Bytes::len).sum::<usize>() as u64;
+                let segments = call.take_segments();
+                let len = segments.iter().map(Bytes::len).sum::<usize>() as u64;
                 seen.segment_ptrs
                     .lock()
                     .unwrap()
-                    .extend(call.segments.iter().map(|s| s.as_ptr() as usize));
-                Ok(Reply::with_segments(len, call.segments))
+                    .extend(segments.iter().map(|s| s.as_ptr() as usize));
+                Ok(Reply::with_segments(len, segments))
             }
         })
         .route(test::CallBack, |call| async move {
