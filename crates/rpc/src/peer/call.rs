@@ -121,7 +121,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         deadline: Option<Duration>,
     ) -> (Pending<S, C>, oneshot::Receiver<Message>) {
         let (tx, rx) = oneshot::channel();
-        self.inner.add_waiter(id, tx, deadline);
+        self.inner.calls.add_waiter(id, tx, deadline);
         let guard = Pending {
             inner: self.inner.clone(),
             id,
@@ -158,7 +158,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             Ok(message) => message,
             Err(e) => return ReplyFuture::ready(Err(e)),
         };
-        let Ok(permit) = self.inner.credit.clone().try_acquire_owned() else {
+        let Ok(permit) = self.inner.calls.credit.clone().try_acquire_owned() else {
             let peer = self.clone();
             return ReplyFuture::slow(Box::pin(async move {
                 peer.dispatch::<M>(message, deadline).await
@@ -206,7 +206,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
             Ok(message) => message,
             Err(e) => return SendFuture::ready(Err(e)),
         };
-        let Ok(permit) = self.inner.credit.clone().try_acquire_owned() else {
+        let Ok(permit) = self.inner.calls.credit.clone().try_acquire_owned() else {
             let peer = self.clone();
             return SendFuture::slow(Box::pin(
                 async move { peer.send_message::<M>(message).await },
@@ -214,7 +214,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         };
         // The credit comes back in a credit message, not with a reply.
         permit.forget();
-        self.inner.oneway_out.fetch_add(1, Ordering::Relaxed);
+        self.inner.calls.oneway_out.fetch_add(1, Ordering::Relaxed);
         match self.inner.sender.try_send(message) {
             Ok(()) => {
                 self.inner.sent();
@@ -253,7 +253,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         let permit = inner.acquire(M::NAME).await?;
         // The credit comes back in a credit message, not with a reply.
         permit.forget();
-        inner.oneway_out.fetch_add(1, Ordering::Relaxed);
+        inner.calls.oneway_out.fetch_add(1, Ordering::Relaxed);
         self.deliver::<M>(message).await
     }
 
@@ -309,7 +309,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
 
     /// `Ok` while the connection is up; else the error a call of `M` gets.
     fn alive<M: Method<Service = S>>(&self) -> Result<(), CallError> {
-        match self.inner.failure.get() {
+        match self.inner.life.failure.get() {
             Some(cause) => Err(CallError::ConnectionLost {
                 method: M::NAME,
                 cause: cause.clone(),
@@ -356,7 +356,7 @@ impl<S: Service, C: Codec> Peer<S, C> {
         let message = Message {
             head: Head {
                 kind,
-                call_id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+                call_id: self.inner.calls.next_id.fetch_add(1, Ordering::Relaxed),
                 method: M::ID,
                 deadline_us: deadline.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
                 metadata,
@@ -436,7 +436,7 @@ impl<S: Service, C: Codec> Pending<S, C> {
     }
 
     fn disarm(&mut self) {
-        lock(&self.inner.waiters).remove(&self.id);
+        lock(&self.inner.calls.waiters).remove(&self.id);
         self.permit = None;
     }
 }
@@ -446,8 +446,8 @@ impl<S: Service, C: Codec> Drop for Pending<S, C> {
         let Some(permit) = self.permit.take() else {
             return;
         };
-        lock(&self.inner.waiters).remove(&self.id);
-        if self.inner.failure.get().is_some() {
+        lock(&self.inner.calls.waiters).remove(&self.id);
+        if self.inner.life.failure.get().is_some() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -474,7 +474,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// Counts a call sent.
     fn sent(&self) {
         self.counters.calls_sent.fetch_add(1, Ordering::Relaxed);
-        self.activity.fetch_add(1, Ordering::Relaxed);
+        self.life.activity.fetch_add(1, Ordering::Relaxed);
     }
 
     /// What a sync call's reply (or its waiter's end) means for its caller.
@@ -500,7 +500,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
             _ => {
                 let code = ErrorCode(reply.head.method);
                 if code == ErrorCode::SHUTTING_DOWN {
-                    self.draining.store(true, Ordering::Relaxed);
+                    self.life.draining.store(true, Ordering::Relaxed);
                 }
                 let detail = String::from_utf8_lossy(&reply.args).into_owned();
                 Err(match (code, deadline) {

@@ -19,7 +19,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 use volley_proto::rpc::{ErrorCode, Kind};
 
-use super::{Inner, lock};
+use super::{Calls, Inner, lock};
 use crate::codec::Codec;
 use crate::link::Message;
 use crate::service::Service;
@@ -52,7 +52,7 @@ pub(crate) fn own_timer(deadline: Option<Duration>) -> Option<Duration> {
     deadline.filter(|d| *d < SWEPT_FROM)
 }
 
-impl<S: Service, C: Codec> Inner<S, C> {
+impl Calls {
     /// Registers call `id`'s waiter, its deadline kept by the sweep if it is long.
     pub(super) fn add_waiter(
         &self,
@@ -102,7 +102,9 @@ impl<S: Service, C: Codec> Inner<S, C> {
             .collect();
         (taken, left)
     }
+}
 
+impl<S: Service, C: Codec> Inner<S, C> {
     /// Cancels expired calls at the peer, then tells their callers; the cancel is queued
     /// before the caller frees the call's credit, as when a call is dropped.
     async fn expire(&self, expired: Vec<(u32, oneshot::Sender<Message>)>) {
@@ -126,32 +128,32 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>) {
     let mut ticks = tokio::time::interval_at(Instant::now() + TICK, TICK);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        let ended = inner.ended.notified();
+        let ended = inner.life.ended.notified();
         tokio::pin!(ended);
         ended.as_mut().enable();
-        if inner.failure.get().is_some() {
+        if inner.life.failure.get().is_some() {
             return;
         }
-        let now = inner.sweep.now.load(Ordering::Relaxed);
-        let (expired, left) = inner.expired(now);
+        let now = inner.calls.sweep.now.load(Ordering::Relaxed);
+        let (expired, left) = inner.calls.expired(now);
         inner.expire(expired).await;
         if !left {
-            inner.sweep.asleep.store(true, Ordering::SeqCst);
-            let (expired, left) = inner.expired(now);
+            inner.calls.sweep.asleep.store(true, Ordering::SeqCst);
+            let (expired, left) = inner.calls.expired(now);
             inner.expire(expired).await;
             if !left {
                 tokio::select! {
-                    () = inner.sweep.wake.notified() => {}
+                    () = inner.calls.sweep.wake.notified() => {}
                     () = &mut ended => return,
                 }
             }
-            inner.sweep.asleep.store(false, Ordering::SeqCst);
+            inner.calls.sweep.asleep.store(false, Ordering::SeqCst);
             ticks.reset();
         }
         tokio::select! {
             _ = ticks.tick() => {}
             () = &mut ended => return,
         }
-        inner.sweep.now.fetch_add(1, Ordering::Relaxed);
+        inner.calls.sweep.now.fetch_add(1, Ordering::Relaxed);
     }
 }

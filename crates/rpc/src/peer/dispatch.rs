@@ -21,7 +21,7 @@ impl<S: Service, C: Codec> Inner<S, C> {
         &self,
         method: &'static str,
     ) -> Result<OwnedSemaphorePermit, CallError> {
-        match self.credit.clone().acquire_owned().await {
+        match self.calls.credit.clone().acquire_owned().await {
             Ok(permit) => Ok(permit),
             Err(_) => Err(self.lost(method, LinkError::Closed, false)),
         }
@@ -31,7 +31,12 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// handed to the link (it may have run), unless the peer closed the connection as
     /// idle: it runs no call that arrives as it does (`keepalive::watch`).
     pub(super) fn lost(&self, method: &'static str, fallback: LinkError, sent: bool) -> CallError {
-        let cause = self.failure.get().cloned().unwrap_or(Ended::Link(fallback));
+        let cause = self
+            .life
+            .failure
+            .get()
+            .cloned()
+            .unwrap_or(Ended::Link(fallback));
         CallError::ConnectionLost {
             method,
             sent: sent && !matches!(cause, Ended::IdleClosed(_)),
@@ -41,36 +46,19 @@ impl<S: Service, C: Codec> Inner<S, C> {
 
     /// Ends the connection: every waiting caller gets `cause`, running handlers stop.
     pub(super) fn fail(&self, cause: impl Into<Ended>) {
-        if self.failure.set(cause.into()).is_err() {
+        if self.life.failure.set(cause.into()).is_err() {
             return;
         }
-        self.credit.close();
-        lock(&self.waiters).clear();
-        for (_, handle) in lock(&self.running).drain() {
+        self.calls.credit.close();
+        lock(&self.calls.waiters).clear();
+        for (_, handle) in lock(&self.served.running).drain() {
             if let Some(handle) = handle {
                 handle.abort();
             }
         }
         self.sender.close();
-        self.ended.notify_waiters();
-        self.idle.notify_waiters();
-    }
-
-    /// A call of the peer's has finished here.
-    pub(super) fn finish_one(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.idle.notify_waiters();
-        }
-    }
-
-    /// Takes a credit slot for a call of the peer's; false if it is past our credit.
-    pub(super) fn admit(&self) -> bool {
-        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
-        if before >= self.ours.credit as usize {
-            self.finish_one();
-            return false;
-        }
-        true
+        self.life.ended.notify_waiters();
+        self.served.idle.notify_waiters();
     }
 
     /// Sends an error reply from a task of its own, so the reader never waits on the link.
@@ -88,14 +76,14 @@ impl<S: Service, C: Codec> Inner<S, C> {
     /// own; a peer that has more than [`MAX_PENDING_ANSWERS`] of them unsent (it asks
     /// without reading) is dropped.
     pub(super) fn answer(self: &Arc<Self>, message: Message) {
-        if self.pending_answers.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ANSWERS {
+        if self.served.pending_answers.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_ANSWERS {
             self.fail(Ended::Flooded(MAX_PENDING_ANSWERS));
             return;
         }
         let inner = self.clone();
         tokio::spawn(async move {
             let _ = inner.sender.send(message).await;
-            inner.pending_answers.fetch_sub(1, Ordering::SeqCst);
+            inner.served.pending_answers.fetch_sub(1, Ordering::SeqCst);
         });
     }
 
@@ -106,16 +94,16 @@ impl<S: Service, C: Codec> Inner<S, C> {
         oneway: &mpsc::UnboundedSender<Message>,
     ) {
         let head = message.head;
-        self.heard.fetch_add(1, Ordering::Relaxed);
+        self.life.heard.fetch_add(1, Ordering::Relaxed);
         if !matches!(head.kind, Kind::PING | Kind::PONG) {
-            self.activity.fetch_add(1, Ordering::Relaxed);
+            self.life.activity.fetch_add(1, Ordering::Relaxed);
         }
         match head.kind {
             Kind::PING => self.answer(Message::new(Kind::PONG, 0, head.method, Bytes::new())),
             // Heard, which is all a pong is for.
             Kind::PONG => {}
             Kind::REPLY | Kind::ERROR => {
-                let waiter = lock(&self.waiters).remove(&head.call_id);
+                let waiter = lock(&self.calls.waiters).remove(&head.call_id);
                 match waiter {
                     Some(waiter) => {
                         let _ = waiter.tx.send(message);
@@ -127,7 +115,9 @@ impl<S: Service, C: Codec> Inner<S, C> {
             }
             Kind::CALL => self.start_call(message),
             Kind::ONE_WAY => {
-                if self.shutting_down.load(Ordering::SeqCst) || !self.admit() {
+                if self.served.shutting_down.load(Ordering::SeqCst)
+                    || !self.served.admit(self.ours.credit)
+                {
                     self.counters.oneway_dropped.fetch_add(1, Ordering::Relaxed);
                     crate::log::warn_limited(
                         "one-way call dropped: past this end's credit, or shutting down",
@@ -138,13 +128,13 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 let _ = oneway.send(message);
             }
             Kind::CANCEL => {
-                let entry = lock(&self.running).remove(&head.call_id);
+                let entry = lock(&self.served.running).remove(&head.call_id);
                 if let Some(handle) = entry {
                     if let Some(handle) = handle {
                         handle.abort();
                     }
                     self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
-                    self.finish_one();
+                    self.served.finish_one();
                 }
             }
             Kind::CLOSING => {
@@ -157,17 +147,17 @@ impl<S: Service, C: Codec> Inner<S, C> {
             }
             Kind::CREDIT => {
                 // Never more than this end has out: a peer cannot inflate its own credit.
-                let mut out = self.oneway_out.load(Ordering::Relaxed);
+                let mut out = self.calls.oneway_out.load(Ordering::Relaxed);
                 loop {
                     let back = head.method.min(out);
-                    match self.oneway_out.compare_exchange(
+                    match self.calls.oneway_out.compare_exchange(
                         out,
                         out - back,
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     ) {
                         Ok(_) => {
-                            self.credit.add_permits(back as usize);
+                            self.calls.credit.add_permits(back as usize);
                             break;
                         }
                         Err(now) => out = now,
@@ -195,7 +185,7 @@ pub(super) async fn read_loop<S: Service, C: Codec, R: LinkReceiver>(
             Ok(message) => inner.dispatch(message, &oneway),
             Err(e) => break e,
         }
-        if inner.failure.get().is_some() {
+        if inner.life.failure.get().is_some() {
             return;
         }
     };

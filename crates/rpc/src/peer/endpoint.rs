@@ -2,12 +2,10 @@
 //! end sends first.
 
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::mpsc;
 use volley_proto::rpc::{
     CAP_ANSWERS_PINGS, CAP_HEARS_CLOSING, CAP_METADATA, CAP_METHOD_TABLE, ErrorCode, HELLO_LEN,
     Hello, Kind, MAX_HELLO_FRAME, MAX_TOKEN, WIRE_VERSION,
@@ -15,9 +13,9 @@ use volley_proto::rpc::{
 use volley_proto::wire::frame;
 
 use super::any::AnySender;
-use super::deadlines::Sweep;
 use super::routes::Routes;
-use super::{ConnectionName, Counters, Inner, Owner, Peer, deadlines, dispatch, keepalive, serve};
+use super::{Calls, ConnectionName, Counters, Inner, Liveness, Owner, Peer, Served};
+use super::{deadlines, dispatch, keepalive, serve};
 use crate::auth::{AuthRequest, Check, Throttle};
 use crate::codec::{Bincode, Codec};
 use crate::config::Config;
@@ -276,28 +274,14 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             connection,
             who: ConnectionName::next(),
             link_max,
-            heard: AtomicU64::new(0),
-            activity: AtomicU64::new(0),
             config: self.config,
             ours,
             theirs,
             their_methods: table.map(|t| t.methods),
             pool: BufferPool::new(self.config.pool),
-            next_id: AtomicU32::new(1),
-            waiters: Mutex::new(HashMap::new()),
-            sweep: Sweep::default(),
-            credit: Arc::new(Semaphore::new(theirs.credit as usize)),
-            oneway_out: AtomicU32::new(0),
-            failure: OnceLock::new(),
-            ended: Notify::new(),
-            router: self.router.clone(),
-            running: Mutex::new(HashMap::new()),
-            in_flight: AtomicUsize::new(0),
-            pending_answers: AtomicUsize::new(0),
-            shutting_down: AtomicBool::new(false),
-            idle_closing: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
-            idle: Notify::new(),
+            calls: Calls::new(theirs.credit),
+            served: Served::new(self.router.clone()),
+            life: Liveness::default(),
             counters: Counters::default(),
             _s: PhantomData,
         });

@@ -57,8 +57,8 @@ impl Watch {
 
 pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Watch) {
     let start = Instant::now();
-    let (mut heard, mut heard_at) = (inner.heard.load(Ordering::Relaxed), start);
-    let (mut active, mut active_at) = (inner.activity.load(Ordering::Relaxed), start);
+    let (mut heard, mut heard_at) = (inner.life.heard.load(Ordering::Relaxed), start);
+    let (mut active, mut active_at) = (inner.life.activity.load(Ordering::Relaxed), start);
     let mut pinged_at: Option<Instant> = None;
     let mut ping = 0u32;
     let mut ticks = tokio::time::interval(watch.tick);
@@ -66,18 +66,18 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Wa
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
-            () = inner.ended.notified() => return,
+            () = inner.life.ended.notified() => return,
         }
-        if inner.failure.get().is_some() {
+        if inner.life.failure.get().is_some() {
             return;
         }
         let now = Instant::now();
-        let h = inner.heard.load(Ordering::Relaxed);
+        let h = inner.life.heard.load(Ordering::Relaxed);
         if h != heard {
             (heard, heard_at) = (h, now);
             pinged_at = None;
         }
-        let a = inner.activity.load(Ordering::Relaxed);
+        let a = inner.life.activity.load(Ordering::Relaxed);
         if a != active || inner.busy() {
             (active, active_at) = (a, now);
         }
@@ -98,11 +98,11 @@ pub(super) async fn run<S: Service, C: Codec>(inner: Arc<Inner<S, C>>, watch: Wa
                 // connection open (its admission comes before its look at the door), and
                 // one that looks after is refused unrun; either way no call the peer sent
                 // runs after the close, so the peer may send them all again.
-                inner.idle_closing.store(true, Ordering::SeqCst);
+                inner.served.idle_closing.store(true, Ordering::SeqCst);
                 let busy = inner.busy();
-                let a = inner.activity.load(Ordering::Relaxed);
+                let a = inner.life.activity.load(Ordering::Relaxed);
                 if busy || a != active {
-                    inner.idle_closing.store(false, Ordering::SeqCst);
+                    inner.served.idle_closing.store(false, Ordering::SeqCst);
                     (active, active_at) = (a, now);
                     continue;
                 }
@@ -125,8 +125,8 @@ impl<S, C> Inner<S, C> {
     /// Whether anything is in flight either way: calls of ours awaiting replies, one-way
     /// calls whose credit has not come back, or calls of the peer's running here.
     fn busy(&self) -> bool {
-        self.in_flight.load(Ordering::SeqCst) > 0
-            || self.oneway_out.load(Ordering::Relaxed) > 0
-            || !lock(&self.waiters).is_empty()
+        self.served.in_flight.load(Ordering::SeqCst) > 0
+            || self.calls.oneway_out.load(Ordering::Relaxed) > 0
+            || !lock(&self.calls.waiters).is_empty()
     }
 }

@@ -100,6 +100,9 @@ struct Counters {
     late_replies: AtomicU64,
 }
 
+/// One connection's state, shared by its handles and its tasks, by job: what every job
+/// reads (the link, the hellos, the pool), the calls this end has out ([`Calls`]), the
+/// peer's calls it serves ([`Served`]), and whether the connection lives ([`Liveness`]).
 struct Inner<S, C> {
     sender: AnySender,
     /// What the link knew of the connection.
@@ -108,11 +111,6 @@ struct Inner<S, C> {
     who: ConnectionName,
     /// The largest message the link carries.
     link_max: usize,
-    /// Messages received (any kind): the keep-alive's sign of life.
-    heard: AtomicU64,
-    /// Calls, replies and credit sent or received (not pings): the idle timeout's sign
-    /// of use.
-    activity: AtomicU64,
     config: Config,
     ours: Hello,
     theirs: Hello,
@@ -120,7 +118,15 @@ struct Inner<S, C> {
     /// none (its service's fingerprint matched ours at the hello instead).
     their_methods: Option<Box<[crate::service::MethodEntry]>>,
     pool: BufferPool,
-    // Calling.
+    calls: Calls,
+    served: Served<S, C>,
+    life: Liveness,
+    counters: Counters,
+    _s: PhantomData<fn() -> (S, C)>,
+}
+
+/// The calls this end has made to the peer and awaits.
+struct Calls {
     next_id: AtomicU32,
     waiters: Mutex<HashMap<u32, Waiter>>,
     /// Keeps the long deadlines of calls in `waiters`.
@@ -129,9 +135,23 @@ struct Inner<S, C> {
     credit: Arc<Semaphore>,
     /// One-way calls sent whose credit has not come back.
     oneway_out: AtomicU32,
-    failure: OnceLock<Ended>,
-    ended: Notify,
-    // Serving.
+}
+
+impl Calls {
+    /// None yet, with the peer's `credit`.
+    fn new(credit: u32) -> Self {
+        Self {
+            next_id: AtomicU32::new(1),
+            waiters: Mutex::new(HashMap::new()),
+            sweep: Sweep::default(),
+            credit: Arc::new(Semaphore::new(credit as usize)),
+            oneway_out: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The peer's calls this end serves.
+struct Served<S, C> {
     router: Option<Arc<Routes<S, C>>>,
     /// Sync calls running, by the peer's call id; `None` until the task is spawned.
     running: Mutex<HashMap<u32, Option<AbortHandle>>>,
@@ -143,12 +163,40 @@ struct Inner<S, C> {
     /// Set while the keepalive task closes an idle connection: calls arriving then are
     /// refused unrun, so the peer may send again every call the close cut off.
     idle_closing: AtomicBool,
+    /// Told when `in_flight` falls to zero.
+    idle: Notify,
+}
+
+impl<S, C> Served<S, C> {
+    /// None yet, served by `router` (none: the peer's calls are refused).
+    fn new(router: Option<Arc<Routes<S, C>>>) -> Self {
+        Self {
+            router,
+            running: Mutex::new(HashMap::new()),
+            in_flight: AtomicUsize::new(0),
+            pending_answers: AtomicUsize::new(0),
+            shutting_down: AtomicBool::new(false),
+            idle_closing: AtomicBool::new(false),
+            idle: Notify::new(),
+        }
+    }
+}
+
+/// Whether the connection lives, and the signs of life and use the keep-alive reads.
+#[derive(Default)]
+struct Liveness {
+    /// Messages received (any kind): the keep-alive's sign of life.
+    heard: AtomicU64,
+    /// Calls, replies and credit sent or received (not pings): the idle timeout's sign
+    /// of use.
+    activity: AtomicU64,
+    /// Why the connection ended, once it has.
+    failure: OnceLock<Ended>,
+    /// Told when `failure` is set.
+    ended: Notify,
     /// Set once the peer answered a call `ShuttingDown`: a reconnecting client takes
     /// its next calls elsewhere.
     draining: AtomicBool,
-    idle: Notify,
-    counters: Counters,
-    _s: PhantomData<fn() -> (S, C)>,
 }
 
 /// A connection's number in this process, for the log.
@@ -177,12 +225,14 @@ impl<S: Service, C: Codec> Peer<S, C> {
     /// link.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
-        inner.shutting_down.store(true, Ordering::SeqCst);
+        inner.served.shutting_down.store(true, Ordering::SeqCst);
         loop {
-            let idle = inner.idle.notified();
+            let idle = inner.served.idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if inner.in_flight.load(Ordering::SeqCst) == 0 || inner.failure.get().is_some() {
+            if inner.served.in_flight.load(Ordering::SeqCst) == 0
+                || inner.life.failure.get().is_some()
+            {
                 break;
             }
             idle.await;
@@ -198,10 +248,10 @@ impl<S: Service, C: Codec> Peer<S, C> {
     /// Waits until the connection has ended, and says why.
     pub async fn closed(&self) -> Ended {
         loop {
-            let ended = self.inner.ended.notified();
+            let ended = self.inner.life.ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            if let Some(cause) = self.inner.failure.get() {
+            if let Some(cause) = self.inner.life.failure.get() {
                 return cause.clone();
             }
             ended.await;
@@ -210,14 +260,14 @@ impl<S: Service, C: Codec> Peer<S, C> {
 
     /// Why the connection ended, if it has.
     pub fn failure(&self) -> Option<Ended> {
-        self.inner.failure.get().cloned()
+        self.inner.life.failure.get().cloned()
     }
 
     /// Whether the peer has answered a call [`CallError::ShuttingDown`](crate::CallError::ShuttingDown): it takes no new
     /// calls on this connection (a [`Reconnecting`](crate::Reconnecting) client then
     /// makes its next calls on a new one).
     pub fn draining(&self) -> bool {
-        self.inner.draining.load(Ordering::Relaxed)
+        self.inner.life.draining.load(Ordering::Relaxed)
     }
 
     /// The peer's hello: its limits and credit.
@@ -272,7 +322,7 @@ impl<S, C> core::fmt::Debug for Peer<S, C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Peer")
             .field("theirs", &self.inner.theirs)
-            .field("failure", &self.inner.failure.get())
+            .field("failure", &self.inner.life.failure.get())
             .finish()
     }
 }

@@ -14,23 +14,43 @@ use tokio::sync::mpsc;
 use volley_proto::rpc::{ErrorCode, Head, Kind};
 
 use super::routes::{Encoded, HandlerFuture};
-use super::{Inner, Peer, lock};
+use super::{Inner, Peer, Served, lock};
 use crate::codec::Codec;
 use crate::error::HandlerError;
 use crate::link::{Message, TrySendError};
 use crate::service::Service;
 
+impl<S, C> Served<S, C> {
+    /// A call of the peer's has finished here.
+    pub(super) fn finish_one(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Takes a credit slot for a call of the peer's; false if it is past this end's
+    /// `credit`.
+    pub(super) fn admit(&self, credit: u32) -> bool {
+        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if before >= credit as usize {
+            self.finish_one();
+            return false;
+        }
+        true
+    }
+}
+
 impl<S: Service, C: Codec> Inner<S, C> {
     pub(super) fn start_call(self: &Arc<Self>, message: Message) {
         let head = message.head;
-        if self.shutting_down.load(Ordering::SeqCst) {
+        if self.served.shutting_down.load(Ordering::SeqCst) {
             return self.answer_error(
                 head.call_id,
                 ErrorCode::SHUTTING_DOWN,
                 "the peer is shutting down".into(),
             );
         }
-        if !self.admit() {
+        if !self.served.admit(self.ours.credit) {
             self.counters.busy.fetch_add(1, Ordering::Relaxed);
             return self.answer_error(
                 head.call_id,
@@ -41,8 +61,8 @@ impl<S: Service, C: Codec> Inner<S, C> {
         // Admitted first, then the door looked at: the keepalive task closes it first,
         // then looks at what is admitted, so a call either holds the connection open or
         // is refused unrun (see `keepalive::watch`).
-        if self.idle_closing.load(Ordering::SeqCst) {
-            self.finish_one();
+        if self.served.idle_closing.load(Ordering::SeqCst) {
+            self.served.finish_one();
             return self.answer_error(
                 head.call_id,
                 ErrorCode::SHUTTING_DOWN,
@@ -50,20 +70,21 @@ impl<S: Service, C: Codec> Inner<S, C> {
             );
         }
         let handler = self
+            .served
             .router
             .as_ref()
             .and_then(|router| router.get(head.method))
             .map(|(_, handler)| handler.clone());
         let Some(handler) = handler else {
-            self.finish_one();
+            self.served.finish_one();
             return self.answer_error(
                 head.call_id,
                 ErrorCode::UNKNOWN_METHOD,
                 format!("no method {} here", head.method),
             );
         };
-        if lock(&self.running).contains_key(&head.call_id) {
-            self.finish_one();
+        if lock(&self.served.running).contains_key(&head.call_id) {
+            self.served.finish_one();
             crate::log::warn_limited("the peer reused the id of a call still running", &self.who);
             return self.answer_error(
                 head.call_id,
@@ -82,13 +103,13 @@ impl<S: Service, C: Codec> Inner<S, C> {
             Ok(None) => {
                 // In the table before the task exists, so a task that ends at once finds
                 // its entry.
-                lock(&self.running).insert(head.call_id, None);
+                lock(&self.served.running).insert(head.call_id, None);
                 let inner = self.clone();
                 let task = tokio::spawn(async move {
                     let outcome = run_handler(future, head.deadline_us).await;
                     inner.reply(head.call_id, outcome).await;
                 });
-                if let Some(slot) = lock(&self.running).get_mut(&head.call_id) {
+                if let Some(slot) = lock(&self.served.running).get_mut(&head.call_id) {
                     *slot = Some(task.abort_handle());
                 }
                 return;
@@ -105,20 +126,20 @@ impl<S: Service, C: Codec> Inner<S, C> {
                 let inner = self.clone();
                 tokio::spawn(async move {
                     let _ = inner.sender.send(reply).await;
-                    inner.finish_one();
+                    inner.served.finish_one();
                 });
             }
-            Ok(()) | Err(TrySendError::Failed(_)) => self.finish_one(),
+            Ok(()) | Err(TrySendError::Failed(_)) => self.served.finish_one(),
         }
     }
 
     /// Sends a finished call's reply (or error), unless a cancel came first, and frees its
     /// credit.
     async fn reply(self: Arc<Self>, call_id: u32, outcome: Result<Encoded, HandlerError>) {
-        if lock(&self.running).remove(&call_id).is_some() {
+        if lock(&self.served.running).remove(&call_id).is_some() {
             let reply = self.reply_message(call_id, outcome);
             let _ = self.sender.send(reply).await;
-            self.finish_one();
+            self.served.finish_one();
         }
     }
 
@@ -208,6 +229,7 @@ pub(super) async fn oneway_loop<S: Service, C: Codec>(
     while let Some(message) = queue.recv().await {
         let method = message.head.method;
         let handler = inner
+            .served
             .router
             .as_ref()
             .and_then(|router| router.get(method))
@@ -233,7 +255,7 @@ pub(super) async fn oneway_loop<S: Service, C: Codec>(
                 );
             }
         }
-        inner.finish_one();
+        inner.served.finish_one();
         owed += 1;
         if owed >= batch || queue.is_empty() {
             let credit = Message::new(Kind::CREDIT, 0, owed, Bytes::new());
@@ -242,7 +264,7 @@ pub(super) async fn oneway_loop<S: Service, C: Codec>(
             }
             owed = 0;
         }
-        if inner.failure.get().is_some() {
+        if inner.life.failure.get().is_some() {
             return;
         }
     }

@@ -3,218 +3,32 @@
 //! any stream of links through [`Links`]), with graceful shutdown.
 
 use core::net::SocketAddr;
-use core::pin::Pin;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::io;
 use std::sync::Arc;
 
-#[cfg(feature = "tcp")]
-use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
-#[cfg(feature = "tcp")]
-use volley_proto::rpc::{ErrorCode, Kind};
-#[cfg(feature = "tcp")]
-use volley_transport_tcp::{Admission, Role, ServerConfig};
 
 use crate::codec::Codec;
 use crate::error::{ConnectError, Ended};
-#[cfg(feature = "tcp")]
-use crate::link::framed::{self, FramedLink};
 use crate::link::{LinkError, MessageLink};
-#[cfg(feature = "tcp")]
-use crate::link::{LinkSender, Message};
 use crate::peer::Endpoint;
 use crate::service::Service;
 
 #[cfg(feature = "tcp")]
-/// transport-tcp's listener (TCP or Unix), re-exported so a server needs no other crate:
-/// `Listener::bind_tcp(addr, listener_config(..))`.
-pub use volley_transport_tcp::Listener;
-
-#[cfg(feature = "tcp")]
-/// Listener settings for RPC: framed connections (their largest message set by the
-/// serving endpoint's `Config::max_message`), no idle timeout (an RPC connection may
-/// rightly sit idle), at most `max_connections` at once.
-pub fn listener_config(max_connections: usize) -> ServerConfig {
-    ServerConfig {
-        connection: framed::config(Role::Acceptor),
-        max_connections,
-        ..ServerConfig::default()
-    }
-}
-
-/// Where a server's connections come from: each is a link and a name for the log.
-pub trait Incoming: Send + 'static {
-    /// The links it yields.
-    type Link: MessageLink;
-
-    /// The next connection and who it is from (for rate-limited warnings: a host, not a
-    /// port), `None` once no more will come; an error ends the server with it.
-    fn next(&mut self) -> impl Future<Output = Option<io::Result<(Self::Link, String)>>> + Send;
-
-    /// The address it takes connections on, if it has one.
-    fn local_addr(&self) -> Option<SocketAddr> {
-        None
-    }
-}
-
-/// Any stream of links as an [`Incoming`]: `serve(endpoint, Links::new(stream))`.
-pub struct Links<St> {
-    stream: Pin<Box<St>>,
-    n: u64,
-}
-
-impl<St> Links<St> {
-    /// Serves the links `stream` yields.
-    pub fn new(stream: St) -> Self {
-        Self {
-            stream: Box::pin(stream),
-            n: 0,
-        }
-    }
-}
-
-impl<St, L> Incoming for Links<St>
-where
-    St: futures::Stream<Item = io::Result<L>> + Send + 'static,
-    L: MessageLink,
-{
-    type Link = L;
-
-    async fn next(&mut self) -> Option<io::Result<(L, String)>> {
-        let link = futures::StreamExt::next(&mut self.stream).await?;
-        self.n += 1;
-        Some(link.map(|link| (link, format!("link {}", self.n))))
-    }
-}
-
-#[cfg(feature = "tcp")]
-impl Incoming for Listener {
-    type Link = FramedLink;
-
-    fn next(&mut self) -> impl Future<Output = Option<io::Result<(FramedLink, String)>>> + Send {
-        accept_framed(self)
-    }
-
-    fn local_addr(&self) -> Option<SocketAddr> {
-        Self::local_addr(self).ok()
-    }
-}
-
-#[cfg(feature = "tcp")]
-/// Shared with the caller, who can read the listener's stats meanwhile.
-impl Incoming for Arc<Listener> {
-    type Link = FramedLink;
-
-    fn next(&mut self) -> impl Future<Output = Option<io::Result<(FramedLink, String)>>> + Send {
-        accept_framed(self)
-    }
-
-    fn local_addr(&self) -> Option<SocketAddr> {
-        Listener::local_addr(self).ok()
-    }
-}
-
-#[cfg(feature = "tcp")]
-/// The next connection a listener admits; one past `max_connections` is told why and
-/// closed from a task of its own.
-async fn accept_framed(listener: &Listener) -> Option<io::Result<(FramedLink, String)>> {
-    loop {
-        let accepted = match listener.accept_or_refuse().await {
-            Ok(Admission::Accepted(accepted)) => accepted,
-            Ok(Admission::Full(refused)) => {
-                crate::log::warn_limited(
-                    "rpc connection refused: no free connection slot",
-                    &PeerHost(refused.peer.clone()),
-                );
-                tokio::spawn(refuse(FramedLink::new(refused.framed, refused.incoming)));
-                continue;
-            }
-            Err(e) => return Some(Err(e)),
-        };
-        let mut link = FramedLink::new(accepted.framed, accepted.incoming);
-        if let volley_transport_tcp::Peer::Tcp(addr) = accepted.peer {
-            link = link.with_peer_addr(addr);
-        }
-        return Some(Ok((link, PeerHost(accepted.peer).to_string())));
-    }
-}
-
-#[cfg(feature = "udp")]
-impl Incoming for volley_transport_udp::channel::ChannelEndpoint {
-    type Link = crate::link::udp::UdpLink;
-
-    async fn next(&mut self) -> Option<io::Result<(Self::Link, String)>> {
-        Some(match self.accept().await {
-            Ok(connection) => {
-                let link = crate::link::udp::UdpLink::new(connection);
-                let who = MessageLink::connection(&link)
-                    .peer_addr
-                    .map_or_else(|| "a udp peer".to_owned(), |a| a.ip().to_string());
-                Ok((link, who))
-            }
-            Err(e) => Err(io::Error::other(e)),
-        })
-    }
-
-    fn local_addr(&self) -> Option<SocketAddr> {
-        Some(Self::local_addr(self))
-    }
-}
-
+mod admit;
 #[cfg(feature = "tls")]
-/// Connections whose handshakes (TLS, QUIC) run in tasks of their own, so a slow one
-/// holds up no other; a task yields its link, or `None` once it has logged why not.
-pub(crate) struct Handshakes<L> {
-    set: JoinSet<Option<(L, String)>>,
-}
+mod handshakes;
+mod incoming;
 
+#[cfg(feature = "tcp")]
+pub use admit::{Listener, listener_config};
 #[cfg(feature = "tls")]
-impl<L: Send + 'static> Handshakes<L> {
-    pub(crate) fn new() -> Self {
-        Self {
-            set: JoinSet::new(),
-        }
-    }
-
-    /// Handshakes running now.
-    pub(crate) fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    pub(crate) fn spawn(
-        &mut self,
-        handshake: impl Future<Output = Option<(L, String)>> + Send + 'static,
-    ) {
-        self.set.spawn(handshake);
-    }
-
-    /// Accepts connections (`accept` gives the next, `None` once there are no more) and
-    /// hands each to `start` until a handshake yields a link.
-    pub(crate) async fn next<T, A>(
-        &mut self,
-        mut accept: impl FnMut() -> A,
-        mut start: impl FnMut(&mut Self, T),
-    ) -> Option<io::Result<(L, String)>>
-    where
-        A: Future<Output = Option<io::Result<T>>>,
-    {
-        loop {
-            tokio::select! {
-                accepted = accept() => match accepted? {
-                    Ok(accepted) => start(self, accepted),
-                    Err(e) => return Some(Err(e)),
-                },
-                Some(done) = self.set.join_next() => match done {
-                    Ok(Some(link)) => return Some(Ok(link)),
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Ok(None) | Err(_) => {}
-                },
-            }
-        }
-    }
-}
+pub(crate) use admit::{PeerHost, refuse};
+#[cfg(feature = "tls")]
+pub(crate) use handshakes::Handshakes;
+pub use incoming::{Incoming, Links};
 
 /// A running server; see [`serve`].
 #[derive(Debug)]
@@ -302,41 +116,6 @@ where
         local_addr,
         counters,
     }
-}
-
-#[cfg(feature = "tcp")]
-/// What a peer past `max_connections` is told before its connection is closed.
-pub(crate) const NO_SLOT: &str = "no free connection slot";
-
-#[cfg(feature = "tcp")]
-/// A peer's host, without its port: what rate-limited warnings count by, since each
-/// connection of one attacker comes from a port of its own.
-pub(crate) struct PeerHost(pub(crate) volley_transport_tcp::Peer);
-
-#[cfg(feature = "tcp")]
-impl core::fmt::Display for PeerHost {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match &self.0 {
-            volley_transport_tcp::Peer::Tcp(addr) => write!(f, "{}", addr.ip()),
-            volley_transport_tcp::Peer::Unix => f.write_str("a unix socket peer"),
-        }
-    }
-}
-
-#[cfg(feature = "tcp")]
-/// Tells a peer past `max_connections` why (an error reply in place of the hello, which
-/// the client reports as "the server refused: no free connection slot"), then closes its
-/// connection both ways; the listener's linger bounds how long that takes.
-pub(crate) async fn refuse(link: FramedLink) {
-    let (sender, _receiver) = link.split();
-    let why = Message::new(
-        Kind::ERROR,
-        0,
-        ErrorCode::BUSY.0,
-        Bytes::from_static(NO_SLOT.as_bytes()),
-    );
-    let _ = sender.send(why).await;
-    sender.close();
 }
 
 /// Runs one connection: the hello, then the peer until it closes or the server stops
