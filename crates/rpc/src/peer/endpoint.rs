@@ -20,7 +20,7 @@ use crate::auth::{AuthRequest, Check, Throttle};
 use crate::codec::{Bincode, Codec};
 use crate::config::Config;
 use crate::error::ConnectError;
-use crate::link::{LinkReceiver, LinkSender, Message, MessageLink};
+use crate::link::{ConnectionInfo, LinkReceiver, LinkSender, Message, MessageLink};
 use crate::pool::BufferPool;
 use crate::router::Router;
 use crate::service::MethodEntry;
@@ -146,72 +146,8 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
         link.limit_message(self.config.max_message);
         let connection = link.connection();
         let (sender, mut receiver) = link.split();
-        let ours = Hello {
-            version: WIRE_VERSION,
-            codec: C::ID,
-            max_message: u32::try_from(self.config.max_message.min(sender.max_message()))
-                .unwrap_or(u32::MAX),
-            credit: self.config.credit,
-            fingerprint: self.serves().0,
-            calls: S::FINGERPRINT,
-            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING | CAP_METHOD_TABLE | CAP_METADATA,
-        };
-        let exchange = async {
-            let theirs = match &self.check {
-                // Checking: the peer's hello first, ours only if it passes.
-                Some(check) => {
-                    let (theirs, token) = recv_hello(&mut receiver).await?;
-                    let host = connection.peer_addr.map(|a| a.ip());
-                    let now = std::time::Instant::now();
-                    // An address that keeps failing is refused without a look at its token.
-                    let admitted = match host {
-                        Some(host) if self.throttle.refused(host, now) => false,
-                        _ => {
-                            let request = AuthRequest {
-                                connection: connection.clone(),
-                                token,
-                            };
-                            check(request).await
-                        }
-                    };
-                    match (host, admitted) {
-                        (Some(host), true) => self.throttle.passed(host),
-                        (Some(host), false) => {
-                            if self.throttle.failed(host, now).is_some() {
-                                crate::log::warn_limited(
-                                    "rpc authentication keeps failing from this address: \
-                                     refused at once for a time that doubles with each failure",
-                                    &host,
-                                );
-                            }
-                        }
-                        (None, _) => {}
-                    }
-                    if !admitted {
-                        let why = Message::new(
-                            Kind::ERROR,
-                            0,
-                            ErrorCode::UNAUTHENTICATED.0,
-                            Bytes::from_static(b"unauthenticated"),
-                        );
-                        let _ = sender.send(why).await;
-                        return Err(ConnectError::Unauthenticated);
-                    }
-                    send_hello(&sender, &ours, self.token.as_deref()).await?;
-                    theirs
-                }
-                None => {
-                    send_hello(&sender, &ours, self.token.as_deref()).await?;
-                    recv_hello(&mut receiver).await?.0
-                }
-            };
-            // Then the method tables, each way, when both ends send one.
-            if ours.capabilities & theirs.capabilities & CAP_METHOD_TABLE == 0 {
-                return Ok((theirs, None));
-            }
-            self.send_table(&sender).await?;
-            Ok((theirs, Some(recv_table(&mut receiver).await?)))
-        };
+        let ours = self.hello(sender.max_message());
+        let exchange = self.exchange(&sender, &mut receiver, &connection, &ours);
         let (theirs, table) = match tokio::time::timeout(self.config.hello_timeout, exchange).await
         {
             Ok(Ok(theirs)) => theirs,
@@ -224,42 +160,7 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
                 return Err(ConnectError::Timeout(self.config.hello_timeout));
             }
         };
-        let refused = if theirs.version != WIRE_VERSION {
-            Some(ConnectError::Version {
-                ours: WIRE_VERSION,
-                theirs: theirs.version,
-            })
-        } else if theirs.codec != C::ID {
-            Some(ConnectError::Codec {
-                ours: C::ID,
-                theirs: theirs.codec,
-            })
-        } else if let Some(table) = &table {
-            // With tables, each call is checked against the peer's; the service must
-            // still be the one this end calls.
-            // A peer that serves nothing names no service.
-            (!table.service.is_empty() && table.service != S::NAME).then(|| {
-                ConnectError::OtherService {
-                    calls: S::NAME,
-                    serves: table.service.clone(),
-                }
-            })
-        } else if theirs.fingerprint != S::FINGERPRINT {
-            Some(ConnectError::Service {
-                service: S::NAME,
-                ours: S::FINGERPRINT,
-                theirs: theirs.fingerprint,
-            })
-        } else if theirs.calls != ours.fingerprint {
-            Some(ConnectError::CallsBack {
-                service: self.serves().1,
-                ours: ours.fingerprint,
-                theirs: theirs.calls,
-            })
-        } else {
-            None
-        };
-        if let Some(e) = refused {
+        if let Some(e) = self.refusal(&ours, &theirs, table.as_ref()) {
             // Tell the peer why (as an error reply to no call), then close both ways.
             let text = Bytes::from(format!("the peer refused the hello: {e}"));
             let why = Message::new(Kind::ERROR, 0, ErrorCode::PROTOCOL.0, text);
@@ -295,6 +196,136 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             inner: inner.clone(),
             _owner: Some(Arc::new(Owner { inner })),
         })
+    }
+
+    /// This end's hello, on a link that carries messages of up to `link_max` bytes.
+    fn hello(&self, link_max: usize) -> Hello {
+        let max_message = self.config.max_message.min(link_max);
+        Hello {
+            version: WIRE_VERSION,
+            codec: C::ID,
+            max_message: u32::try_from(max_message).unwrap_or(u32::MAX),
+            credit: self.config.credit,
+            fingerprint: self.serves().0,
+            calls: S::FINGERPRINT,
+            capabilities: CAP_ANSWERS_PINGS | CAP_HEARS_CLOSING | CAP_METHOD_TABLE | CAP_METADATA,
+        }
+    }
+
+    /// The hellos, each way (the peer's first, when this end checks it), then the
+    /// method tables when both ends send one: the peer's hello and table.
+    async fn exchange<T: LinkSender, R: LinkReceiver>(
+        &self,
+        sender: &T,
+        receiver: &mut R,
+        connection: &ConnectionInfo,
+        ours: &Hello,
+    ) -> Result<(Hello, Option<TheirTable>), ConnectError> {
+        let theirs = match &self.check {
+            Some(check) => {
+                let (theirs, token) = recv_hello(receiver).await?;
+                if !self.admit(check, connection, token).await {
+                    let why = Message::new(
+                        Kind::ERROR,
+                        0,
+                        ErrorCode::UNAUTHENTICATED.0,
+                        Bytes::from_static(b"unauthenticated"),
+                    );
+                    let _ = sender.send(why).await;
+                    return Err(ConnectError::Unauthenticated);
+                }
+                send_hello(sender, ours, self.token.as_deref()).await?;
+                theirs
+            }
+            None => {
+                send_hello(sender, ours, self.token.as_deref()).await?;
+                recv_hello(receiver).await?.0
+            }
+        };
+        if ours.capabilities & theirs.capabilities & CAP_METHOD_TABLE == 0 {
+            return Ok((theirs, None));
+        }
+        self.send_table(sender).await?;
+        Ok((theirs, Some(recv_table(receiver).await?)))
+    }
+
+    /// Whether `check` admits a peer that sent `token`; an address that keeps failing
+    /// is refused without a look at its token, for a time that doubles with each
+    /// failure.
+    async fn admit(
+        &self,
+        check: &Check,
+        connection: &ConnectionInfo,
+        token: Option<Bytes>,
+    ) -> bool {
+        let host = connection.peer_addr.map(|a| a.ip());
+        let now = std::time::Instant::now();
+        let admitted = match host {
+            Some(host) if self.throttle.refused(host, now) => false,
+            _ => {
+                let connection = connection.clone();
+                check(AuthRequest { connection, token }).await
+            }
+        };
+        match (host, admitted) {
+            (Some(host), true) => self.throttle.passed(host),
+            (Some(host), false) => {
+                if self.throttle.failed(host, now).is_some() {
+                    crate::log::warn_limited(
+                        "rpc authentication keeps failing from this address: \
+                         refused at once for a time that doubles with each failure",
+                        &host,
+                    );
+                }
+            }
+            (None, _) => {}
+        }
+        admitted
+    }
+
+    /// Why this end refuses a peer whose hello is `theirs` (and its method table, if it
+    /// sent one): another wire version or codec, or another service.
+    fn refusal(
+        &self,
+        ours: &Hello,
+        theirs: &Hello,
+        table: Option<&TheirTable>,
+    ) -> Option<ConnectError> {
+        if theirs.version != WIRE_VERSION {
+            Some(ConnectError::Version {
+                ours: WIRE_VERSION,
+                theirs: theirs.version,
+            })
+        } else if theirs.codec != C::ID {
+            Some(ConnectError::Codec {
+                ours: C::ID,
+                theirs: theirs.codec,
+            })
+        } else if let Some(table) = table {
+            // With tables, each call is checked against the peer's; the service must
+            // still be the one this end calls.
+            // A peer that serves nothing names no service.
+            (!table.service.is_empty() && table.service != S::NAME).then(|| {
+                ConnectError::OtherService {
+                    calls: S::NAME,
+                    serves: table.service.clone(),
+                }
+            })
+        } else if theirs.fingerprint != S::FINGERPRINT {
+            Some(ConnectError::Service {
+                service: S::NAME,
+                ours: S::FINGERPRINT,
+                theirs: theirs.fingerprint,
+            })
+        } else if theirs.calls != ours.fingerprint {
+            Some(ConnectError::CallsBack {
+                service: self.serves().1,
+                ours: ours.fingerprint,
+                theirs: theirs.calls,
+            })
+        } else {
+            None
+        }
     }
 }
 
