@@ -49,12 +49,12 @@ fn sftp(c: &mut Criterion) {
     group.bench_function("write_encode_head", |b| {
         b.iter(|| {
             let mut head = [0u8; 64];
-            write.encode_head(black_box(&mut head))
+            write.emit_head(black_box(&mut head))
         })
     });
     let mut buf = vec![0u8; wire.len()];
     group.bench_function("write_encode_copy", |b| {
-        b.iter(|| write.encode(black_box(&mut buf)))
+        b.iter(|| write.emit(black_box(&mut buf)))
     });
     group.bench_function("write_decode", |b| {
         b.iter(|| {

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volley_proto::channel::{Config, Connection, Endpoint, EndpointConfig};
+use volley_proto::channel::{ChannelEndpoint, Config, Connection, EndpointConfig};
 use volley_proto::time::{Duration, Instant};
 use volley_proto::channel::packet::parse;
 
@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
         }
         now += Duration::from_micros(100);
     }
-    let mut endpoint: Endpoint<u8> = Endpoint::new(
+    let mut endpoint: ChannelEndpoint<u8> = ChannelEndpoint::new(
         EndpointConfig {
             connection: config(),
             accept: true,

@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     let mut at = 0;
     while let Ok(Some((frame, used))) = decoder.decode(&data[at..]) {
         assert!(used <= 1024);
-        assert_eq!(frame.header().encode()[..], data[at..at + 9]);
+        assert_eq!(frame.header().emit()[..], data[at..at + 9]);
         at += used;
     }
 });

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volley_proto::channel::{Config, Endpoint, EndpointConfig};
+use volley_proto::channel::{ChannelEndpoint, Config, EndpointConfig};
 use volley_proto::time::{Duration, Instant};
 
 /// The client's address, which its token is minted for.
@@ -16,8 +16,8 @@ const SERVER: u8 = 2;
 /// Where the mutated datagrams come from.
 const OTHER: u8 = 3;
 
-fn server() -> Endpoint<u8> {
-    let mut server = Endpoint::new(
+fn server() -> ChannelEndpoint<u8> {
+    let mut server = ChannelEndpoint::new(
         EndpointConfig {
             connection: Config::default(),
             accept: true,
@@ -34,8 +34,8 @@ fn server() -> Endpoint<u8> {
 
 fuzz_target!(|data: &[u8]| {
     let mut server = server();
-    let mut client: Endpoint<u8> =
-        Endpoint::new(EndpointConfig::default(), 4).expect("a valid config");
+    let mut client: ChannelEndpoint<u8> =
+        ChannelEndpoint::new(EndpointConfig::default(), 4).expect("a valid config");
     client.connect(SERVER).expect("room for one connection");
     let mut buf = vec![0u8; 2048];
     let mut now = Instant::from_millis(1);

@@ -13,17 +13,17 @@ fuzz_target!(|data: &[u8]| {
             end = r.end;
         }
         assert_eq!(end, data.len());
-        let mut head = vec![0u8; msg.head.encoded_len(msg.segment_count())];
+        let mut head = vec![0u8; msg.head.buffer_len(msg.segment_count())];
         let lens: Vec<usize> = msg.segments().map(|r| r.len()).collect();
         let n = msg
             .head
-            .encode(msg.args().len(), lens, &mut head)
+            .emit(msg.args().len(), lens, &mut head)
             .expect("a parsed head re-encodes");
         assert_eq!(head[..n], data[..n]);
     }
     if let Ok(hello) = Hello::parse(data) {
         // The fields every version-1 hello has, and the appended one where present.
-        let bytes = hello.encode();
+        let bytes = hello.emit();
         assert_eq!(bytes[..24], data[..24]);
         if data.len() >= 32 {
             assert_eq!(bytes[24..32], data[24..32]);

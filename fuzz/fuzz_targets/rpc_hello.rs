@@ -11,28 +11,28 @@ use volley_proto::rpc::methods::{MethodEntry, MethodTable};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(hello) = Hello::parse(data) {
-        let bytes = hello.encode();
+        let bytes = hello.emit();
         assert_eq!(bytes[..24], data[..24]);
         if data.len() >= 32 {
             assert_eq!(bytes[24..32], data[24..32]);
         }
         if let Ok(Some(token)) = Hello::token(data) {
             let mut out = vec![0u8; bytes.len() + 2 + token.len()];
-            let n = hello.encode_with_token(token, &mut out).expect("a token read re-encodes");
+            let n = hello.emit_with_token(token, &mut out).expect("a token read re-encodes");
             assert_eq!(Hello::token(&out[..n]).unwrap(), Some(token));
         }
     }
     if let Ok(table) = MethodTable::parse(data) {
         let entries: Vec<MethodEntry> = table.iter().collect();
         assert_eq!(entries.len(), table.len());
-        let mut out = vec![0u8; MethodTable::encoded_len(table.service(), entries.len())];
-        let n = MethodTable::encode(table.service(), &entries, &mut out).expect("re-encodes");
+        let mut out = vec![0u8; MethodTable::buffer_len(table.service(), entries.len())];
+        let n = MethodTable::emit(table.service(), &entries, &mut out).expect("re-encodes");
         assert_eq!(out[..n], data[..]);
     }
     if let Ok((block, rest)) = Metadata::split(data) {
         let pairs: Vec<(&[u8], &[u8])> = block.iter().map(|(k, v)| (k.as_bytes(), v)).collect();
         let mut out = vec![0u8; data.len()];
-        let n = metadata::encode(pairs.iter().copied(), &mut out).expect("re-encodes");
+        let n = metadata::emit(pairs.iter().copied(), &mut out).expect("re-encodes");
         assert_eq!(out[..n], data[..data.len() - rest.len()]);
     }
 });

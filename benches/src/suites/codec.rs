@@ -32,7 +32,7 @@ pub(crate) fn run(mode: Mode) -> Report {
     let body = vec![7u8; FRAME_BODY];
     let mut stream = Vec::new();
     for id in 0..64u32 {
-        stream.extend_from_slice(&Header::new(103, id, FRAME_BODY).expect("fits").encode());
+        stream.extend_from_slice(&Header::new(103, id, FRAME_BODY).expect("fits").emit());
         stream.extend_from_slice(&body);
     }
     let decoder = Decoder::new(1 << 20);
@@ -44,7 +44,7 @@ pub(crate) fn run(mode: Mode) -> Report {
         offset: 1 << 20,
         data: &payload,
     };
-    let mut frame_buf = vec![0u8; write.encoded_len()];
+    let mut frame_buf = vec![0u8; write.buffer_len()];
     let big = vec![1u8; 261_120];
     let data_reply = Response::Data { id: 9, data: &big }.to_vec().expect("fits");
 
@@ -88,12 +88,12 @@ pub(crate) fn run(mode: Mode) -> Report {
             }
         }),
     ));
-    let head = throughput(mode, write.encoded_len() as u64, || {
+    let head = throughput(mode, write.buffer_len() as u64, || {
         let mut head = [0u8; 64];
-        write.encode_head(black_box(&mut head)).ok()
+        write.emit_head(black_box(&mut head)).ok()
     });
-    let copy = throughput(mode, write.encoded_len() as u64, || {
-        write.encode(black_box(&mut frame_buf)).ok()
+    let copy = throughput(mode, write.buffer_len() as u64, || {
+        write.emit(black_box(&mut frame_buf)).ok()
     });
     let zero_copy_ratio = head.median() / copy.median();
     cases.push(("SFTP WRITE 32 KiB: head only (payload sent uncopied)", head));

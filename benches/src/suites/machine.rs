@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, ScampCosts};
+use volley_emulator::{BoardConfig, EmulatedMachine as Emulated, MachineConfig, ScampCosts};
 use volley_proto::scp::machine::Geometry;
 use volley_proto::scp::sdp::Address;
 use volley_proto::scp::{self, MAX_DATA_LEN};

@@ -5,7 +5,7 @@ use core::net::{Ipv4Addr, SocketAddr};
 use std::io::Write;
 
 use anyhow::Context;
-use volley_emulator::{Board, BoardConfig, Machine, MachineConfig, ScampCosts};
+use volley_emulator::{Board, BoardConfig, EmulatedMachine, MachineConfig, ScampCosts};
 
 use crate::args::{fraction, micros, millis};
 use crate::shutdown_signal;
@@ -158,7 +158,7 @@ async fn run_machine(boards: usize, args: &Args, board: BoardConfig) -> anyhow::
         },
         ..MachineConfig::default()
     };
-    let mut machine = Machine::bind(config)
+    let mut machine = EmulatedMachine::bind(config)
         .await
         .context("cannot start the emulated machine")?;
     println!(

@@ -23,7 +23,7 @@ fn sver(stream: &mut TcpStream, id: u32) -> Vec<u8> {
         .emit(&mut request)
         .unwrap();
     let header = Header::new(SCP_FRAME_TYPE, id, n).unwrap();
-    stream.write_all(&header.encode()).unwrap();
+    stream.write_all(&header.emit()).unwrap();
     stream.write_all(&request[..n]).unwrap();
     let mut head = [0u8; HEADER_LEN];
     stream.read_exact(&mut head).unwrap();

@@ -45,7 +45,7 @@ fn head(kind: Kind, call_id: u32, method: u32, args: usize) -> Vec<u8> {
         deadline_us: None,
         metadata: false,
     }
-    .encode(args, [], &mut head)
+    .emit(args, [], &mut head)
     .unwrap();
     head[..n].to_vec()
 }
@@ -61,7 +61,7 @@ fn hello(fingerprint: u64) -> Bytes {
             calls: fingerprint,
             capabilities: 0,
         }
-        .encode(),
+        .emit(),
     )
 }
 
@@ -77,7 +77,7 @@ fn partial_frames(addr: SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
     (0..n)
         .filter_map(|_| {
             let mut s = std::net::TcpStream::connect(addr).ok()?;
-            s.write_all(&Header::new(FRAME_TYPE, 0, 16 << 20).unwrap().encode())
+            s.write_all(&Header::new(FRAME_TYPE, 0, 16 << 20).unwrap().emit())
                 .ok()?;
             let _ = s.write_all(&[0u8; 60_000]);
             Some(s)

@@ -9,7 +9,7 @@
 //! - [`Board`]: binds, serves on its own tasks, counts ([`BoardStats`]), and says why if
 //!   a serving task dies ([`Board::stopped`]).
 //! - [`BoardConfig`]: its settings, checked before anything is bound.
-//! - [`Machine`]: a machine of SpiNN-5 boards (48 chips each, triads of three on a torus),
+//! - [`EmulatedMachine`]: a machine of SpiNN-5 boards (48 chips each, triads of three on a torus),
 //!   each board on its own address, every board answering for every chip (a request for
 //!   another board's chip is carried out there and pays the extra hops). It answers what
 //!   SpiNNMan 7.4.1's discovery asks (`CMD_INFO` chip summaries, the system variables at
@@ -60,4 +60,4 @@ pub use config::{BoardConfig, BoardStats, SDRAM_BASE, SDRAM_SIZE, SDRAM_UNBUFFER
 pub use costs::ScampCosts;
 #[cfg(feature = "fuzzing")]
 pub use logic::Handler;
-pub use machine::{Machine, MachineConfig};
+pub use machine::{EmulatedMachine, MachineConfig};

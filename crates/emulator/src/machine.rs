@@ -1,4 +1,4 @@
-//! [`Machine`]: many emulated SpiNN-5 boards that answer as one SpiNNaker machine, each
+//! [`EmulatedMachine`]: many emulated SpiNN-5 boards that answer as one SpiNNaker machine, each
 //! on its own address, every one answering for every chip.
 
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -57,7 +57,7 @@ impl Default for MachineConfig {
 
 /// A running emulated machine.
 #[derive(Debug)]
-pub struct Machine {
+pub struct EmulatedMachine {
     geometry: Geometry,
     addrs: Vec<SocketAddr>,
     fabric: Arc<Fabric>,
@@ -70,7 +70,7 @@ fn nth(base: Ipv4Addr, i: usize) -> Option<Ipv4Addr> {
     u32::from(base).checked_add(i).map(Ipv4Addr::from)
 }
 
-impl Machine {
+impl EmulatedMachine {
     /// Checks the settings, binds every board's socket and starts serving.
     pub async fn bind(config: MachineConfig) -> io::Result<Self> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
@@ -169,7 +169,7 @@ impl Machine {
     }
 }
 
-impl Drop for Machine {
+impl Drop for EmulatedMachine {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();

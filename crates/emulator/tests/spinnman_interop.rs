@@ -9,10 +9,10 @@ mod python;
 use core::net::Ipv4Addr;
 use core::time::Duration;
 
-use volley_emulator::{Machine, MachineConfig, SDRAM_BASE};
+use volley_emulator::{EmulatedMachine, MachineConfig, SDRAM_BASE};
 
 async fn discover_and_load(boards: usize, base: Ipv4Addr, seed: u32) {
-    let machine = Machine::bind(MachineConfig {
+    let machine = EmulatedMachine::bind(MachineConfig {
         boards,
         base,
         ..MachineConfig::default()

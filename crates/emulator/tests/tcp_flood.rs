@@ -54,7 +54,7 @@ async fn a_flood_against_a_delayed_board_is_held_back_with_memory_bounded() {
         chunk.clear();
         while sent < total && chunk.len() + 64 < 64 * 1024 {
             let header = Header::new(SCP_FRAME_TYPE, sent, SVER_REQ.len()).unwrap();
-            chunk.extend_from_slice(&header.encode());
+            chunk.extend_from_slice(&header.emit());
             chunk.extend_from_slice(SVER_REQ);
             sent += 1;
         }

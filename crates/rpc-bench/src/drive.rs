@@ -16,7 +16,7 @@ use super::{
 };
 use volley_rpc::{CallError, Caller, Codec};
 
-/// The most failure messages an [`Outcome`] keeps (the count goes on past it).
+/// The most failure messages an [`BenchRun`] keeps (the count goes on past it).
 pub const FAILURES_KEPT: usize = 1000;
 
 /// Which bench call to make.
@@ -56,7 +56,7 @@ pub struct Spec {
 
 /// What a bench run measured.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
+pub struct BenchRun {
     /// Calls made.
     pub calls: u64,
     /// Calls whose content was verified.
@@ -82,7 +82,7 @@ pub struct Outcome {
     pub latency_us: [u64; 3],
 }
 
-impl Outcome {
+impl BenchRun {
     /// The CLI's last line: `calls=N ok=K failed=F secs=S calls/s=R MiB/s=M reconnects=C
     /// cpu_us_per_call=U p50_us=A p99_us=B p999_us=C` (CPU per call made).
     pub fn line(&self) -> String {
@@ -190,7 +190,7 @@ impl<C: Codec> Shared<C> {
 }
 
 /// Runs `spec` through `caller` and checks every reply.
-pub async fn run<C: Codec>(caller: impl Into<Caller<Bench, C>>, spec: Spec) -> Outcome {
+pub async fn run<C: Codec>(caller: impl Into<Caller<Bench, C>>, spec: Spec) -> BenchRun {
     let caller = caller.into();
     let payload = match spec.workload {
         Workload::Echo => 8,
@@ -254,7 +254,7 @@ pub async fn run<C: Codec>(caller: impl Into<Caller<Bench, C>>, spec: Spec) -> O
         Caller::Reconnecting(client) => client.reconnects(),
         Caller::Peer(_) => 0,
     };
-    Outcome {
+    BenchRun {
         calls: total.made,
         ok: total.ok,
         failed: total.failed,

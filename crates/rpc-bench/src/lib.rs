@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 use volley_rpc::{Codec, Context, HandlerError, Router};
 
 mod drive;
-pub use drive::{FAILURES_KEPT, Outcome, Spec, Workload, run};
+pub use drive::{BenchRun, FAILURES_KEPT, Spec, Workload, run};
 
 volley_rpc::service! {
     /// The bench service.

@@ -104,9 +104,9 @@ pub(crate) fn encode_with<C: Codec, T: serde::Serialize + ?Sized>(
     args: &T,
 ) -> Result<Payload, String> {
     let iter = pairs.iter().map(|(k, v)| (k.as_bytes(), &v[..]));
-    let len = wire::encoded_len(iter.clone()).map_err(|e| e.to_string())?;
+    let len = wire::buffer_len(iter.clone()).map_err(|e| e.to_string())?;
     let mut out = BytesMut::zeroed(len);
-    wire::encode(iter, &mut out).map_err(|e| e.to_string())?;
+    wire::emit(iter, &mut out).map_err(|e| e.to_string())?;
     C::encode(args, &mut out).map_err(|e| e.to_string())?;
     Ok(Payload::from(out.freeze()))
 }

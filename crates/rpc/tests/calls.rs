@@ -353,7 +353,7 @@ async fn silent_server(credit: u32) -> (Peer<Test>, LocalSender, LocalReceiver) 
         calls: Test::FINGERPRINT,
         capabilities: 0,
     };
-    let hello = Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.encode()));
+    let hello = Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.emit()));
     tx.send(hello).await.unwrap();
     let client = Endpoint::<Test>::new(Config::default())
         .unwrap()

@@ -57,7 +57,7 @@ fn hello(version: u16, fingerprint: u64, credit: u32) -> Message {
         calls: fingerprint,
         capabilities: 0,
     };
-    Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.encode()))
+    Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&hello.emit()))
 }
 
 /// A server end on an in-process link and the raw other end, past the hello.
@@ -422,9 +422,9 @@ async fn malformed_frames_end_that_connection_only() {
             deadline_us: None,
             metadata: false,
         }
-        .encode(24, [], &mut head)
+        .emit(24, [], &mut head)
         .unwrap();
-        raw.send(FRAME_TYPE, 0, &head, Bytes::copy_from_slice(&ours.encode()))
+        raw.send(FRAME_TYPE, 0, &head, Bytes::copy_from_slice(&ours.emit()))
             .await
             .unwrap();
         let mut lying = head;

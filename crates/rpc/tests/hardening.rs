@@ -18,7 +18,7 @@ use volley_rpc::Ended;
 use volley_rpc::link::Message;
 use volley_rpc::link::framed::{FRAME_TYPE, FramedLink};
 use volley_rpc::{Config, ConnectError, Endpoint, ServerHandle, Service, serve};
-use volley_transport_tcp::{Error, Framed, Incoming, Listener, Role};
+use volley_transport_tcp::{Error, Framed, Listener, Role, Unsolicited};
 
 /// A server of the test service with `config`, at most `max_connections` at once, and
 /// its address.
@@ -64,7 +64,7 @@ async fn client(config: Config, addr: SocketAddr) -> volley_rpc::Peer<Test> {
 }
 
 /// A raw framed connection speaking as a client would, hello or not.
-async fn raw(addr: SocketAddr) -> (Framed, Incoming) {
+async fn raw(addr: SocketAddr) -> (Framed, Unsolicited) {
     let config = volley_rpc::link::framed::config(Role::Initiator);
     Framed::connect_tcp(addr, config).await.unwrap()
 }
@@ -78,7 +78,7 @@ fn head(kind: Kind, call_id: u32, method: u32, args: usize) -> Vec<u8> {
         deadline_us: None,
         metadata: false,
     }
-    .encode(args, [], &mut head)
+    .emit(args, [], &mut head)
     .unwrap();
     head[..n].to_vec()
 }
@@ -99,14 +99,14 @@ async fn send_hello(framed: &Framed, capabilities: u8) {
             FRAME_TYPE,
             0,
             &head(Kind::HELLO, 0, 0, HELLO_LEN),
-            Bytes::copy_from_slice(&hello.encode()),
+            Bytes::copy_from_slice(&hello.emit()),
         )
         .await
         .unwrap();
 }
 
 /// The next RPC message from a raw connection.
-async fn next(incoming: &mut Incoming) -> Result<Message, Error> {
+async fn next(incoming: &mut Unsolicited) -> Result<Message, Error> {
     let frame = incoming.recv_timeout(Duration::from_secs(10)).await?;
     let parsed = volley_proto::rpc::Message::parse(&frame.body).unwrap();
     Ok(Message {
@@ -184,7 +184,7 @@ async fn a_hello_longer_than_its_limit_ends_the_connection_at_once() {
         calls: Test::FINGERPRINT,
         capabilities: 0,
     }
-    .encode()
+    .emit()
     .to_vec();
     long.resize(MAX_HELLO_FRAME, 0);
     framed

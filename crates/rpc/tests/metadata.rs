@@ -157,7 +157,7 @@ async fn an_older_peer_and_a_malformed_block() {
             calls: Show::FINGERPRINT,
             capabilities: 0,
         };
-        let hello = Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&old.encode()));
+        let hello = Message::new(Kind::HELLO, 0, 0, Bytes::copy_from_slice(&old.emit()));
         tx.send(hello).await.unwrap();
         let client = Endpoint::<Show>::new(Config::default()).unwrap();
         let show = ShowClient::new(client.connect(a).await.unwrap());
@@ -182,7 +182,7 @@ async fn an_older_peer_and_a_malformed_block() {
             Kind::HELLO,
             0,
             0,
-            Bytes::copy_from_slice(&old.encode()),
+            Bytes::copy_from_slice(&old.emit()),
         ))
         .await
         .unwrap();

@@ -36,7 +36,7 @@ pub struct Config {
     /// everything queued at once.
     pub write_batch: usize,
     /// Frames nobody asked for (the peer's requests, one-way frames) held for the
-    /// application's [`Incoming`](crate::Incoming) before the reader stops reading: a
+    /// application's [`Unsolicited`](crate::Unsolicited) before the reader stops reading: a
     /// server that takes no more work stops the peer by not taking frames.
     pub incoming_queue: usize,
     /// Which ids this end gives its requests, so that both ends can call on one
@@ -83,7 +83,7 @@ pub enum Signal {
 /// stream ids to clients and even ones to servers, an initiator numbers its requests
 /// 1, 3, 5, ... and an acceptor 2, 4, 6, ..., so a request from the peer can never carry
 /// the id of one of ours. A frame whose id is one of our outstanding requests is its
-/// reply; any other frame goes to the application as [`Incoming`](crate::Incoming).
+/// reply; any other frame goes to the application as [`Unsolicited`](crate::Unsolicited).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
     /// The end that connected: odd request ids.

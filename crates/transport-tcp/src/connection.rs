@@ -18,8 +18,8 @@ use tokio::process::{Child, Command};
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::framed::{Framed, Incoming};
-use crate::frames::{Payload, Reply};
+use crate::framed::{Framed, Unsolicited};
+use crate::frames::{Frame, Payload};
 use crate::sendfile::FileRegion;
 use crate::shared::Waiter;
 use crate::stats::Stats;
@@ -93,7 +93,7 @@ impl Connection {
     pub fn spawn_with_incoming(
         command: &mut Command,
         config: Config,
-    ) -> io::Result<(Self, Incoming, Child)> {
+    ) -> io::Result<(Self, Unsolicited, Child)> {
         let (framed, incoming, child) = Framed::spawn(command, config)?;
         Ok((framed.into(), incoming, child))
     }
@@ -113,7 +113,7 @@ impl Connection {
     }
 
     /// Sends one request (`head` copied, `payload` not) and waits for its reply.
-    pub async fn call(&self, ty: u8, head: &[u8], payload: Bytes) -> Result<Reply, Error> {
+    pub async fn call(&self, ty: u8, head: &[u8], payload: Bytes) -> Result<Frame, Error> {
         let mut pipeline = self.pipeline();
         pipeline.send(ty, head, payload).await?;
         pipeline.recv().await
@@ -126,7 +126,7 @@ impl Connection {
         head: &[u8],
         payload: Bytes,
         deadline: Duration,
-    ) -> Result<Reply, Error> {
+    ) -> Result<Frame, Error> {
         tokio::time::timeout(deadline, self.call(ty, head, payload))
             .await
             .unwrap_or_else(|_| {
@@ -243,7 +243,7 @@ impl Pipeline {
     }
 
     /// The next reply to any of this pipeline's requests.
-    pub async fn recv(&mut self) -> Result<Reply, Error> {
+    pub async fn recv(&mut self) -> Result<Frame, Error> {
         if self.outstanding.is_empty() {
             return Err(Error::NothingOutstanding);
         }
@@ -265,7 +265,7 @@ impl Pipeline {
     }
 
     /// [`Pipeline::recv`] with a deadline.
-    pub async fn recv_timeout(&mut self, deadline: Duration) -> Result<Reply, Error> {
+    pub async fn recv_timeout(&mut self, deadline: Duration) -> Result<Frame, Error> {
         tokio::time::timeout(deadline, self.recv())
             .await
             .unwrap_or_else(|_| {

@@ -1,5 +1,5 @@
 //! The lower layer: [`Framed`], frames in and frames out over any byte stream, with the
-//! frames nobody asked for delivered to the application as [`Incoming`].
+//! frames nobody asked for delivered to the application as [`Unsolicited`].
 
 use core::fmt;
 use core::net::SocketAddr;
@@ -27,7 +27,7 @@ use crate::write_memory::{Holder, WriteMemory};
 use crate::{reader, writer};
 
 /// A cheap, cloneable handle to a framed connection: send frames with any type and id,
-/// and take the frames the peer sends from the [`Incoming`] made with it. When the last
+/// and take the frames the peer sends from the [`Unsolicited`] made with it. When the last
 /// handle is dropped (with the last [`Connection`](crate::Connection) and
 /// [`Pipeline`](crate::Pipeline) built on it), the connection closes as by
 /// [`Framed::close`].
@@ -54,7 +54,7 @@ impl Drop for Owner {
 /// [`Config::incoming_queue`] wait here; past that the reader stops reading, so a peer
 /// that sends faster than the application takes is held back by TCP. Dropping it
 /// discards such frames from then on (counted in [`Stats::unmatched`]).
-pub struct Incoming {
+pub struct Unsolicited {
     rx: mpsc::Receiver<Frame>,
     shared: Arc<Shared>,
 }
@@ -62,7 +62,7 @@ pub struct Incoming {
 impl Framed {
     /// Starts the reader and writer tasks over the two halves of a stream. Must be
     /// called within a tokio runtime.
-    pub fn new<R, W>(reader: R, writer: W, config: Config) -> (Self, Incoming)
+    pub fn new<R, W>(reader: R, writer: W, config: Config) -> (Self, Unsolicited)
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -73,7 +73,7 @@ impl Framed {
     /// A connection over a TCP stream, set up by [`tune`](crate::tune): Nagle's algorithm
     /// off (the writer batches by itself), TCP keep-alive on, reno on loopback. On Linux,
     /// file regions ([`Framed::send_file`]) go by `sendfile(2)`.
-    pub fn from_tcp(stream: TcpStream, config: Config) -> io::Result<(Self, Incoming)> {
+    pub fn from_tcp(stream: TcpStream, config: Config) -> io::Result<(Self, Unsolicited)> {
         crate::socket::tune(&stream)?;
         let (read, write) = stream.into_split();
         Ok(Self::start(read, write, config, None, None))
@@ -81,13 +81,13 @@ impl Framed {
 
     /// A connection over a Unix stream socket. On Linux, file regions
     /// ([`Framed::send_file`]) go by `sendfile(2)`.
-    pub fn from_unix(stream: UnixStream, config: Config) -> (Self, Incoming) {
+    pub fn from_unix(stream: UnixStream, config: Config) -> (Self, Unsolicited) {
         let (read, write) = stream.into_split();
         Self::start(read, write, config, None, None)
     }
 
     /// Connects over TCP, the stream set up by [`tune`](crate::tune).
-    pub async fn connect_tcp(addr: SocketAddr, config: Config) -> io::Result<(Self, Incoming)> {
+    pub async fn connect_tcp(addr: SocketAddr, config: Config) -> io::Result<(Self, Unsolicited)> {
         Self::from_tcp(TcpStream::connect(addr).await?, config)
     }
 
@@ -95,7 +95,7 @@ impl Framed {
     pub async fn connect_unix(
         path: impl AsRef<Path>,
         config: Config,
-    ) -> io::Result<(Self, Incoming)> {
+    ) -> io::Result<(Self, Unsolicited)> {
         Ok(Self::from_unix(UnixStream::connect(path).await?, config))
     }
 
@@ -103,7 +103,7 @@ impl Framed {
     /// than pipes) and talks to it over the other end. Afterwards the command's stdin
     /// and stdout are set to null, so that it holds no end of the socketpair: when the
     /// child exits, every waiter gets [`Error::Closed`].
-    pub fn spawn(command: &mut Command, config: Config) -> io::Result<(Self, Incoming, Child)> {
+    pub fn spawn(command: &mut Command, config: Config) -> io::Result<(Self, Unsolicited, Child)> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         if let Some(size) = config.socket_buffer {
             // Both ends: the kernel charges a Unix stream's bytes in flight to the
@@ -138,7 +138,7 @@ impl Framed {
         config: Config,
         held: Option<OwnedSemaphorePermit>,
         memory: Option<Arc<WriteMemory>>,
-    ) -> (Self, Incoming)
+    ) -> (Self, Unsolicited)
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + SendFile + Unpin + Send + 'static,
@@ -163,7 +163,7 @@ impl Framed {
         let owner = Arc::new(Owner {
             shared: shared.clone(),
         });
-        let incoming = Incoming {
+        let incoming = Unsolicited {
             rx: incoming_rx,
             shared: shared.clone(),
         };
@@ -177,7 +177,7 @@ impl Framed {
     }
 
     /// Sends one frame with the type and id given, taking no request slot: a reply to a
-    /// frame from [`Incoming`] (with its id), or a one-way frame. `head` is copied;
+    /// frame from [`Unsolicited`] (with its id), or a one-way frame. `head` is copied;
     /// `payload` follows it on the wire uncopied. Waits while the writer's queue is at
     /// its byte budget ([`Config::write_budget`]).
     pub async fn send(&self, ty: u8, id: u32, head: &[u8], payload: Bytes) -> Result<(), Error> {
@@ -332,7 +332,7 @@ impl fmt::Debug for Framed {
     }
 }
 
-impl Incoming {
+impl Unsolicited {
     /// The next frame from the peer that answers none of this end's requests; the
     /// connection's error once it has ended and every earlier frame has been taken.
     pub async fn recv(&mut self) -> Result<Frame, Error> {
@@ -342,7 +342,7 @@ impl Incoming {
         }
     }
 
-    /// [`Incoming::recv`] with a deadline.
+    /// [`Unsolicited::recv`] with a deadline.
     pub async fn recv_timeout(&mut self, deadline: Duration) -> Result<Frame, Error> {
         tokio::time::timeout(deadline, self.recv())
             .await
@@ -360,9 +360,9 @@ impl Incoming {
     }
 }
 
-impl fmt::Debug for Incoming {
+impl fmt::Debug for Unsolicited {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Incoming")
+        f.debug_struct("Unsolicited")
             .field("queued", &self.rx.len())
             .finish()
     }

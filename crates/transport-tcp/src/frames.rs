@@ -19,9 +19,6 @@ pub struct Frame {
     pub body: Bytes,
 }
 
-/// A reply: a [`Frame`] that answers one of this end's requests.
-pub type Reply = Frame;
-
 /// A frame for the writer: its header, a small head copied inline, and a payload.
 pub(crate) struct Outgoing {
     pub(crate) header: [u8; frame::HEADER_LEN],

@@ -5,7 +5,7 @@
 //! Two layers:
 //!
 //! - [`Framed`] (below): frames out with any type and id ([`Framed::send`]), frames in
-//!   that answer none of this end's requests as [`Incoming`]. A server uses it as it
+//!   that answer none of this end's requests as [`Unsolicited`]. A server uses it as it
 //!   is: [`Listener`] accepts TCP or Unix connections with a cap on how many are open, a
 //!   back-off while out of file descriptors, and an idle timeout.
 //! - [`Connection`] and [`Pipeline`] (above): requests with ids, replies matched to
@@ -79,7 +79,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use volley_transport_tcp::{Config, Connection, Framed, Incoming, Role};
+//! use volley_transport_tcp::{Config, Connection, Framed, Unsolicited, Role};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), volley_transport_tcp::Error> {
@@ -90,7 +90,7 @@
 //! let acceptor = Config { role: Role::Acceptor, ..Config::default() };
 //! let (b, b_in) = Framed::new(rb, wb, acceptor);
 //! // Each end answers every call with its own name.
-//! let answer = |framed: Framed, mut incoming: Incoming, name: &'static [u8]| async move {
+//! let answer = |framed: Framed, mut incoming: Unsolicited, name: &'static [u8]| async move {
 //!     while let Ok(call) = incoming.recv().await {
 //!         let _ = framed.send(call.ty, call.id, name, Bytes::new()).await;
 //!     }
@@ -125,11 +125,11 @@ mod writer;
 pub use config::{Config, Role, SOCKET_BUFFER, Signal};
 pub use connection::{Connection, Pipeline};
 pub use error::Error;
-pub use framed::{Framed, Incoming, TrySendError};
-pub use frames::{Frame, Reply};
+pub use framed::{Framed, TrySendError, Unsolicited};
+pub use frames::Frame;
 pub use sendfile::FileRegion;
 pub use server::{
-    Accepted, AcceptedStream, Admission, Listener, ListenerStats, Peer, Seat, ServerConfig,
+    Accepted, AcceptedStream, Admission, Listener, ListenerStats, PeerAddr, Seat, ServerConfig,
     Unframed,
 };
 pub use socket::{LOOPBACK_CONGESTION, tune};

@@ -1,6 +1,6 @@
 //! The reader task: large reads into buffers sized so that no frame is ever moved,
 //! frames split off without copying, replies handed to their waiters a batch at a time,
-//! every other frame to the application's [`Incoming`](crate::Incoming) queue.
+//! every other frame to the application's [`Unsolicited`](crate::Unsolicited) queue.
 
 use core::sync::atomic::Ordering;
 use core::time::Duration;

@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config::{Config, Role};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::framed::{Framed, Incoming};
+use crate::framed::{Framed, Unsolicited};
 use crate::sendfile::Plain;
 use crate::write_memory::{WriteMemory, lock};
 
@@ -65,7 +65,7 @@ impl Default for ServerConfig {
 
 /// Who connected.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Peer {
+pub enum PeerAddr {
     /// Over TCP, from this address.
     Tcp(SocketAddr),
     /// Over a Unix socket.
@@ -78,9 +78,9 @@ pub struct Accepted {
     /// Frames out (and requests, through [`Connection::from`](crate::Connection)).
     pub framed: Framed,
     /// Frames in.
-    pub incoming: Incoming,
+    pub incoming: Unsolicited,
     /// Who it is.
-    pub peer: Peer,
+    pub peer: PeerAddr,
 }
 
 /// What [`Listener::accept_or_refuse`] gives ([`Accepted`] connections), or
@@ -113,7 +113,7 @@ pub struct Unframed {
     /// The stream: TCP (Nagle's algorithm off, keep-alive on) or Unix.
     pub stream: AcceptedStream,
     /// Who it is.
-    pub peer: Peer,
+    pub peer: PeerAddr,
     /// What the framed connection is started with.
     pub seat: Seat,
 }
@@ -140,7 +140,7 @@ pub struct Seat {
 impl Seat {
     /// Starts a framed connection over the halves of any stream (a TLS stream split in
     /// two), with the listener's connection settings, slot and memory.
-    pub fn frame<R, W>(self, reader: R, writer: W) -> (Framed, Incoming)
+    pub fn frame<R, W>(self, reader: R, writer: W) -> (Framed, Unsolicited)
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -343,19 +343,19 @@ impl Listener {
     }
 
     /// The next stream from the listener, pausing while out of file descriptors.
-    async fn accept_stream(&self) -> io::Result<(AcceptedStream, Peer)> {
+    async fn accept_stream(&self) -> io::Result<(AcceptedStream, PeerAddr)> {
         let mut pause = Duration::from_millis(5);
         loop {
             let accepted = match &self.inner {
                 Inner::Tcp(listener) => listener.accept().await.map(|(stream, addr)| {
                     // Each only fails on a socket already dead; its reader says so.
                     let _ = crate::socket::tune(&stream);
-                    (AcceptedStream::Tcp(stream), Peer::Tcp(addr))
+                    (AcceptedStream::Tcp(stream), PeerAddr::Tcp(addr))
                 }),
                 Inner::Unix(listener) => listener
                     .accept()
                     .await
-                    .map(|(stream, _)| (AcceptedStream::Unix(stream), Peer::Unix)),
+                    .map(|(stream, _)| (AcceptedStream::Unix(stream), PeerAddr::Unix)),
             };
             match accepted {
                 Ok(accepted) => {
@@ -381,7 +381,7 @@ impl Listener {
     fn unframed(
         &self,
         stream: AcceptedStream,
-        peer: Peer,
+        peer: PeerAddr,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Unframed {
         Unframed {

@@ -221,7 +221,7 @@ impl Shared {
         let share = self.share(u64::from(cost))?;
         let header = Header::new(ty, id, head.len() + payload.len()).map_err(Error::Protocol)?;
         Ok(Outgoing {
-            header: header.encode(),
+            header: header.emit(),
             head: Head::new(head),
             payload,
             budget,

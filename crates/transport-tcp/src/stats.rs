@@ -19,10 +19,10 @@ pub struct Stats {
     /// Waker calls made by the reader.
     pub wakeups: u64,
     /// Frames that answered no outstanding request and that nobody took: the replies to
-    /// cancelled requests, and frames from the peer after [`Incoming`](crate::Incoming)
+    /// cancelled requests, and frames from the peer after [`Unsolicited`](crate::Unsolicited)
     /// was dropped.
     pub unmatched: u64,
-    /// Frames handed to [`Incoming`](crate::Incoming).
+    /// Frames handed to [`Unsolicited`](crate::Unsolicited).
     pub incoming: u64,
     /// Payload bytes of file regions the kernel sent straight from the file
     /// (`sendfile(2)`), never entering this process's memory.

@@ -310,7 +310,7 @@ fn connected(max_in_flight: usize) -> (Connection, DuplexStream) {
 }
 
 fn frame(ty: u8, id: u32, body: &[u8]) -> Vec<u8> {
-    let mut out = Header::new(ty, id, body.len()).unwrap().encode().to_vec();
+    let mut out = Header::new(ty, id, body.len()).unwrap().emit().to_vec();
     out.extend_from_slice(body);
     out
 }

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use volley_proto::wire::frame::Header;
 use volley_testkit::within;
 use volley_transport_tcp::{
-    Config, Connection, Error, FRAME_COST, Framed, Incoming, Role, testing,
+    Config, Connection, Error, FRAME_COST, Framed, Role, Unsolicited, testing,
 };
 
 /// Whether `f` is still pending after `ms` (for "this must wait" checks).
@@ -29,7 +29,7 @@ fn payload(len: usize, seed: u8) -> Bytes {
         .into()
 }
 
-fn pair(a: Config, b: Config) -> ((Framed, Incoming), (Framed, Incoming)) {
+fn pair(a: Config, b: Config) -> ((Framed, Unsolicited), (Framed, Unsolicited)) {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     let (r, w) = tokio::io::split(ours);
     let (r2, w2) = tokio::io::split(theirs);
@@ -37,7 +37,7 @@ fn pair(a: Config, b: Config) -> ((Framed, Incoming), (Framed, Incoming)) {
 }
 
 /// Answers each incoming frame with its body reversed, same type and id.
-async fn reverser(framed: Framed, mut incoming: Incoming) {
+async fn reverser(framed: Framed, mut incoming: Unsolicited) {
     while let Ok(frame) = incoming.recv().await {
         let mut body = frame.body.to_vec();
         body.reverse();
@@ -228,7 +228,7 @@ async fn a_full_incoming_queue_stops_the_reader_and_loses_nothing() {
         let frames = 20_000u32;
         let mut wire = Vec::new();
         for i in 0..frames {
-            wire.extend_from_slice(&Header::new(5, i, 8).unwrap().encode());
+            wire.extend_from_slice(&Header::new(5, i, 8).unwrap().emit());
             wire.extend_from_slice(&u64::from(i).to_be_bytes());
         }
         let mut writer = tokio::spawn(async move {

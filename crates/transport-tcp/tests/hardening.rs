@@ -54,7 +54,7 @@ async fn close_both_frees_the_slot_of_a_peer_that_never_closes() {
     // A peer that sends a frame, then neither reads nor closes.
     let mut silent = connect(&listener);
     let accepted = within(10, listener.accept()).await.unwrap();
-    let header = Header::new(7, 1, 3).unwrap().encode();
+    let header = Header::new(7, 1, 3).unwrap().emit();
     silent.write_all(&header).unwrap();
     silent.write_all(b"abc").unwrap();
     let mut incoming = accepted.incoming;
@@ -116,7 +116,7 @@ async fn a_first_frame_past_its_limit_ends_the_connection_at_once() {
     let accepted = within(10, listener.accept()).await.unwrap();
     // The header of a 16 MiB frame, then a trickle: refused at the header.
     client
-        .write_all(&Header::new(1, 1, (16 << 20) - 20).unwrap().encode())
+        .write_all(&Header::new(1, 1, (16 << 20) - 20).unwrap().emit())
         .unwrap();
     let mut incoming = accepted.incoming;
     let e = within(10, incoming.recv()).await.unwrap_err();
@@ -125,12 +125,12 @@ async fn a_first_frame_past_its_limit_ends_the_connection_at_once() {
     let mut client = connect(&listener);
     let accepted = within(10, listener.accept()).await.unwrap();
     client
-        .write_all(&Header::new(1, 1, 10).unwrap().encode())
+        .write_all(&Header::new(1, 1, 10).unwrap().emit())
         .unwrap();
     client.write_all(&[0; 10]).unwrap();
     let big = 1 << 20;
     client
-        .write_all(&Header::new(1, 3, big).unwrap().encode())
+        .write_all(&Header::new(1, 3, big).unwrap().emit())
         .unwrap();
     client.write_all(&vec![5; big]).unwrap();
     let mut incoming = accepted.incoming;
@@ -214,13 +214,13 @@ async fn a_trickle_does_not_keep_the_reader_spinning() {
     let trickle = std::thread::spawn(move || {
         // Paced by sleeping: this is the attack's rate, not synchronisation.
         let gap = Duration::from_micros(150);
-        let header = Header::new(7, 1, 1500).unwrap().encode();
+        let header = Header::new(7, 1, 1500).unwrap().emit();
         peer.write_all(&header).unwrap();
         for _ in 0..1500 {
             peer.write_all(b"x").unwrap();
             std::thread::sleep(gap);
         }
-        let tiny = Header::new(7, 2, 1).unwrap().encode();
+        let tiny = Header::new(7, 2, 1).unwrap().emit();
         for _ in 0..1500 {
             peer.write_all(&tiny).unwrap();
             peer.write_all(b"y").unwrap();
@@ -275,7 +275,7 @@ async fn a_trickled_answer_does_not_keep_the_reader_spinning() {
         for i in 0..ASKS {
             peer.read_exact(&mut ask).unwrap();
             let id = u32::try_from(i).unwrap() + 1;
-            let header = Header::new(7, id, BODY).unwrap().encode();
+            let header = Header::new(7, id, BODY).unwrap().emit();
             peer.write_all(&header).unwrap();
             for _ in 0..BODY {
                 peer.write_all(b"z").unwrap();

@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use bytes::Bytes;
 use volley_testkit::within;
-use volley_transport_tcp::{Config, Connection, Listener, Peer, ServerConfig};
+use volley_transport_tcp::{Config, Connection, Listener, PeerAddr, ServerConfig};
 
 #[tokio::test]
 async fn past_the_cap_a_peer_waits_until_a_connection_closes() {
@@ -28,7 +28,7 @@ async fn past_the_cap_a_peer_waits_until_a_connection_closes() {
         }
         let first = listener.accept().await.unwrap();
         let second = listener.accept().await.unwrap();
-        assert!(matches!(first.peer, Peer::Tcp(_)));
+        assert!(matches!(first.peer, PeerAddr::Tcp(_)));
         assert_eq!(listener.stats().open, 2);
         let third = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
         assert!(

@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
-use volley_emulator::{BoardConfig, Machine as Emulated, MachineConfig, SDRAM_BASE};
+use volley_emulator::{BoardConfig, EmulatedMachine as Emulated, MachineConfig, SDRAM_BASE};
 use volley_proto::scp::sdp::Address;
 use volley_testkit::within;
 use volley_transport_udp::{Machine, Op, ScpClient, ScpConfig};

@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use tokio::time::timeout;
-use volley_emulator::{Machine as Emulated, MachineConfig, SDRAM_BASE};
+use volley_emulator::{EmulatedMachine as Emulated, MachineConfig, SDRAM_BASE};
 use volley_netsim::{LinkConfig, LinkSim};
 use volley_proto::scp::sdp::Address;
 use volley_proto::scp::window::Rto;

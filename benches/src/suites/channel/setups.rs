@@ -316,7 +316,7 @@ pub(super) enum Client {
         volley_transport_udp::channel::ChannelConnection,
         ChannelEndpoint,
     ),
-    Tcp(Framed, volley_transport_tcp::Incoming),
+    Tcp(Framed, volley_transport_tcp::Unsolicited),
     Quinn(
         quinn::SendStream,
         quinn::RecvStream,

@@ -42,15 +42,15 @@
 //! against the window and the largest message) whatever order fragments come in.
 //!
 //! ```
-//! use volley_proto::channel::packet::{Frame, Header, PacketType, parse, write_frame, write_header};
+//! use volley_proto::channel::packet::{PacketFrame, PacketHeader, PacketType, parse, emit_frame, emit_header};
 //!
-//! let header = Header { ty: PacketType::DATA, dcid: 7, scid: None, pn: 3 };
+//! let header = PacketHeader { ty: PacketType::DATA, dcid: 7, scid: None, pn: 3 };
 //! let mut buf = [0u8; 64];
-//! let mut n = write_header(&header, &mut buf).unwrap();
-//! n += write_frame(&Frame::Data { start: 0, total: 5, offset: 0, data: b"hello" }, &mut buf[n..]).unwrap();
+//! let mut n = emit_header(&header, &mut buf).unwrap();
+//! n += emit_frame(&PacketFrame::Data { start: 0, total: 5, offset: 0, data: b"hello" }, &mut buf[n..]).unwrap();
 //! let (got, mut frames) = parse(&buf[..n]).unwrap();
 //! assert_eq!(got, header);
-//! assert_eq!(frames.next(), Some(Ok(Frame::Data { start: 0, total: 5, offset: 0, data: b"hello" })));
+//! assert_eq!(frames.next(), Some(Ok(PacketFrame::Data { start: 0, total: 5, offset: 0, data: b"hello" })));
 //! assert_eq!(frames.next(), None);
 //! ```
 
@@ -86,7 +86,7 @@ open_enum! {
 
 /// A datagram's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Header {
+pub struct PacketHeader {
     /// The packet type.
     pub ty: PacketType,
     /// The receiver's connection id.
@@ -99,7 +99,7 @@ pub struct Header {
 
 /// One frame, borrowing from the datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Frame<'a> {
+pub enum PacketFrame<'a> {
     /// One byte of padding.
     Padding,
     /// Asks for an acknowledgement.
@@ -157,7 +157,7 @@ pub struct Params {
 }
 
 /// Parses a datagram's header and returns an iterator over its frames.
-pub fn parse(datagram: &[u8]) -> Result<(Header, Frames<'_>)> {
+pub fn parse(datagram: &[u8]) -> Result<(PacketHeader, Frames<'_>)> {
     let mut r = Reader::new(datagram);
     let ty = PacketType(r.u8("channel packet type")?);
     if ty.name().is_none() {
@@ -173,7 +173,7 @@ pub fn parse(datagram: &[u8]) -> Result<(Header, Frames<'_>)> {
         Some(r.u64_le("channel source id")?)
     };
     let pn = r.u32_le("channel packet number")?;
-    Ok((Header { ty, dcid, scid, pn }, Frames { r }))
+    Ok((PacketHeader { ty, dcid, scid, pn }, Frames { r }))
 }
 
 /// The frames of a datagram, in order; stops at the first malformed one.
@@ -183,7 +183,7 @@ pub struct Frames<'a> {
 }
 
 impl<'a> Iterator for Frames<'a> {
-    type Item = Result<Frame<'a>>;
+    type Item = Result<PacketFrame<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.r.is_empty() {
@@ -198,11 +198,11 @@ impl<'a> Iterator for Frames<'a> {
     }
 }
 
-fn read_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>> {
+fn read_frame<'a>(r: &mut Reader<'a>) -> Result<PacketFrame<'a>> {
     let ty = r.u8("channel frame type")?;
     Ok(match ty {
-        0x00 => Frame::Padding,
-        0x01 => Frame::Ping,
+        0x00 => PacketFrame::Padding,
+        0x01 => PacketFrame::Ping,
         0x02 => {
             let largest = r.u32_le("ack largest")?;
             let delay_us = r.u32_le("ack delay")?;
@@ -223,7 +223,7 @@ fn read_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>> {
                 });
             }
             let extra = r.bytes(8 * count, "ack ranges")?;
-            Frame::Ack(Ack {
+            PacketFrame::Ack(Ack {
                 largest,
                 delay_us,
                 window,
@@ -243,7 +243,7 @@ fn read_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>> {
                 });
             }
             let data = r.bytes(usize::from(len), "data bytes")?;
-            Frame::Data {
+            PacketFrame::Data {
                 start,
                 total,
                 offset,
@@ -260,12 +260,12 @@ fn read_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>> {
                     max: MAX_REASON as u64,
                 });
             }
-            Frame::Close {
+            PacketFrame::Close {
                 code,
                 reason: r.bytes(len, "close reason")?,
             }
         }
-        0x05 => Frame::Params(Params {
+        0x05 => PacketFrame::Params(Params {
             max_message: r.u32_le("params max message")?,
             window: r.u64_le("params window")?,
             max_datagram: r.u16_le("params max datagram")?,
@@ -279,7 +279,7 @@ fn read_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>> {
                     max: MAX_TOKEN as u64,
                 });
             }
-            Frame::Token(r.bytes(len, "token")?)
+            PacketFrame::Token(r.bytes(len, "token")?)
         }
         other => {
             return Err(Error::InvalidValue {
@@ -327,7 +327,7 @@ pub const fn header_len(ty: PacketType) -> usize {
 }
 
 /// Writes a header; returns its length.
-pub fn write_header(header: &Header, buf: &mut [u8]) -> Result<usize> {
+pub fn emit_header(header: &PacketHeader, buf: &mut [u8]) -> Result<usize> {
     let mut w = Writer::with_capacity(buf, header_len(header.ty))?;
     w.u8(header.ty.0)?;
     w.u64_le(header.dcid)?;
@@ -340,7 +340,7 @@ pub fn write_header(header: &Header, buf: &mut [u8]) -> Result<usize> {
 
 /// Writes an ack frame for `ranges` (inclusive, largest first, disjoint, at most
 /// [`MAX_ACK_RANGES`] + 1 of them; more are left out); returns its length.
-pub fn write_ack(
+pub fn emit_ack(
     ranges: &[(u32, u32)],
     delay_us: u32,
     window: u64,
@@ -384,16 +384,16 @@ pub const fn ack_len(ranges: usize) -> usize {
     1 + 4 + 4 + 8 + 1 + 4 + 8 * (ranges - 1)
 }
 
-/// Writes one frame (not an ack: see [`write_ack`]); returns its length.
-pub fn write_frame(frame: &Frame<'_>, buf: &mut [u8]) -> Result<usize> {
+/// Writes one frame (not an ack: see [`emit_ack`]); returns its length.
+pub fn emit_frame(frame: &PacketFrame<'_>, buf: &mut [u8]) -> Result<usize> {
     match *frame {
-        Frame::Padding => Writer::with_capacity(buf, 1)?.u8(0x00).map(|()| 1),
-        Frame::Ping => Writer::with_capacity(buf, 1)?.u8(0x01).map(|()| 1),
-        Frame::Ack(ack) => {
+        PacketFrame::Padding => Writer::with_capacity(buf, 1)?.u8(0x00).map(|()| 1),
+        PacketFrame::Ping => Writer::with_capacity(buf, 1)?.u8(0x01).map(|()| 1),
+        PacketFrame::Ack(ack) => {
             let ranges: heapless_ranges::Ranges = ack.ranges().collect();
-            write_ack(ranges.as_slice(), ack.delay_us, ack.window, buf)
+            emit_ack(ranges.as_slice(), ack.delay_us, ack.window, buf)
         }
-        Frame::Data {
+        PacketFrame::Data {
             start,
             total,
             offset,
@@ -413,7 +413,7 @@ pub fn write_frame(frame: &Frame<'_>, buf: &mut [u8]) -> Result<usize> {
             w.put(data)?;
             Ok(w.position())
         }
-        Frame::Close { code, reason } => {
+        PacketFrame::Close { code, reason } => {
             let reason = &reason[..reason.len().min(MAX_REASON)];
             let mut w = Writer::with_capacity(buf, 1 + 4 + 2 + reason.len())?;
             w.u8(0x04)?;
@@ -423,7 +423,7 @@ pub fn write_frame(frame: &Frame<'_>, buf: &mut [u8]) -> Result<usize> {
             w.put(reason)?;
             Ok(w.position())
         }
-        Frame::Params(p) => {
+        PacketFrame::Params(p) => {
             let mut w = Writer::with_capacity(buf, PARAMS_LEN)?;
             w.u8(0x05)?;
             w.u32_le(p.max_message)?;
@@ -431,7 +431,7 @@ pub fn write_frame(frame: &Frame<'_>, buf: &mut [u8]) -> Result<usize> {
             w.u16_le(p.max_datagram)?;
             Ok(w.position())
         }
-        Frame::Token(token) => {
+        PacketFrame::Token(token) => {
             if token.len() > MAX_TOKEN {
                 return Err(Error::TooLarge {
                     what: "token",

@@ -12,11 +12,11 @@
 //! [`Metadata::split`] checks the whole block before it hands out anything.
 //!
 //! ```
-//! use volley_proto::rpc::metadata::{Metadata, encode};
+//! use volley_proto::rpc::metadata::{Metadata, emit};
 //!
 //! let pairs: [(&[u8], &[u8]); 2] = [(b"traceparent", b"00-4bf9-00f0-01"), (b"tenant", b"7")];
 //! let mut args = [0u8; 64];
-//! let n = encode(pairs.iter().copied(), &mut args).unwrap();
+//! let n = emit(pairs.iter().copied(), &mut args).unwrap();
 //! args[n..n + 3].copy_from_slice(b"arg");
 //! let (metadata, rest) = Metadata::split(&args[..n + 3]).unwrap();
 //! assert_eq!(metadata.get("tenant"), Some(&b"7"[..]));
@@ -40,7 +40,7 @@ pub fn valid_key(key: &[u8]) -> bool {
 
 /// The bytes the block of `pairs` takes, its length field included; an error for a bad
 /// key or a block over [`MAX_METADATA`].
-pub fn encoded_len<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Result<usize> {
+pub fn buffer_len<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Result<usize> {
     let mut len = 0usize;
     for (key, value) in pairs {
         if !valid_key(key) {
@@ -62,13 +62,13 @@ pub fn encoded_len<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Res
 }
 
 /// Writes the block of `pairs` at the start of `out`; gives the length written.
-pub fn encode<'a, I>(pairs: I, out: &mut [u8]) -> Result<usize>
+pub fn emit<'a, I>(pairs: I, out: &mut [u8]) -> Result<usize>
 where
     I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
 {
-    let len = encoded_len(pairs.clone())?;
+    let len = buffer_len(pairs.clone())?;
     let mut w = Writer::with_capacity(out, len)?;
-    // Fits: checked by encoded_len against MAX_METADATA.
+    // Fits: checked by buffer_len against MAX_METADATA.
     w.u16_le((len - 2) as u16)?;
     for (key, value) in pairs {
         w.u8(key.len() as u8)?;
@@ -149,13 +149,13 @@ mod tests {
         let mut out = [0u8; 64];
         for key in [&b""[..], b"Upper", b"sp ace", &[b'k'; MAX_KEY + 1]] {
             assert!(
-                encode([(key, &b"v"[..])].into_iter(), &mut out).is_err(),
+                emit([(key, &b"v"[..])].into_iter(), &mut out).is_err(),
                 "{key:?}"
             );
         }
         let big = [0u8; MAX_METADATA];
-        assert!(encoded_len([(&b"k"[..], &big[..])].into_iter()).is_err());
-        let n = encode([(&b"a-b.c_1"[..], &b"xyz"[..])].into_iter(), &mut out).unwrap();
+        assert!(buffer_len([(&b"k"[..], &big[..])].into_iter()).is_err());
+        let n = emit([(&b"a-b.c_1"[..], &b"xyz"[..])].into_iter(), &mut out).unwrap();
         let (m, rest) = Metadata::split(&out[..n]).unwrap();
         let mut pairs = m.iter();
         assert_eq!(pairs.next(), Some(("a-b.c_1", &b"xyz"[..])));

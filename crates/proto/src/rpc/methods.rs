@@ -23,7 +23,7 @@
 //!     MethodEntry { id: 7, one_way: true, types: 0xbeef },
 //! ];
 //! let mut buf = [0u8; 64];
-//! let n = MethodTable::encode("Kv", &entries, &mut buf).unwrap();
+//! let n = MethodTable::emit("Kv", &entries, &mut buf).unwrap();
 //! let table = MethodTable::parse(&buf[..n]).unwrap();
 //! assert_eq!(table.service(), "Kv");
 //! assert_eq!(table.get(7), Some(entries[1]));
@@ -61,13 +61,13 @@ pub struct MethodTable<'a> {
 
 impl<'a> MethodTable<'a> {
     /// The bytes a table of `service` and `entries` takes.
-    pub const fn encoded_len(service: &str, entries: usize) -> usize {
+    pub const fn buffer_len(service: &str, entries: usize) -> usize {
         2 + service.len() + 4 + entries * ENTRY_LEN
     }
 
     /// Writes the table of `service` and `entries` into `out`; gives the length written.
     /// A name or a count over its limit, or an `out` too short, is an error.
-    pub fn encode(service: &str, entries: &[MethodEntry], out: &mut [u8]) -> Result<usize> {
+    pub fn emit(service: &str, entries: &[MethodEntry], out: &mut [u8]) -> Result<usize> {
         if service.len() > MAX_SERVICE_NAME {
             return Err(Error::TooLarge {
                 what: "rpc service name",
@@ -82,7 +82,7 @@ impl<'a> MethodTable<'a> {
                 max: MAX_METHODS as u64,
             });
         }
-        let len = Self::encoded_len(service, entries.len());
+        let len = Self::buffer_len(service, entries.len());
         let mut w = Writer::with_capacity(out, len)?;
         // Both fit: checked against their limits above.
         w.u16_le(service.len() as u16)?;
@@ -180,8 +180,8 @@ mod tests {
             types: 9,
         }];
         let mut buf = [0u8; 64];
-        let n = MethodTable::encode("S", &entries, &mut buf).unwrap();
-        assert_eq!(n, MethodTable::encoded_len("S", 1));
+        let n = MethodTable::emit("S", &entries, &mut buf).unwrap();
+        assert_eq!(n, MethodTable::buffer_len("S", 1));
         assert_eq!(MethodTable::parse(&buf[..n]).unwrap().len(), 1);
         // One entry claimed more than the bytes hold, one byte short, one too many.
         let mut more = buf;
@@ -198,6 +198,6 @@ mod tests {
         assert!(MethodTable::parse(&flags[..n]).is_err());
         let long = [b'x'; MAX_SERVICE_NAME + 1];
         let long = core::str::from_utf8(&long).unwrap();
-        assert!(MethodTable::encode(long, &entries, &mut [0u8; 512]).is_err());
+        assert!(MethodTable::emit(long, &entries, &mut [0u8; 512]).is_err());
     }
 }

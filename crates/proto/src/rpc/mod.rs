@@ -68,7 +68,7 @@
 //! let args = b"args";
 //! let segments: [&[u8]; 2] = [b"bulk one", b"two"];
 //! let mut buf = [0u8; 64];
-//! let n = head.encode(args.len(), segments.iter().map(|s| s.len()), &mut buf).unwrap();
+//! let n = head.emit(args.len(), segments.iter().map(|s| s.len()), &mut buf).unwrap();
 //! let mut msg = buf[..n].to_vec();
 //! msg.extend_from_slice(args);
 //! for s in segments {
@@ -227,7 +227,7 @@ pub struct Head {
 
 impl Head {
     /// Bytes the encoded head takes with `segments` segments.
-    pub const fn encoded_len(&self, segments: usize) -> usize {
+    pub const fn buffer_len(&self, segments: usize) -> usize {
         FIXED_LEN
             + if self.deadline_us.is_some() {
                 DEADLINE_LEN
@@ -240,7 +240,7 @@ impl Head {
     /// Writes the head for `args_len` bytes of arguments and segments of the lengths
     /// given into `buf`; returns the bytes written. The arguments and then the segments
     /// follow it on the wire.
-    pub fn encode<I>(&self, args_len: usize, segment_lens: I, buf: &mut [u8]) -> Result<usize>
+    pub fn emit<I>(&self, args_len: usize, segment_lens: I, buf: &mut [u8]) -> Result<usize>
     where
         I: IntoIterator<Item = usize>,
         I::IntoIter: ExactSizeIterator,
@@ -254,7 +254,7 @@ impl Head {
                 max: MAX_SEGMENTS as u64,
             });
         }
-        let needed = self.encoded_len(count);
+        let needed = self.buffer_len(count);
         let mut w = Writer::with_capacity(buf, needed)?;
         w.u8(self.kind.0)?;
         let deadline = if self.deadline_us.is_some() {
@@ -438,7 +438,7 @@ pub struct Hello {
 
 impl Hello {
     /// The hello's bytes, to send as the arguments of a [`Kind::HELLO`] message.
-    pub fn encode(&self) -> [u8; HELLO_LEN] {
+    pub fn emit(&self) -> [u8; HELLO_LEN] {
         let mut out = [0; HELLO_LEN];
         out[..4].copy_from_slice(&MAGIC);
         out[4..6].copy_from_slice(&self.version.to_le_bytes());
@@ -454,7 +454,7 @@ impl Hello {
     /// The hello's bytes followed by an authentication token (a u16 length, then the
     /// token), written into `out`; gives the length written. A token over [`MAX_TOKEN`]
     /// or an `out` too short is an error.
-    pub fn encode_with_token(&self, token: &[u8], out: &mut [u8]) -> Result<usize> {
+    pub fn emit_with_token(&self, token: &[u8], out: &mut [u8]) -> Result<usize> {
         if token.len() > MAX_TOKEN {
             return Err(Error::TooLarge {
                 what: "rpc hello token",
@@ -470,7 +470,7 @@ impl Hello {
                 available: out.len(),
             });
         }
-        out[..HELLO_LEN].copy_from_slice(&self.encode());
+        out[..HELLO_LEN].copy_from_slice(&self.emit());
         out[HELLO_LEN..HELLO_LEN + 2].copy_from_slice(&(token.len() as u16).to_le_bytes());
         out[HELLO_LEN + 2..len].copy_from_slice(token);
         Ok(len)

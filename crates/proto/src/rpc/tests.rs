@@ -5,9 +5,9 @@ use proptest::prelude::*;
 extern crate alloc;
 
 fn build(head: &Head, args: &[u8], segments: &[Vec<u8>]) -> Vec<u8> {
-    let mut buf = alloc::vec![0u8; head.encoded_len(segments.len())];
+    let mut buf = alloc::vec![0u8; head.buffer_len(segments.len())];
     let n = head
-        .encode(args.len(), segments.iter().map(Vec::len), &mut buf)
+        .emit(args.len(), segments.iter().map(Vec::len), &mut buf)
         .unwrap();
     assert_eq!(n, buf.len());
     buf.extend_from_slice(args);
@@ -116,11 +116,11 @@ fn encode_refuses_too_many_segments_and_small_buffers() {
     };
     let mut buf = [0u8; 1024];
     assert!(matches!(
-        head.encode(0, core::iter::repeat_n(1, MAX_SEGMENTS + 1), &mut buf),
+        head.emit(0, core::iter::repeat_n(1, MAX_SEGMENTS + 1), &mut buf),
         Err(Error::TooLarge { .. })
     ));
     assert_eq!(
-        head.encode(0, [1, 2], &mut buf[..10]),
+        head.emit(0, [1, 2], &mut buf[..10]),
         Err(Error::BufferTooSmall {
             needed: 24,
             available: 10
@@ -139,7 +139,7 @@ fn hello_round_trips_and_checks_its_magic() {
         calls: 0x0123_4567_89ab_cdef,
         capabilities: CAP_ANSWERS_PINGS,
     };
-    let bytes = hello.encode();
+    let bytes = hello.emit();
     assert_eq!(&bytes[..4], b"VRPC");
     assert_eq!(
         bytes[7], CAP_ANSWERS_PINGS,
@@ -226,10 +226,10 @@ fn a_hello_carries_a_token_after_its_fields() {
         capabilities: 0,
     };
     let mut out = [0u8; HELLO_LEN + 2 + MAX_TOKEN];
-    let n = hello.encode_with_token(b"secret", &mut out).unwrap();
+    let n = hello.emit_with_token(b"secret", &mut out).unwrap();
     assert_eq!(Hello::parse(&out[..n]), Ok(hello));
     assert_eq!(Hello::token(&out[..n]), Ok(Some(&b"secret"[..])));
-    assert_eq!(Hello::token(&hello.encode()), Ok(None), "no token");
+    assert_eq!(Hello::token(&hello.emit()), Ok(None), "no token");
     // A length past the bytes, or over the limit, is an error, not a read past the end.
     assert!(Hello::token(&out[..n - 1]).is_err());
     let mut long = out;
@@ -237,7 +237,7 @@ fn a_hello_carries_a_token_after_its_fields() {
     assert!(matches!(Hello::token(&long), Err(Error::TooLarge { .. })));
     assert!(
         hello
-            .encode_with_token(&[0; MAX_TOKEN + 1], &mut out)
+            .emit_with_token(&[0; MAX_TOKEN + 1], &mut out)
             .is_err()
     );
 }

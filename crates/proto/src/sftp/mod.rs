@@ -4,7 +4,7 @@
 //!
 //! Decoding borrows from the frame: a DATA reply's or WRITE request's payload is a slice of
 //! the input, never copied. Encoding writes everything but the bulk payload with
-//! `encode_head`, so the payload can follow in a vectored write uncopied; `encode` writes
+//! `emit_head`, so the payload can follow in a vectored write uncopied; `emit` writes
 //! both into one buffer for callers that do not care.
 //!
 //! ```
@@ -13,8 +13,8 @@
 //!
 //! let write = Request::Write { id: 9, handle: b"h1", offset: 4096, data: &[7; 1000] };
 //! let mut head = [0u8; 64];
-//! let n = write.encode_head(&mut head)?;
-//! assert_eq!(n + write.bulk().len(), write.encoded_len());
+//! let n = write.emit_head(&mut head)?;
+//! assert_eq!(n + write.bulk().len(), write.buffer_len());
 //!
 //! // On the wire: head then payload. Decoding borrows the payload from the input.
 //! let mut wire = head[..n].to_vec();
@@ -346,44 +346,44 @@ trait Message {
         HEADER_LEN.saturating_add(counter.len)
     }
 
-    fn encoded_len(&self) -> usize {
+    fn buffer_len(&self) -> usize {
         self.head_len().saturating_add(self.bulk().len())
     }
 
     /// The body fields after the id, up to the bulk payload: what a framed connection
     /// sends after the frame header it writes itself.
-    fn encode_body_head(&self, buf: &mut [u8]) -> Result<usize> {
+    fn emit_body_head(&self, buf: &mut [u8]) -> Result<usize> {
         let mut w = Writer::with_capacity(buf, self.head_len() - HEADER_LEN)?;
         self.put_head(&mut w)?;
         Ok(w.position())
     }
 
-    fn encode_head(&self, buf: &mut [u8]) -> Result<usize> {
+    fn emit_head(&self, buf: &mut [u8]) -> Result<usize> {
         let head_len = self.head_len();
         let body_len = (head_len - HEADER_LEN).saturating_add(self.bulk().len());
         let header = frame::Header::new(self.packet_type().0, self.frame_id(), body_len)?;
         let mut w = Writer::with_capacity(buf, head_len)?;
-        w.put(&header.encode())?;
+        w.put(&header.emit())?;
         self.put_head(&mut w)?;
         Ok(w.position())
     }
 
     #[cfg(feature = "alloc")]
     fn to_vec(&self) -> Result<alloc::vec::Vec<u8>> {
-        let mut out = alloc::vec![0; self.encoded_len()];
-        self.encode(&mut out)?;
+        let mut out = alloc::vec![0; self.buffer_len()];
+        self.emit(&mut out)?;
         Ok(out)
     }
 
-    fn encode(&self, buf: &mut [u8]) -> Result<usize> {
-        let total = self.encoded_len();
+    fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let total = self.buffer_len();
         if buf.len() < total {
             return Err(Error::BufferTooSmall {
                 needed: total,
                 available: buf.len(),
             });
         }
-        let head = self.encode_head(buf)?;
+        let head = self.emit_head(buf)?;
         buf[head..total].copy_from_slice(self.bulk());
         Ok(total)
     }

@@ -347,27 +347,27 @@ impl<'a> Request<'a> {
     }
 
     /// Bytes of the whole frame, length field and bulk payload included.
-    pub fn encoded_len(&self) -> usize {
-        Message::encoded_len(self)
+    pub fn buffer_len(&self) -> usize {
+        Message::buffer_len(self)
     }
 
-    /// Bytes [`Request::encode_head`] writes.
+    /// Bytes [`Request::emit_head`] writes.
     pub fn head_len(&self) -> usize {
         Message::head_len(self)
     }
 
     /// Writes the frame up to the bulk payload (for WRITE: up to and including the
     /// data's length word); the caller sends [`Request::bulk`] after it.
-    pub fn encode_head(&self, buf: &mut [u8]) -> Result<usize> {
-        Message::encode_head(self, buf)
+    pub fn emit_head(&self, buf: &mut [u8]) -> Result<usize> {
+        Message::emit_head(self, buf)
     }
 
     /// Writes the whole frame, bulk payload copied in.
-    pub fn encode(&self, buf: &mut [u8]) -> Result<usize> {
-        Message::encode(self, buf)
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        Message::emit(self, buf)
     }
 
-    /// Bytes [`Request::encode_body_head`] writes: [`Request::head_len`] less the 9-byte
+    /// Bytes [`Request::emit_body_head`] writes: [`Request::head_len`] less the 9-byte
     /// frame header.
     pub fn body_head_len(&self) -> usize {
         Message::head_len(self) - HEADER_LEN
@@ -375,8 +375,8 @@ impl<'a> Request<'a> {
 
     /// Writes the body fields after the id, up to the bulk payload, for a connection that
     /// writes the frame header (length, type, id) itself.
-    pub fn encode_body_head(&self, buf: &mut [u8]) -> Result<usize> {
-        Message::encode_body_head(self, buf)
+    pub fn emit_body_head(&self, buf: &mut [u8]) -> Result<usize> {
+        Message::emit_body_head(self, buf)
     }
 
     /// Encodes the whole frame into a new vector.
@@ -477,7 +477,7 @@ fn put_write(w: &mut impl Sink, handle: &[u8], offset: u64, len: usize) -> Resul
 }
 
 /// The head of a WRITE whose `len` data bytes are not in memory (they go to the wire
-/// from a file, say): the bytes [`Request::encode_head`] writes for a
+/// from a file, say): the bytes [`Request::emit_head`] writes for a
 /// [`Request::Write`] carrying that much data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WriteHead<'a> {
@@ -493,19 +493,19 @@ pub struct WriteHead<'a> {
 
 impl WriteHead<'_> {
     /// Writes the frame up to and including the data's length word; returns its length.
-    pub fn encode(&self, buf: &mut [u8]) -> Result<usize> {
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let mut counter = Counter::default();
         put_write(&mut counter, self.handle, self.offset, self.len)?;
         let head_len = HEADER_LEN + counter.len;
         let body_len = counter.len.saturating_add(self.len);
         let header = frame::Header::new(PacketType::WRITE.0, self.id, body_len)?;
         let mut w = Writer::with_capacity(buf, head_len)?;
-        w.put(&header.encode())?;
+        w.put(&header.emit())?;
         put_write(&mut w, self.handle, self.offset, self.len)?;
         Ok(w.position())
     }
 
-    /// Bytes [`WriteHead::encode_body`] writes.
+    /// Bytes [`WriteHead::emit_body`] writes.
     pub fn body_len(&self) -> usize {
         let mut counter = Counter::default();
         // A Counter fails only where the real encoding would, which then says so.
@@ -515,7 +515,7 @@ impl WriteHead<'_> {
 
     /// Writes the fields after the id up to and including the data's length word, for a
     /// connection that writes the frame header itself.
-    pub fn encode_body(&self, buf: &mut [u8]) -> Result<usize> {
+    pub fn emit_body(&self, buf: &mut [u8]) -> Result<usize> {
         let mut w = Writer::with_capacity(buf, self.body_len())?;
         put_write(&mut w, self.handle, self.offset, self.len)?;
         Ok(w.position())

@@ -177,23 +177,23 @@ impl<'a> Response<'a> {
     }
 
     /// Bytes of the whole frame, length field and bulk payload included.
-    pub fn encoded_len(&self) -> usize {
-        Message::encoded_len(self)
+    pub fn buffer_len(&self) -> usize {
+        Message::buffer_len(self)
     }
 
-    /// Bytes [`Response::encode_head`] writes.
+    /// Bytes [`Response::emit_head`] writes.
     pub fn head_len(&self) -> usize {
         Message::head_len(self)
     }
 
     /// Writes the frame up to the bulk payload; the caller sends [`Response::bulk`] after.
-    pub fn encode_head(&self, buf: &mut [u8]) -> Result<usize> {
-        Message::encode_head(self, buf)
+    pub fn emit_head(&self, buf: &mut [u8]) -> Result<usize> {
+        Message::emit_head(self, buf)
     }
 
     /// Writes the whole frame, bulk payload copied in.
-    pub fn encode(&self, buf: &mut [u8]) -> Result<usize> {
-        Message::encode(self, buf)
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        Message::emit(self, buf)
     }
 
     /// Encodes the whole frame into a new vector.

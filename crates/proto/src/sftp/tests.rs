@@ -53,9 +53,9 @@ fn body_heads_are_the_frame_heads_without_their_header() {
     ];
     for request in &requests {
         let mut frame = vec![0u8; request.head_len()];
-        let n = request.encode_head(&mut frame).unwrap();
+        let n = request.emit_head(&mut frame).unwrap();
         let mut body = vec![0u8; request.body_head_len()];
-        let m = request.encode_body_head(&mut body).unwrap();
+        let m = request.emit_body_head(&mut body).unwrap();
         assert_eq!((n - 9, &body[..m]), (m, &frame[9..n]), "{request:?}");
     }
     let head = WriteHead {
@@ -65,12 +65,12 @@ fn body_heads_are_the_frame_heads_without_their_header() {
         len: 99,
     };
     let mut frame = vec![0u8; 9 + head.body_len()];
-    let n = head.encode(&mut frame).unwrap();
+    let n = head.emit(&mut frame).unwrap();
     let mut body = vec![0u8; head.body_len()];
-    let m = head.encode_body(&mut body).unwrap();
+    let m = head.emit_body(&mut body).unwrap();
     assert_eq!(&body[..m], &frame[9..n]);
     assert!(matches!(
-        head.encode_body(&mut [0u8; 16]),
+        head.emit_body(&mut [0u8; 16]),
         Err(Error::BufferTooSmall { .. })
     ));
 }
@@ -165,7 +165,7 @@ fn open_read_write_close_layouts() {
     // The payload is borrowed from the input, not copied.
     assert_eq!(data.as_ptr(), write[write.len() - 300..].as_ptr());
     let mut head = [0u8; 64];
-    let n = parsed.encode_head(&mut head).unwrap();
+    let n = parsed.emit_head(&mut head).unwrap();
     assert_eq!(&head[..n], &write[..write.len() - 300]);
     assert_eq!(parsed.bulk(), &payload[..]);
     // The same head without the data in memory.
@@ -176,10 +176,10 @@ fn open_read_write_close_layouts() {
         len: 300,
     };
     let mut head2 = [0u8; 64];
-    let m = apart.encode(&mut head2).unwrap();
+    let m = apart.emit(&mut head2).unwrap();
     assert_eq!(&head2[..m], &head[..n]);
     assert!(matches!(
-        apart.encode(&mut head2[..m - 1]),
+        apart.emit(&mut head2[..m - 1]),
         Err(Error::BufferTooSmall { .. })
     ));
 
@@ -421,14 +421,14 @@ fn malformed_messages_are_clear_errors() {
         data: &[0; 100],
     };
     assert_eq!(
-        write.encode(&mut [0u8; 50]),
+        write.emit(&mut [0u8; 50]),
         Err(Error::BufferTooSmall {
-            needed: write.encoded_len(),
+            needed: write.buffer_len(),
             available: 50
         })
     );
     assert_eq!(
-        write.encode_head(&mut [0u8; 10]),
+        write.emit_head(&mut [0u8; 10]),
         Err(Error::BufferTooSmall {
             needed: write.head_len(),
             available: 10
@@ -516,11 +516,11 @@ proptest! {
             _ => Request::Extended { id, request: a, data: b },
         };
         let wire = request.to_vec().unwrap();
-        prop_assert_eq!(wire.len(), request.encoded_len());
+        prop_assert_eq!(wire.len(), request.buffer_len());
         prop_assert_eq!(Request::parse(frame(&wire)), Ok(request));
         // Head + bulk is the same bytes as the whole encoding.
         let mut head = [0u8; 512];
-        let n = request.encode_head(&mut head).unwrap();
+        let n = request.emit_head(&mut head).unwrap();
         prop_assert_eq!([&head[..n], request.bulk()].concat(), wire);
     }
 

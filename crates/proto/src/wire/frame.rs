@@ -3,7 +3,7 @@
 //! version where other messages carry a request id); volley also carries SCP packets and
 //! RPC messages in it over streams.
 //!
-//! [`Header::encode`] produces a fixed-size array, so a payload can follow it in a vectored
+//! [`Header::emit`] produces a fixed-size array, so a payload can follow it in a vectored
 //! write without being copied. [`Decoder`] splits frames out of a growing buffer and checks
 //! the declared length against its maximum before the caller reserves anything.
 
@@ -82,7 +82,7 @@ impl Header {
     }
 
     /// The nine header bytes; the body follows them on the wire.
-    pub const fn encode(&self) -> [u8; HEADER_LEN] {
+    pub const fn emit(&self) -> [u8; HEADER_LEN] {
         let len = self.length_field().to_be_bytes();
         let id = self.id.to_be_bytes();
         [
@@ -184,8 +184,8 @@ mod tests {
 
     use super::*;
 
-    fn encode(ty: u8, id: u32, body: &[u8]) -> Vec<u8> {
-        let mut out = Header::new(ty, id, body.len()).unwrap().encode().to_vec();
+    fn emit(ty: u8, id: u32, body: &[u8]) -> Vec<u8> {
+        let mut out = Header::new(ty, id, body.len()).unwrap().emit().to_vec();
         out.extend_from_slice(body);
         out
     }
@@ -193,8 +193,8 @@ mod tests {
     #[test]
     fn sftp_init_layout() {
         // INIT, version 3, no extensions: length 5, type 1, version 3.
-        assert_eq!(encode(1, 3, &[]), [0, 0, 0, 5, 1, 0, 0, 0, 3]);
-        let bytes = encode(5, 0x0102_0304, b"abc");
+        assert_eq!(emit(1, 3, &[]), [0, 0, 0, 5, 1, 0, 0, 0, 3]);
+        let bytes = emit(5, 0x0102_0304, b"abc");
         assert_eq!(&bytes[..9], &[0, 0, 0, 8, 5, 1, 2, 3, 4]);
         let (frame, used) = Decoder::default().decode(&bytes).unwrap().unwrap();
         assert_eq!(used, bytes.len());
@@ -206,12 +206,12 @@ mod tests {
                 body: b"abc"
             }
         );
-        assert_eq!(frame.header().encode(), bytes[..9]);
+        assert_eq!(frame.header().emit(), bytes[..9]);
     }
 
     #[test]
     fn needs_more_bytes_until_the_frame_is_complete() {
-        let bytes = encode(103, 7, &[9; 100]);
+        let bytes = emit(103, 7, &[9; 100]);
         let decoder = Decoder::default();
         for cut in 0..bytes.len() {
             assert_eq!(decoder.decode(&bytes[..cut]), Ok(None), "cut at {cut}");
@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(decoder.frame_len(&bytes[..4]), Ok(Some(109)));
         // Two frames back to back: the first is split off, the rest stays.
         let mut two = bytes;
-        two.extend_from_slice(&encode(101, 8, b"x"));
+        two.extend_from_slice(&emit(101, 8, b"x"));
         let (first, used) = decoder.decode(&two).unwrap().unwrap();
         assert_eq!(first.id, 7);
         let (second, _) = decoder.decode(&two[used..]).unwrap().unwrap();
@@ -260,7 +260,7 @@ mod tests {
     proptest! {
         #[test]
         fn round_trips(ty: u8, id: u32, body in proptest::collection::vec(any::<u8>(), 0..2000)) {
-            let bytes = encode(ty, id, &body);
+            let bytes = emit(ty, id, &body);
             let (frame, used) = Decoder::new(4096).decode(&bytes).unwrap().unwrap();
             prop_assert_eq!(used, bytes.len());
             prop_assert_eq!(frame, Frame { ty, id, body: &body });

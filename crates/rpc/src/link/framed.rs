@@ -10,7 +10,7 @@ use std::path::Path;
 
 use volley_proto::rpc::MAX_HELLO_FRAME;
 use volley_proto::wire::frame;
-use volley_transport_tcp::{Config, Framed, Incoming, Role, TrySendError as FramedTrySend};
+use volley_transport_tcp::{Config, Framed, Role, TrySendError as FramedTrySend, Unsolicited};
 
 use super::{
     ConnectionInfo, LinkError, LinkReceiver, LinkSender, MAX_PREFIX, Message, MessageLink,
@@ -54,7 +54,7 @@ pub fn config(role: Role) -> Config {
 #[derive(Debug)]
 pub struct FramedLink {
     framed: Framed,
-    incoming: Incoming,
+    incoming: Unsolicited,
     connection: ConnectionInfo,
 }
 
@@ -68,12 +68,12 @@ pub struct FramedSender {
 /// The receiving half of a [`FramedLink`].
 #[derive(Debug)]
 pub struct FramedReceiver {
-    incoming: Incoming,
+    incoming: Unsolicited,
 }
 
 impl FramedLink {
     /// A link over a framed connection already made (RPC then owns its incoming frames).
-    pub fn new(framed: Framed, incoming: Incoming) -> Self {
+    pub fn new(framed: Framed, incoming: Unsolicited) -> Self {
         Self {
             framed,
             incoming,

@@ -69,7 +69,7 @@ impl Message {
 
     /// Bytes the message takes on a wire: head, arguments and segments.
     pub fn wire_len(&self) -> usize {
-        self.head.encoded_len(self.segments.len())
+        self.head.buffer_len(self.segments.len())
             + self.args.len()
             + self.segments.iter().map(Bytes::len).sum::<usize>()
     }
@@ -128,7 +128,7 @@ impl Message {
     pub fn into_wire(self, head: &mut [u8; MAX_HEAD]) -> Result<(usize, Vec<Bytes>), LinkError> {
         let n = self
             .head
-            .encode(self.args.len(), self.segments.iter().map(Bytes::len), head)?;
+            .emit(self.args.len(), self.segments.iter().map(Bytes::len), head)?;
         let mut pieces = self.segments;
         pieces.insert(0, self.args.into_bytes());
         Ok((n, pieces))
@@ -136,21 +136,21 @@ impl Message {
 
     /// Encodes the head into `buf`, returning its length: what goes on a wire before the
     /// arguments and then the segments.
-    pub fn encode_head(&self, buf: &mut [u8; MAX_HEAD]) -> Result<usize, LinkError> {
+    pub fn emit_head(&self, buf: &mut [u8; MAX_HEAD]) -> Result<usize, LinkError> {
         Ok(self
             .head
-            .encode(self.args.len(), self.segments.iter().map(Bytes::len), buf)?)
+            .emit(self.args.len(), self.segments.iter().map(Bytes::len), buf)?)
     }
 
     /// Lays the message out for a link that writes bytes: the head, followed by the
     /// arguments if they are held inline, into `buf` (the first [`Prefixed::len`] bytes);
     /// then [`Prefixed::args`] (empty if inline) and [`Prefixed::segments`], uncopied.
-    /// The same bytes as [`encode_head`](Self::encode_head) and then the arguments,
+    /// The same bytes as [`emit_head`](Self::emit_head) and then the arguments,
     /// without allocating for small arguments. A link that is given the pieces back
     /// unsent rebuilds the message with [`Unsent::message`].
     pub fn encode_prefix(self, buf: &mut [u8; MAX_PREFIX]) -> Result<Prefixed, LinkError> {
         let head: &mut [u8; MAX_HEAD] = buf.first_chunk_mut().expect("MAX_PREFIX is past MAX_HEAD");
-        let mut len = self.encode_head(head)?;
+        let mut len = self.emit_head(head)?;
         let inline = self.args.inline().is_some();
         if let Some(bytes) = self.args.inline() {
             buf[len..len + bytes.len()].copy_from_slice(bytes);

@@ -181,7 +181,7 @@ mod tests {
             let mut message = Message::new(Kind::CALL, 7, 3, args.clone());
             message.segments = vec![Bytes::from_static(b"segment")];
             let mut head = [0u8; MAX_HEAD];
-            let head_len = message.encode_head(&mut head).unwrap();
+            let head_len = message.emit_head(&mut head).unwrap();
             let mut prefix = [0u8; MAX_PREFIX];
             let laid = message.clone().encode_prefix(&mut prefix).unwrap();
             let (n, rest) = (laid.len, laid.args);

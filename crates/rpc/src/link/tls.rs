@@ -520,8 +520,8 @@ async fn handshake(
     match link {
         Ok(link) => {
             let link = match peer {
-                volley_transport_tcp::Peer::Tcp(addr) => link.with_peer_addr(addr),
-                volley_transport_tcp::Peer::Unix => link,
+                volley_transport_tcp::PeerAddr::Tcp(addr) => link.with_peer_addr(addr),
+                volley_transport_tcp::PeerAddr::Unix => link,
             };
             Some((link, who.to_string()))
         }

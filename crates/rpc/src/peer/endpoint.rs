@@ -127,8 +127,8 @@ impl<S: Service, C: Codec> Endpoint<S, C> {
             .router
             .as_ref()
             .map_or(("", &[][..]), |r| (r.service, r.table));
-        let mut buf = vec![0u8; MethodTable::encoded_len(name, table.len())];
-        MethodTable::encode(name, table, &mut buf).map_err(ConnectError::Malformed)?;
+        let mut buf = vec![0u8; MethodTable::buffer_len(name, table.len())];
+        MethodTable::emit(name, table, &mut buf).map_err(ConnectError::Malformed)?;
         sender
             .send(Message::new(Kind::METHODS, 0, 0, Bytes::from(buf)))
             .await
@@ -339,11 +339,11 @@ async fn send_hello<T: LinkSender>(
         Some(token) => {
             let mut buf = [0u8; HELLO_LEN + 2 + MAX_TOKEN];
             let n = ours
-                .encode_with_token(token, &mut buf)
+                .emit_with_token(token, &mut buf)
                 .map_err(ConnectError::Malformed)?;
             Bytes::copy_from_slice(&buf[..n])
         }
-        None => Bytes::copy_from_slice(&ours.encode()),
+        None => Bytes::copy_from_slice(&ours.emit()),
     };
     sender
         .send(Message::new(Kind::HELLO, 0, 0, args))

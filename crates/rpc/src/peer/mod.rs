@@ -44,7 +44,7 @@ const MAX_PENDING_ANSWERS: usize = 1024;
 
 /// One connection: call the peer, serve it, shut down. Cheap to clone; the connection
 /// closes when the last clone made from [`Endpoint::connect`] is dropped (handlers'
-/// copies, from [`Call::peer`](crate::Call::peer), do not hold it open).
+/// copies, from [`Context::peer`](crate::Context::peer), do not hold it open).
 pub struct Peer<S, C = Bincode> {
     inner: Arc<Inner<S, C>>,
     _owner: Option<Arc<Owner<S, C>>>,

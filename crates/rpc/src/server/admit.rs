@@ -70,7 +70,7 @@ async fn accept_framed(listener: &Listener) -> Option<io::Result<(FramedLink, St
             Err(e) => return Some(Err(e)),
         };
         let mut link = FramedLink::new(accepted.framed, accepted.incoming);
-        if let volley_transport_tcp::Peer::Tcp(addr) = accepted.peer {
+        if let volley_transport_tcp::PeerAddr::Tcp(addr) = accepted.peer {
             link = link.with_peer_addr(addr);
         }
         return Some(Ok((link, PeerHost(accepted.peer).to_string())));
@@ -82,13 +82,13 @@ pub(crate) const NO_SLOT: &str = "no free connection slot";
 
 /// A peer's host, without its port: what rate-limited warnings count by, since each
 /// connection of one attacker comes from a port of its own.
-pub(crate) struct PeerHost(pub(crate) volley_transport_tcp::Peer);
+pub(crate) struct PeerHost(pub(crate) volley_transport_tcp::PeerAddr);
 
 impl core::fmt::Display for PeerHost {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match &self.0 {
-            volley_transport_tcp::Peer::Tcp(addr) => write!(f, "{}", addr.ip()),
-            volley_transport_tcp::Peer::Unix => f.write_str("a unix socket peer"),
+            volley_transport_tcp::PeerAddr::Tcp(addr) => write!(f, "{}", addr.ip()),
+            volley_transport_tcp::PeerAddr::Unix => f.write_str("a unix socket peer"),
         }
     }
 }

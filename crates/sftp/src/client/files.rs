@@ -36,7 +36,7 @@ impl SftpClient {
             handle: &handle.0,
         };
         let mut head = vec![0; request.body_head_len()];
-        let Ok(n) = request.encode_body_head(&mut head) else {
+        let Ok(n) = request.emit_body_head(&mut head) else {
             return;
         };
         head.truncate(n);

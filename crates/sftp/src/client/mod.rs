@@ -11,8 +11,8 @@ use tokio::sync::Mutex;
 use volley_proto::sftp::{
     self, LIMITS_EXTENSION, Limits, PacketType, Request, Response, StatusCode, WriteHead,
 };
-use volley_proto::wire::frame::Frame;
-use volley_transport_tcp::{Config, Connection, FileRegion, Framed, Incoming, Pipeline, Reply};
+use volley_proto::wire::frame;
+use volley_transport_tcp::{Config, Connection, FileRegion, Frame, Framed, Pipeline, Unsolicited};
 
 mod error;
 mod files;
@@ -122,7 +122,7 @@ impl SftpClient {
 
     async fn init(
         conn: Connection,
-        mut incoming: Incoming,
+        mut incoming: Unsolicited,
         child: Option<Child>,
     ) -> Result<Self, SftpError> {
         let mut client = Self {
@@ -268,7 +268,7 @@ impl SftpClient {
         let mut heap = Vec::new();
         let buf = head_buffer(&mut stack, &mut heap, request.body_head_len());
         let n = request
-            .encode_body_head(buf)
+            .emit_body_head(buf)
             .map_err(|source| SftpError::Wire { op, source })?;
         let sent = pipeline
             .send(request.packet_type().0, &buf[..n], payload)
@@ -295,7 +295,7 @@ impl SftpClient {
         let mut heap = Vec::new();
         let buf = head_buffer(&mut stack, &mut heap, head.body_len());
         let n = head
-            .encode_body(buf)
+            .emit_body(buf)
             .map_err(|source| SftpError::Wire { op, source })?;
         let sent = pipeline
             .send_file(PacketType::WRITE.0, &buf[..n], region)
@@ -310,7 +310,7 @@ impl SftpClient {
         pipeline: &mut Pipeline,
         op: &'static str,
         path: &str,
-    ) -> Result<Reply, SftpError> {
+    ) -> Result<Frame, SftpError> {
         match pipeline.recv_timeout(self.timeout).await {
             Err(volley_transport_tcp::Error::Timeout { .. }) => Err(SftpError::TimedOut {
                 op,
@@ -365,7 +365,7 @@ impl SftpClient {
         request: &Request<'_>,
         op: &'static str,
         path: &str,
-    ) -> Result<Reply, SftpError> {
+    ) -> Result<Frame, SftpError> {
         let sent = self.send_alone(request, op, path).await?;
         self.reply_to(sent).await
     }
@@ -388,7 +388,7 @@ impl SftpClient {
     }
 
     /// The reply to a request [`Self::send_alone`] sent.
-    pub(crate) async fn reply_to(&self, mut sent: Sent) -> Result<Reply, SftpError> {
+    pub(crate) async fn reply_to(&self, mut sent: Sent) -> Result<Frame, SftpError> {
         self.recv(&mut sent.pipeline, sent.op, &sent.path).await
     }
 
@@ -494,8 +494,8 @@ fn config() -> Config {
     }
 }
 
-pub(crate) fn parse<'a>(reply: &'a Reply, op: &'static str) -> Result<Response<'a>, SftpError> {
-    Response::parse(Frame {
+pub(crate) fn parse<'a>(reply: &'a Frame, op: &'static str) -> Result<Response<'a>, SftpError> {
+    Response::parse(frame::Frame {
         ty: reply.ty,
         id: reply.id,
         body: &reply.body,
@@ -527,7 +527,7 @@ pub(crate) fn status_or_unexpected(
     }
 }
 
-pub(crate) fn expect_ok(reply: &Reply, op: &'static str, path: &str) -> Result<(), SftpError> {
+pub(crate) fn expect_ok(reply: &Frame, op: &'static str, path: &str) -> Result<(), SftpError> {
     match parse(reply, op)? {
         Response::Status {
             code: StatusCode::OK,
@@ -539,7 +539,7 @@ pub(crate) fn expect_ok(reply: &Reply, op: &'static str, path: &str) -> Result<(
 
 /// DATA as a slice of the reply buffer, `None` for EOF.
 pub(crate) fn data_or_eof(
-    reply: &Reply,
+    reply: &Frame,
     op: &'static str,
     path: &str,
 ) -> Result<Option<Bytes>, SftpError> {

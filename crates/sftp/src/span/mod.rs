@@ -15,9 +15,12 @@ pub(crate) use writing::{Source, WriteSpan, write_span};
 
 /// Asks transfers to stop, as OpenSSH's `sftp` stops on Ctrl-C: no new READ or WRITE
 /// goes out, those already out are answered, and the transfer ends with
-/// [`SftpError::Stopped`] (inside [`SftpError::Kept`] when bytes were kept), its part
-/// cut or recorded to hold exactly what arrived, for a resume. Clones stop together; a
-/// tree starts no new file or listing.
+/// [`SftpError::Stopped`] (inside [`SftpError::Kept`] when bytes were kept), its part cut
+/// or recorded to hold exactly what arrived, for a resume. Clones stop together; a tree
+/// starts no new file or listing.
+///
+/// [`SftpError::Stopped`]: crate::SftpError::Stopped
+/// [`SftpError::Kept`]: crate::SftpError::Kept
 #[derive(Clone, Debug, Default)]
 pub struct Stop(Arc<AtomicBool>);
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use volley_proto::sftp::Request;
-use volley_transport_tcp::{Pipeline, Reply};
+use volley_transport_tcp::{Frame, Pipeline};
 
 use super::Stop;
 use crate::Handle;
@@ -130,7 +130,7 @@ impl Reading<'_> {
 
     /// Takes one reply: its data written, or the end of file seen. The bytes written,
     /// or `None` for a reply to no READ of this range.
-    async fn take(&mut self, reply: &Reply) -> Result<Option<u64>, SftpError> {
+    async fn take(&mut self, reply: &Frame) -> Result<Option<u64>, SftpError> {
         let Some((offset, len)) = self.in_flight.remove(&reply.id) else {
             return Ok(None);
         };

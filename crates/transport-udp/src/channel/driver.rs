@@ -10,7 +10,7 @@ use std::time::Instant as StdInstant;
 
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use volley_proto::channel::{ConnectionHandle, Endpoint, Event, Payload, TOKEN_KEY_PERIOD};
+use volley_proto::channel::{ChannelEndpoint, ConnectionHandle, Event, Payload, TOKEN_KEY_PERIOD};
 use volley_proto::time::Instant;
 
 use super::{
@@ -28,7 +28,7 @@ pub(super) struct PeerState {
 
 pub(super) struct Driver {
     pub(super) socket: UdpSocket,
-    pub(super) endpoint: Endpoint<SocketAddr>,
+    pub(super) endpoint: ChannelEndpoint<SocketAddr>,
     pub(super) config: ChannelConfig,
     pub(super) epoch: StdInstant,
     pub(super) commands: mpsc::Receiver<Command>,

@@ -1,5 +1,5 @@
 //! The reliable channel on a real UDP socket: one task per socket owns every peer's state
-//! machine ([`volley_proto::channel::Endpoint`], peers told apart by connection id) and
+//! machine ([`volley_proto::channel::ChannelEndpoint`], peers told apart by connection id) and
 //! moves datagrams with the batched I/O of [`datagrams`](crate::datagrams) (GSO/GRO).
 //!
 //! ```
@@ -32,7 +32,7 @@ use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use volley_proto::channel::{
-    ConnectionHandle, Endpoint, EndpointConfig, MESSAGE_COST, Payload, Pieces, chunk_in,
+    self as proto, ConnectionHandle, EndpointConfig, MESSAGE_COST, Payload, Pieces, chunk_in,
 };
 
 mod driver;
@@ -186,7 +186,7 @@ impl ChannelEndpoint {
             .max(u64::from(endpoint_config.connection.max_message));
         let driver = Driver {
             socket,
-            endpoint: Endpoint::new(endpoint_config, seed())?,
+            endpoint: proto::ChannelEndpoint::new(endpoint_config, seed())?,
             config,
             epoch: StdInstant::now(),
             commands: command_rx,

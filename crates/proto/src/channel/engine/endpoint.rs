@@ -1,4 +1,4 @@
-//! [`Endpoint`]: many channel connections on one socket, told apart by connection id, as
+//! [`ChannelEndpoint`]: many channel connections on one socket, told apart by connection id, as
 //! quinn-proto's endpoint does. A server endpoint accepts new peers from their initial
 //! packets, within a cap on peers and a smaller cap on half-open ones (whose address is
 //! not yet proven), and ignores initials too short to have been padded, so a spoofed
@@ -9,7 +9,7 @@
 //! Retry), and only an initial that brings a valid token back makes a connection, its
 //! address proven. So addresses that never answer (spoofed, or gone) can hold at most
 //! `retry_above` setups, and real clients still get in, one round trip later. Tokens need
-//! a key from the driver ([`Endpoint::rotate_token_key`]); without one, initials past
+//! a key from the driver ([`ChannelEndpoint::rotate_token_key`]); without one, initials past
 //! [`EndpointConfig::max_half_open`] are refused instead.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -58,7 +58,7 @@ impl Default for EndpointConfig {
     }
 }
 
-/// Why [`Endpoint::connect`] refused.
+/// Why [`ChannelEndpoint::connect`] refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnectError {
     /// [`EndpointConfig::max_peers`] connections exist already.
@@ -109,13 +109,13 @@ struct Peer<A> {
 }
 
 /// Connections over one socket. `A` is the driver's address type.
-pub struct Endpoint<A> {
+pub struct ChannelEndpoint<A> {
     config: EndpointConfig,
     rng: u64,
     peers: BTreeMap<ConnectionHandle, Peer<A>>,
     by_cid: BTreeMap<u64, ConnectionHandle>,
     next_handle: u64,
-    /// Where the next [`Endpoint::poll_transmit`] starts looking, for fairness.
+    /// Where the next [`ChannelEndpoint::poll_transmit`] starts looking, for fairness.
     turn: u64,
     events: VecDeque<(ConnectionHandle, Event)>,
     /// Connections whose next event is a message.
@@ -129,7 +129,7 @@ pub struct Endpoint<A> {
     stats: EndpointStats,
 }
 
-impl<A: Copy + Eq + Hash> Endpoint<A> {
+impl<A: Copy + Eq + Hash> ChannelEndpoint<A> {
     /// An endpoint; `seed` feeds the generator of connection ids (give it real
     /// randomness: ids are what keeps strangers from speaking for a peer). Fails if the
     /// connection settings fail [`Config::check`].
@@ -191,7 +191,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     }
 
     /// Opens a connection to `addr`; its first datagram comes from
-    /// [`Endpoint::poll_transmit`].
+    /// [`ChannelEndpoint::poll_transmit`].
     pub fn connect(&mut self, addr: A) -> Result<ConnectionHandle, ConnectError> {
         if self.peers.len() >= self.config.max_peers {
             return Err(ConnectError::TooManyPeers);
@@ -203,8 +203,8 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     }
 
     /// Takes a datagram that came from `addr`. Call this for every datagram the socket
-    /// receives, then [`Endpoint::poll_transmit`] and [`Endpoint::poll_event`] until
-    /// each gives nothing, and re-arm the timer from [`Endpoint::poll_timeout`].
+    /// receives, then [`ChannelEndpoint::poll_transmit`] and [`ChannelEndpoint::poll_event`] until
+    /// each gives nothing, and re-arm the timer from [`ChannelEndpoint::poll_timeout`].
     pub fn handle_datagram(&mut self, now: Instant, addr: A, datagram: &[u8]) {
         let Ok((header, _)) = wire::parse(datagram) else {
             self.stats.dropped += 1;
@@ -267,7 +267,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
         self.drain(handle);
     }
 
-    fn queue_retry(&mut self, now: Instant, addr: A, header: &wire::Header) {
+    fn queue_retry(&mut self, now: Instant, addr: A, header: &wire::PacketHeader) {
         let (Some(client_cid), Some(token)) = (header.scid, self.tokens.mint(now, &addr)) else {
             return;
         };
@@ -293,14 +293,14 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
 
     fn transmit_retry(&mut self, buf: &mut [u8]) -> Option<(A, usize)> {
         let retry = self.retries.pop_front()?;
-        let header = wire::Header {
+        let header = wire::PacketHeader {
             ty: PacketType::RETRY,
             dcid: retry.client_cid,
             scid: Some(retry.initial_dcid),
             pn: 0,
         };
-        let mut n = wire::write_header(&header, buf).ok()?;
-        n += wire::write_frame(&wire::Frame::Token(&retry.token), &mut buf[n..]).ok()?;
+        let mut n = wire::emit_header(&header, buf).ok()?;
+        n += wire::emit_frame(&wire::PacketFrame::Token(&retry.token), &mut buf[n..]).ok()?;
         self.stats.retries += 1;
         Some((retry.addr, n))
     }
@@ -395,7 +395,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
         None
     }
 
-    /// The next instant [`Endpoint::handle_timeout`] must be called. Ask again after
+    /// The next instant [`ChannelEndpoint::handle_timeout`] must be called. Ask again after
     /// every other call: any of them may move it.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -406,7 +406,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     }
 
     /// Acts on time passing for every connection whose time has come. Call this when
-    /// the instant [`Endpoint::poll_timeout`] gave has come, then poll for datagrams and
+    /// the instant [`ChannelEndpoint::poll_timeout`] gave has come, then poll for datagrams and
     /// events.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut from = 0;
@@ -442,7 +442,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     }
 
     /// The next connected or closed event, leaving messages where they are (for a driver
-    /// that takes each connection's messages with [`Endpoint::poll_message`]).
+    /// that takes each connection's messages with [`ChannelEndpoint::poll_message`]).
     #[must_use = "an event taken here is gone"]
     pub fn poll_status(&mut self) -> Option<(ConnectionHandle, Event)> {
         self.events.pop_front()
@@ -525,7 +525,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     }
 }
 
-/// How often a driver should give [`Endpoint::rotate_token_key`] a new key: longer than
+/// How often a driver should give [`ChannelEndpoint::rotate_token_key`] a new key: longer than
 /// a token lives, so the key before the current one covers every live token.
 pub const TOKEN_KEY_PERIOD: crate::time::Duration = crate::time::Duration::from_secs(30);
 
@@ -534,14 +534,14 @@ pub const TOKEN_KEY_PERIOD: crate::time::Duration = crate::time::Duration::from_
 fn initial_token(datagram: &[u8]) -> Option<&[u8]> {
     let (_, frames) = wire::parse(datagram).ok()?;
     frames.map_while(Result::ok).find_map(|f| match f {
-        wire::Frame::Token(t) => Some(t),
+        wire::PacketFrame::Token(t) => Some(t),
         _ => None,
     })
 }
 
-impl<A> core::fmt::Debug for Endpoint<A> {
+impl<A> core::fmt::Debug for ChannelEndpoint<A> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Endpoint")
+        f.debug_struct("ChannelEndpoint")
             .field("peers", &self.peers.len())
             .field("stats", &self.stats)
             .finish()

@@ -13,17 +13,17 @@ const SERVER_CID: u64 = 0x3333;
 
 /// A datagram of `ty` to `dcid` with packet number `pn`, carrying `frames`, padded to
 /// the smallest datagram if it is an initial (as the endpoint requires).
-fn forge(ty: PacketType, dcid: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
+fn forge(ty: PacketType, dcid: u64, pn: u32, frames: &[PacketFrame<'_>]) -> Vec<u8> {
     let mut buf = vec![0u8; 1500];
-    let header = Header {
+    let header = PacketHeader {
         ty,
         dcid,
         scid: (ty != PacketType::DATA).then_some(CLIENT_CID),
         pn,
     };
-    let mut n = wire::write_header(&header, &mut buf).unwrap();
+    let mut n = wire::emit_header(&header, &mut buf).unwrap();
     for frame in frames {
-        n += wire::write_frame(frame, &mut buf[n..]).unwrap();
+        n += wire::emit_frame(frame, &mut buf[n..]).unwrap();
     }
     if ty == PacketType::INITIAL {
         n = n.max(MIN_DATAGRAM);
@@ -34,9 +34,9 @@ fn forge(ty: PacketType, dcid: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
 
 /// Empty messages at stream positions `first..first + count`, one frame each, as many as
 /// fit a datagram.
-fn empty_messages(first: u64, count: u64) -> Vec<Frame<'static>> {
+fn empty_messages(first: u64, count: u64) -> Vec<PacketFrame<'static>> {
     (first..first + count)
-        .map(|start| Frame::Data {
+        .map(|start| PacketFrame::Data {
             start,
             total: 0,
             offset: 0,
@@ -133,7 +133,7 @@ fn empty_messages_out_of_order_are_counted_and_bounded() {
     let reason = frames
         .flatten()
         .find_map(|f| match f {
-            Frame::Close { code, reason } => Some((code, reason.to_vec())),
+            PacketFrame::Close { code, reason } => Some((code, reason.to_vec())),
             _ => None,
         })
         .expect("a close frame");
@@ -164,8 +164,8 @@ fn scattered_fragments_pay_for_their_ranges() {
     let mut pn = 1_000_000;
     let mut offset = 0u32;
     while !server.is_closed() && offset < total {
-        let frames: Vec<Frame<'_>> = (0..50)
-            .map(|i| Frame::Data {
+        let frames: Vec<PacketFrame<'_>> = (0..50)
+            .map(|i| PacketFrame::Data {
                 start,
                 total,
                 offset: offset + 2 * i,
@@ -199,13 +199,13 @@ fn receive_memory_follows_messages_through_to_the_application() {
     let mut server = proven_server(config);
     let now = Instant::from_millis(2);
     // "hello" took positions 0..5. Out of order: the second message first, then the first; both whole.
-    let first = Frame::Data {
+    let first = PacketFrame::Data {
         start: 5,
         total: 3,
         offset: 0,
         data: b"abc",
     };
-    let second = Frame::Data {
+    let second = PacketFrame::Data {
         start: 8,
         total: 2,
         offset: 0,
@@ -224,7 +224,7 @@ fn receive_memory_follows_messages_through_to_the_application() {
 #[test]
 fn the_endpoint_bounds_all_peers_together() {
     let config = Config::default();
-    let mut endpoint = Endpoint::new(
+    let mut endpoint = ChannelEndpoint::new(
         EndpointConfig {
             connection: config,
             accept: true,
@@ -272,8 +272,8 @@ fn the_endpoint_bounds_all_peers_together() {
 }
 
 /// A server endpoint with a token key, so it answers with retries past `retry_above`.
-fn server_with_key(config: EndpointConfig) -> Endpoint<u32> {
-    let mut server = Endpoint::new(
+fn server_with_key(config: EndpointConfig) -> ChannelEndpoint<u32> {
+    let mut server = ChannelEndpoint::new(
         EndpointConfig {
             accept: true,
             ..config
@@ -286,7 +286,7 @@ fn server_with_key(config: EndpointConfig) -> Endpoint<u32> {
 }
 
 /// Every datagram the server has to send now, as (destination, bytes) pairs.
-fn sent_by(server: &mut Endpoint<u32>, now: Instant) -> Vec<(u32, Vec<u8>)> {
+fn sent_by(server: &mut ChannelEndpoint<u32>, now: Instant) -> Vec<(u32, Vec<u8>)> {
     let mut buf = vec![0u8; 1500];
     core::iter::from_fn(|| {
         server
@@ -325,10 +325,11 @@ fn half_open_setups_cannot_lock_clients_out() {
         let (header, mut frames) = wire::parse(retry).unwrap();
         assert_eq!(header.dcid, CLIENT_CID);
         assert_eq!(header.scid, Some(0x5000 + u64::from(*addr)));
-        assert!(matches!(frames.next(), Some(Ok(Frame::Token(t))) if t.len() == TOKEN_LEN));
+        assert!(matches!(frames.next(), Some(Ok(PacketFrame::Token(t))) if t.len() == TOKEN_LEN));
     }
     // A real client still gets in, one round trip later, its address proven.
-    let mut client: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 99).unwrap();
+    let mut client: ChannelEndpoint<u32> =
+        ChannelEndpoint::new(EndpointConfig::default(), 99).unwrap();
     let handle = client.connect(1).unwrap();
     client.send(handle, b"hello".to_vec()).unwrap();
     let mut buf = vec![0u8; 1500];
@@ -373,10 +374,10 @@ fn a_token_proves_only_its_own_address_for_its_lifetime() {
     );
     assert_eq!(server.len(), 0, "and no state");
     let (_, mut frames) = wire::parse(&out[0].1).unwrap();
-    let Some(Ok(Frame::Token(token))) = frames.next() else {
+    let Some(Ok(PacketFrame::Token(token))) = frames.next() else {
         panic!("a token frame")
     };
-    let with_token = forge(PacketType::INITIAL, 0x5000, 1, &[Frame::Token(token)]);
+    let with_token = forge(PacketType::INITIAL, 0x5000, 1, &[PacketFrame::Token(token)]);
     // From another address, or too late: dropped, counted, no connection, no answer.
     server.handle_datagram(now, 1001, &with_token);
     let late = now + TOKEN_LIFETIME + Duration::from_millis(1);
@@ -386,7 +387,12 @@ fn a_token_proves_only_its_own_address_for_its_lifetime() {
     server.handle_datagram(
         now,
         1000,
-        &forge(PacketType::INITIAL, 0x5000, 1, &[Frame::Token(&forged)]),
+        &forge(
+            PacketType::INITIAL,
+            0x5000,
+            1,
+            &[PacketFrame::Token(&forged)],
+        ),
     );
     assert_eq!(server.stats().bad_tokens, 3);
     assert_eq!(server.len(), 0);
@@ -400,7 +406,7 @@ fn a_token_proves_only_its_own_address_for_its_lifetime() {
 
 #[test]
 fn without_a_key_the_half_open_cap_refuses() {
-    let mut server = Endpoint::new(
+    let mut server = ChannelEndpoint::new(
         EndpointConfig {
             accept: true,
             max_half_open: 4,
@@ -430,14 +436,14 @@ fn a_client_answers_one_retry_only() {
     assert!(client.poll_transmit(now, &mut buf).is_none());
     let retry = |token: &[u8], echo: u64| {
         let mut buf = vec![0u8; 64];
-        let header = Header {
+        let header = PacketHeader {
             ty: PacketType::RETRY,
             dcid: CLIENT_CID,
             scid: Some(echo),
             pn: 0,
         };
-        let mut n = wire::write_header(&header, &mut buf).unwrap();
-        n += wire::write_frame(&Frame::Token(token), &mut buf[n..]).unwrap();
+        let mut n = wire::emit_header(&header, &mut buf).unwrap();
+        n += wire::emit_frame(&PacketFrame::Token(token), &mut buf[n..]).unwrap();
         buf.truncate(n);
         buf
     };
@@ -452,7 +458,7 @@ fn a_client_answers_one_retry_only() {
     let (header, frames) = wire::parse(&buf[..n]).unwrap();
     assert_eq!(header.ty, PacketType::INITIAL);
     assert!(n >= MIN_DATAGRAM);
-    assert!(frames.flatten().any(|f| f == Frame::Token(b"first")));
+    assert!(frames.flatten().any(|f| f == PacketFrame::Token(b"first")));
     client.handle_datagram(now, &retry(b"second", 0x2222));
     assert_eq!(client.stats().retries, 1, "a second retry is ignored");
 }

@@ -1,10 +1,10 @@
-//! The channel's state machine: a [`Connection`] per peer and the [`Endpoint`] that holds
+//! The channel's state machine: a [`Connection`] per peer and the [`ChannelEndpoint`] that holds
 //! many (needs the `alloc` feature; [`packet`](super::packet) does not).
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use crate::channel::packet::{self as wire, Frame, Header, PacketType, Params};
+use crate::channel::packet::{self as wire, PacketFrame, PacketHeader, PacketType, Params};
 use crate::recovery::{Rto, RttEstimator};
 use crate::time::{Duration, Instant};
 use crate::wire::Error as WireError;
@@ -25,7 +25,8 @@ mod transmit;
 
 pub use config::{Config, ConfigError};
 pub use endpoint::{
-    ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, TOKEN_KEY_PERIOD,
+    ChannelEndpoint, ConnectError, ConnectionHandle, EndpointConfig, EndpointStats,
+    TOKEN_KEY_PERIOD,
 };
 pub use payload::{Payload, Pieces, chunk_in};
 use receive::InMessage;
@@ -109,7 +110,7 @@ pub struct Stats {
     pub duplicates: u64,
     /// Bytes of message fragments that arrived again after they had been received.
     pub duplicate_bytes: u64,
-    /// Retries answered (a client's: 0 or 1; see [`Endpoint`]).
+    /// Retries answered (a client's: 0 or 1; see [`ChannelEndpoint`]).
     pub retries: u64,
 }
 
@@ -496,11 +497,11 @@ impl Connection {
         let mut eliciting = false;
         for frame in frames.clone() {
             match frame {
-                Ok(Frame::Ack(_) | Frame::Padding | Frame::Token(_)) => {}
+                Ok(PacketFrame::Ack(_) | PacketFrame::Padding | PacketFrame::Token(_)) => {}
                 // Messages travel only in data packets, which need the id only our
                 // accept told: a handshake packet carrying one is forged or broken, and
                 // an unproven address gets no state for it.
-                Ok(Frame::Data { .. }) if header.ty != PacketType::DATA => return,
+                Ok(PacketFrame::Data { .. }) if header.ty != PacketType::DATA => return,
                 Ok(_) => eliciting = true,
                 Err(_) => return,
             }
@@ -556,13 +557,13 @@ impl Connection {
                 return;
             }
             match frame {
-                Frame::Padding | Frame::Ping | Frame::Token(_) => {}
-                Frame::Params(p) => {
+                PacketFrame::Padding | PacketFrame::Ping | PacketFrame::Token(_) => {}
+                PacketFrame::Params(p) => {
                     self.peer = p;
                     self.send.peer_window = self.send.peer_window.max(p.window);
                 }
-                Frame::Ack(ack) => self.on_ack(now, &ack),
-                Frame::Data {
+                PacketFrame::Ack(ack) => self.on_ack(now, &ack),
+                PacketFrame::Data {
                     start,
                     total,
                     offset,
@@ -576,7 +577,7 @@ impl Connection {
                         self.fail(Closed::Protocol(e));
                     }
                 }
-                Frame::Close { code, reason } => {
+                PacketFrame::Close { code, reason } => {
                     self.fail(Closed::Peer {
                         code,
                         reason: reason.to_vec(),
@@ -588,7 +589,7 @@ impl Connection {
     }
 
     /// Whether a packet with this header belongs here.
-    fn header_fits(&self, header: &Header) -> bool {
+    fn header_fits(&self, header: &PacketHeader) -> bool {
         match header.ty {
             PacketType::INITIAL => !self.is_client,
             PacketType::ACCEPT => self.is_client && header.dcid == self.local_cid,
@@ -610,8 +611,8 @@ impl Connection {
         let mut token = None;
         for frame in frames {
             match frame {
-                Ok(Frame::Token(t)) if token.is_none() && !t.is_empty() => token = Some(t),
-                Ok(Frame::Padding) => {}
+                Ok(PacketFrame::Token(t)) if token.is_none() && !t.is_empty() => token = Some(t),
+                Ok(PacketFrame::Padding) => {}
                 _ => return,
             }
         }

@@ -13,7 +13,7 @@ pub const TOKEN_LEN: usize = 16;
 /// How long a token is accepted after it was issued.
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(10);
 
-/// A 128-bit key for the retry tokens ([`Endpoint::rotate_token_key`](super::Endpoint::rotate_token_key)), as two words.
+/// A 128-bit key for the retry tokens ([`ChannelEndpoint::rotate_token_key`](super::ChannelEndpoint::rotate_token_key)), as two words.
 pub type TokenKey = [u64; 2];
 
 /// SipHash-2-4 as a [`Hasher`], so any `Hash` address can be fed to it.

@@ -562,15 +562,15 @@ fn a_message_past_the_window_is_a_protocol_error() {
     let mut sim = Sim::new(71, perfect(), config);
     sim.run(Duration::from_millis(50), |s| s.client.is_established());
     let mut d = vec![0u8; 64];
-    let header = Header {
+    let header = PacketHeader {
         ty: PacketType::DATA,
         dcid: sim.server.local_cid(),
         scid: None,
         pn: 1000,
     };
-    let mut n = wire::write_header(&header, &mut d).unwrap();
-    n += wire::write_frame(
-        &Frame::Data {
+    let mut n = wire::emit_header(&header, &mut d).unwrap();
+    n += wire::emit_frame(
+        &PacketFrame::Data {
             start: config.window,
             total: 4,
             offset: 0,
@@ -643,7 +643,7 @@ struct Net {
     /// (destination, source, datagram) landing at an instant.
     queue: BinaryHeap<Landing>,
     seq: u64,
-    endpoints: Vec<(u32, Endpoint<u32>)>,
+    endpoints: Vec<(u32, ChannelEndpoint<u32>)>,
     /// Bytes each address received.
     received: BTreeMap<u32, u64>,
     buf: Vec<u8>,
@@ -719,9 +719,9 @@ fn server_config() -> EndpointConfig {
 fn one_server_endpoint_serves_many_clients() {
     let mut net = Net::new();
     net.endpoints
-        .push((1, Endpoint::new(server_config(), 7).unwrap()));
+        .push((1, ChannelEndpoint::new(server_config(), 7).unwrap()));
     for c in 0..3u32 {
-        let mut ep = Endpoint::new(EndpointConfig::default(), 100 + u64::from(c)).unwrap();
+        let mut ep = ChannelEndpoint::new(EndpointConfig::default(), 100 + u64::from(c)).unwrap();
         let h = ep.connect(1).unwrap();
         for i in 0..50u32 {
             ep.send(
@@ -780,7 +780,7 @@ fn initial(seed: u64) -> Vec<u8> {
 fn a_flood_of_setups_is_capped_and_drains_away() {
     let mut net = Net::new();
     net.endpoints
-        .push((1, Endpoint::new(server_config(), 9).unwrap()));
+        .push((1, ChannelEndpoint::new(server_config(), 9).unwrap()));
     // 5000 initials from 5000 addresses that never answer.
     for a in 0..5000u32 {
         let d = initial(u64::from(a) + 1);
@@ -809,7 +809,7 @@ fn a_flood_of_setups_is_capped_and_drains_away() {
         net.step();
     }
     assert_eq!(net.endpoints[0].1.len(), 0, "half-open connections expire");
-    let mut client = Endpoint::new(EndpointConfig::default(), 3).unwrap();
+    let mut client = ChannelEndpoint::new(EndpointConfig::default(), 3).unwrap();
     let h = client.connect(1).unwrap();
     client.send(h, b"let me in".to_vec()).unwrap();
     net.endpoints.push((2, client));
@@ -832,7 +832,7 @@ fn a_flood_of_setups_is_capped_and_drains_away() {
 fn spoofed_initials_draw_at_most_three_times_their_bytes() {
     let mut net = Net::new();
     net.endpoints
-        .push((1, Endpoint::new(server_config(), 11).unwrap()));
+        .push((1, ChannelEndpoint::new(server_config(), 11).unwrap()));
     // A victim at address 5 that never answers; someone sends initials in its name.
     let mut sent_in_its_name = 0u64;
     for k in 0..10u64 {
@@ -863,7 +863,7 @@ fn an_endpoint_holds_messages_against_the_window_until_taken() {
     let mut net = Net::new();
     net.endpoints.push((
         1,
-        Endpoint::new(
+        ChannelEndpoint::new(
             EndpointConfig {
                 connection: config,
                 accept: true,
@@ -873,7 +873,7 @@ fn an_endpoint_holds_messages_against_the_window_until_taken() {
         )
         .unwrap(),
     ));
-    let mut client = Endpoint::new(
+    let mut client = ChannelEndpoint::new(
         EndpointConfig {
             connection: config,
             ..EndpointConfig::default()

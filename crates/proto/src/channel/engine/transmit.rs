@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use super::{ACK_RANGES_KEPT, Closed, Connection, Fragment, MIN_DATAGRAM, SentPacket, State, span};
 use crate::channel::packet::{
-    self as wire, DATA_OVERHEAD, Frame, Header, PARAMS_LEN, PacketType, Params,
+    self as wire, DATA_OVERHEAD, PARAMS_LEN, PacketFrame, PacketHeader, PacketType, Params,
 };
 use crate::time::Instant;
 use crate::wire::Error as WireError;
@@ -44,13 +44,13 @@ impl Connection {
             }));
             return None;
         }
-        let header = Header {
+        let header = PacketHeader {
             ty,
             dcid: self.remote_cid,
             scid: (ty != PacketType::DATA).then_some(self.local_cid),
             pn,
         };
-        let mut n = wire::write_header(&header, buf).ok()?;
+        let mut n = wire::emit_header(&header, buf).ok()?;
         let mut eliciting = false;
         if ty != PacketType::DATA {
             n += self.write_handshake_frames(ty, &mut buf[n..])?;
@@ -63,7 +63,7 @@ impl Connection {
             eliciting |= !fragments.is_empty();
         }
         if (plan.probe || plan.keep_alive) && !eliciting {
-            n += wire::write_frame(&Frame::Ping, &mut buf[n..]).ok()?;
+            n += wire::emit_frame(&PacketFrame::Ping, &mut buf[n..]).ok()?;
             eliciting = true;
         }
         self.recovery.probe_due = false;
@@ -82,14 +82,14 @@ impl Connection {
     /// A close goes out even from a connection that has just ended over an error.
     fn write_close(&mut self, buf: &mut [u8], code: u32, reason: &[u8]) -> Option<usize> {
         let ty = self.packet_type();
-        let header = Header {
+        let header = PacketHeader {
             ty,
             dcid: self.remote_cid,
             scid: (ty != PacketType::DATA).then_some(self.local_cid),
             pn: self.send.next_pn,
         };
-        let mut n = wire::write_header(&header, buf).ok()?;
-        n += wire::write_frame(&Frame::Close { code, reason }, &mut buf[n..]).ok()?;
+        let mut n = wire::emit_header(&header, buf).ok()?;
+        n += wire::emit_frame(&PacketFrame::Close { code, reason }, &mut buf[n..]).ok()?;
         self.send.next_pn += 1;
         self.send.bytes_sent += n as u64;
         self.stats.sent += 1;
@@ -160,10 +160,10 @@ impl Connection {
             window: self.window(),
             max_datagram: self.config.max_datagram,
         };
-        let mut n = wire::write_frame(&Frame::Params(params), buf).ok()?;
+        let mut n = wire::emit_frame(&PacketFrame::Params(params), buf).ok()?;
         let token = self.send.retry_token.as_deref();
         if let Some(token) = token.filter(|_| ty == PacketType::INITIAL) {
-            n += wire::write_frame(&Frame::Token(token), &mut buf[n..]).ok()?;
+            n += wire::emit_frame(&PacketFrame::Token(token), &mut buf[n..]).ok()?;
         }
         self.send.handshake_due = false;
         Some(n)
@@ -185,7 +185,7 @@ impl Connection {
             *slot = (lo as u32, (hi - 1) as u32);
             count += 1;
         }
-        let Ok(n) = wire::write_ack(&ranges[..count], 0, self.window(), buf) else {
+        let Ok(n) = wire::emit_ack(&ranges[..count], 0, self.window(), buf) else {
             return 0;
         };
         self.receive.advertised = self.window();
@@ -256,13 +256,13 @@ impl Connection {
             let Some(data) = m.data.chunk(f.offset as usize).get(..f.len as usize) else {
                 continue;
             };
-            let frame = Frame::Data {
+            let frame = PacketFrame::Data {
                 start: f.start,
                 total: m.data.len() as u32,
                 offset: f.offset,
                 data,
             };
-            match wire::write_frame(&frame, &mut buf[n..]) {
+            match wire::emit_frame(&frame, &mut buf[n..]) {
                 Ok(k) => n += k,
                 Err(_) => break,
             }

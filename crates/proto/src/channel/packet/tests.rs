@@ -8,8 +8,8 @@ use proptest::prelude::*;
 #[test]
 fn header_layout_matches_the_table() {
     let mut buf = [0u8; 32];
-    let n = write_header(
-        &Header {
+    let n = emit_header(
+        &PacketHeader {
             ty: PacketType::INITIAL,
             dcid: 0x0807_0605_0403_0201,
             scid: Some(0x11),
@@ -25,8 +25,8 @@ fn header_layout_matches_the_table() {
             1, 1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a
         ]
     );
-    let n = write_header(
-        &Header {
+    let n = emit_header(
+        &PacketHeader {
             ty: PacketType::DATA,
             dcid: 9,
             scid: None,
@@ -37,8 +37,8 @@ fn header_layout_matches_the_table() {
     .unwrap();
     assert_eq!(buf[..n], [3, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
     // A retry has the long header, its packet type 4.
-    let n = write_header(
-        &Header {
+    let n = emit_header(
+        &PacketHeader {
             ty: PacketType::RETRY,
             dcid: 2,
             scid: Some(3),
@@ -50,7 +50,7 @@ fn header_layout_matches_the_table() {
     assert_eq!(n, LONG_HEADER);
     assert_eq!(buf[0], 4);
     let mut frame = [0u8; 8];
-    assert_eq!(write_frame(&Frame::Token(b"abc"), &mut frame), Ok(5));
+    assert_eq!(emit_frame(&PacketFrame::Token(b"abc"), &mut frame), Ok(5));
     assert_eq!(frame[..5], [0x06, 3, b'a', b'b', b'c']);
 }
 
@@ -102,7 +102,7 @@ fn malformed_frames_are_errors() {
         Some(Err(Error::Truncated { what: "token", .. }))
     ));
     assert!(matches!(
-        write_frame(&Frame::Token(&[0; MAX_TOKEN + 1]), &mut [0; 128]),
+        emit_frame(&PacketFrame::Token(&[0; MAX_TOKEN + 1]), &mut [0; 128]),
         Err(Error::TooLarge { what: "token", .. })
     ));
     assert!(parse(&header[..5]).is_err());
@@ -113,18 +113,18 @@ fn malformed_frames_are_errors() {
 fn ack_ranges_follow_quic() {
     let ranges = [(90, 100), (80, 87), (5, 5)];
     let mut buf = [0u8; 128];
-    let n = write_ack(&ranges, 25, 1 << 40, &mut buf).unwrap();
+    let n = emit_ack(&ranges, 25, 1 << 40, &mut buf).unwrap();
     assert_eq!(n, ack_len(3));
     let mut d = vec![3u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     d.extend_from_slice(&buf[..n]);
     let (_, mut frames) = parse(&d).unwrap();
-    let Some(Ok(Frame::Ack(ack))) = frames.next() else {
+    let Some(Ok(PacketFrame::Ack(ack))) = frames.next() else {
         panic!("an ack")
     };
     assert_eq!((ack.largest, ack.delay_us, ack.window), (100, 25, 1 << 40));
     assert_eq!(ack.ranges().collect::<Vec<_>>(), ranges);
     // Overlapping or misordered ranges cannot be written.
-    assert!(write_ack(&[(10, 20), (15, 30)], 0, 0, &mut buf).is_err());
+    assert!(emit_ack(&[(10, 20), (15, 30)], 0, 0, &mut buf).is_err());
 }
 
 fn ranges() -> impl Strategy<Value = Vec<(u32, u32)>> {
@@ -166,25 +166,25 @@ proptest! {
         params in (any::<u32>(), any::<u64>(), any::<u16>()),
         token in prop::collection::vec(any::<u8>(), 0..=MAX_TOKEN),
     ) {
-        let header = Header { ty, dcid, scid: (ty != PacketType::DATA).then_some(scid), pn };
+        let header = PacketHeader { ty, dcid, scid: (ty != PacketType::DATA).then_some(scid), pn };
         let mut buf = vec![0u8; 4096];
-        let mut n = write_header(&header, &mut buf).unwrap();
-        n += write_ack(&acks, delay, window, &mut buf[n..]).unwrap();
+        let mut n = emit_header(&header, &mut buf).unwrap();
+        n += emit_ack(&acks, delay, window, &mut buf[n..]).unwrap();
         let total = data.len() as u32 + extra;
         let frames = [
-            Frame::Ping,
-            Frame::Data { start, total, offset: extra, data: &data },
-            Frame::Close { code: 7, reason: &reason },
-            Frame::Params(Params { max_message: params.0, window: params.1, max_datagram: params.2 }),
-            Frame::Token(&token),
-            Frame::Padding,
+            PacketFrame::Ping,
+            PacketFrame::Data { start, total, offset: extra, data: &data },
+            PacketFrame::Close { code: 7, reason: &reason },
+            PacketFrame::Params(Params { max_message: params.0, window: params.1, max_datagram: params.2 }),
+            PacketFrame::Token(&token),
+            PacketFrame::Padding,
         ];
         for f in &frames {
-            n += write_frame(f, &mut buf[n..]).unwrap();
+            n += emit_frame(f, &mut buf[n..]).unwrap();
         }
         let (got, mut parsed) = parse(&buf[..n]).unwrap();
         prop_assert_eq!(got, header);
-        let Some(Ok(Frame::Ack(ack))) = parsed.next() else { panic!("an ack") };
+        let Some(Ok(PacketFrame::Ack(ack))) = parsed.next() else { panic!("an ack") };
         prop_assert_eq!(ack.ranges().collect::<Vec<_>>(), acks);
         prop_assert_eq!((ack.delay_us, ack.window), (delay, window));
         for f in &frames {
@@ -205,7 +205,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         if let Ok((_, frames)) = parse(&bytes) {
             for frame in frames {
-                if let Ok(Frame::Ack(ack)) = frame {
+                if let Ok(PacketFrame::Ack(ack)) = frame {
                     for (lo, hi) in ack.ranges() {
                         prop_assert!(lo <= hi);
                     }

@@ -92,7 +92,7 @@ impl Link {
                 while let Some(datagram) = window.poll_transmit(now) {
                     let seq = u32::from(scp::Packet::new_unchecked(datagram).seq());
                     let header = frame::Header::new(SCP_FRAME_TYPE, seq, datagram.len())?;
-                    tcp.write_buf.extend_from_slice(&header.encode());
+                    tcp.write_buf.extend_from_slice(&header.emit());
                     tcp.write_buf.extend_from_slice(datagram);
                 }
                 while tcp.written < tcp.write_buf.len() {
