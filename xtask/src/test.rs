@@ -18,6 +18,7 @@ const MSRV_PACKAGES: &[&str] = &[
     "volley-netsim",
     "volley-transport-tcp",
     "volley-sftp",
+    "volley-sftp-server",
     "volley-rpc-macros",
     "volley-rpc",
     "volley-cli",
