@@ -57,6 +57,18 @@ enum Command {
     /// Serve or drive the RPC bench service.
     #[command(subcommand)]
     Rpc(rpc::Command),
+    /// Serve SFTP on standard input and output, for sshd's `Subsystem sftp` line
+    /// (OpenSSH sftp-server's options; `volley sftp-server -h` lists them).
+    #[command(name = "sftp-server", disable_help_flag = true)]
+    SftpServer(SftpServerArgs),
+}
+
+/// `volley sftp-server`'s arguments, passed as they are to volley-sftp-server's own
+/// parser (OpenSSH's single-letter options).
+#[derive(clap::Args, Debug)]
+struct SftpServerArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 /// The tokio runtime a command runs on.
@@ -83,6 +95,10 @@ impl Runtime {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::SftpServer(server) = cli.command {
+        // Threads of its own, no runtime: what sshd spawns per session starts at once.
+        return volley_sftp_server::main_with(server.args.into_iter());
+    }
     let lines = logging(cli.verbose);
     let kind = match &cli.command {
         Command::Rpc(command) => command.runtime(),
@@ -103,6 +119,7 @@ fn main() -> ExitCode {
             Command::Machine(command) => machine::run(command).await,
             Command::Sftp(command) => sftp_command::run(command).await,
             Command::Rpc(command) => rpc::run(command, cli.verbose > 0).await,
+            Command::SftpServer(_) => unreachable!("served before the runtime starts"),
         }
     });
     if let Some(lines) = lines {

@@ -44,7 +44,7 @@ enum Level {
 pub struct Options {
     /// The session's settings.
     pub config: Config,
-    /// `-Q`'s feature, if given: list it and exit.
+    /// `-Q`'s feature, if given: list it and exit (`help` for `-h`: the usage).
     pub query: Option<String>,
     level: Level,
 }
@@ -58,7 +58,7 @@ impl Options {
             let mut value = |what: &str| args.next().ok_or_else(|| format!("{arg} needs {what}"));
             match arg.as_str() {
                 "-d" => config.start_dir = Some(PathBuf::from(expand_dir(&value("a directory")?))),
-                "-e" | "-h" | "--help" if arg != "-e" => return Err(USAGE.to_owned()),
+                "-h" | "--help" => query = Some("help".to_owned()),
                 "-e" => {}
                 "-f" => drop(value("a facility")?),
                 "-l" => level = parse_level(&value("a level")?)?,
@@ -100,6 +100,10 @@ pub fn main_with(args: impl Iterator<Item = String>) -> ExitCode {
     match options.query.as_deref() {
         Some("requests") => {
             REQUESTS.iter().for_each(|r| println!("{r}"));
+            return ExitCode::SUCCESS;
+        }
+        Some("help") => {
+            println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         Some(other) => {
