@@ -33,6 +33,9 @@ pub const REQUESTS: &[&str] = &[
     "expand-path",
     "home-directory",
     "users-groups-by-id",
+    "copy-data",
+    "check-file-handle",
+    "check-file-name",
 ];
 
 /// Each extension: its name on the wire, its short name (for `-P`, `-p`, `-Q`), the
@@ -53,6 +56,9 @@ const EXTENSIONS: &[(&[u8], &str, &[u8], bool)] = &[
         b"1",
         false,
     ),
+    (b"copy-data", "copy-data", b"1", true),
+    (b"check-file-handle", "check-file-handle", b"1", false),
+    (b"check-file-name", "check-file-name", b"1", false),
 ];
 
 /// The extensions the VERSION reply names, with their versions.

@@ -114,6 +114,47 @@ pub(crate) fn run(
             };
             Reply::extended(id, &names_by_id(&uids, &gids))
         }
+        Some("copy-data") => {
+            let from = args.string();
+            let (from_offset, len) = (args.u64(), args.u64());
+            let (to, to_offset) = (args.string(), args.u64());
+            let (Some(from), Some(from_offset), Some(len), Some(to), Some(to_offset)) =
+                (from, from_offset, len, to, to_offset)
+            else {
+                return bad(
+                    "copy-data takes a handle, an offset, a length, a handle and an offset",
+                );
+            };
+            let (Some((source, _)), Some((target, _))) = (handles.file(&from), handles.file(&to))
+            else {
+                return Ok(Reply::status(id, StatusCode::FAILURE, "no such handle"));
+            };
+            crate::copy::copy_data(&source, from_offset, len, &target, to_offset)?;
+            Reply::ok(id)
+        }
+        Some(which @ ("check-file-handle" | "check-file-name")) => {
+            let what = args.string();
+            let (algorithms, from, len, block) =
+                (args.string(), args.u64(), args.u64(), args.u32());
+            let (Some(what), Some(algorithms), Some(from), Some(len), Some(block)) =
+                (what, algorithms, from, len, block)
+            else {
+                return bad(
+                    "check-file takes a file, algorithms, an offset, a length and a block size",
+                );
+            };
+            let file = match which {
+                "check-file-handle" => match handles.file(&what) {
+                    Some((file, _)) => file,
+                    None => return Ok(Reply::status(id, StatusCode::FAILURE, "no such handle")),
+                },
+                _ => std::sync::Arc::new(fs::File::open(path(&what))?),
+            };
+            match crate::check::check_file(&file, &algorithms, from, len, block)? {
+                Ok(data) => Reply::extended(id, &data),
+                Err(why) => Reply::status(id, StatusCode::OP_UNSUPPORTED, why),
+            }
+        }
         _ => Reply::status(id, StatusCode::OP_UNSUPPORTED, "no such extension"),
     })
 }
@@ -222,6 +263,20 @@ struct Args<'a> {
 }
 
 impl Args<'_> {
+    /// The next 32-bit number.
+    fn u32(&mut self) -> Option<u32> {
+        let n = u32::from_be_bytes(self.data.get(..4)?.try_into().ok()?);
+        self.data = &self.data[4..];
+        Some(n)
+    }
+
+    /// The next 64-bit number.
+    fn u64(&mut self) -> Option<u64> {
+        let n = u64::from_be_bytes(self.data.get(..8)?.try_into().ok()?);
+        self.data = &self.data[8..];
+        Some(n)
+    }
+
     /// The next SSH string, if the data holds one whole.
     fn string(&mut self) -> Option<Vec<u8>> {
         let len = u32::from_be_bytes(self.data.get(..4)?.try_into().ok()?) as usize;

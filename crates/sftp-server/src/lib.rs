@@ -39,7 +39,9 @@
 
 mod args;
 mod attrs;
+mod check;
 mod config;
+mod copy;
 mod exec;
 mod extended;
 mod handles;

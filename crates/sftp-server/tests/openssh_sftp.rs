@@ -102,6 +102,7 @@ reget big big.back
 -reput big
 get -r d/tree treeback
 get -p big kept
+cp big copied
 rm sym
 rename renamed gone
 rmdir nothing-here-is-ok-to-fail
