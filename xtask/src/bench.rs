@@ -200,7 +200,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// Builds every binary the benches and the soak run (`volley-bench`, `volley-soak`,
-/// `sftp-peer`, `volley`) in release mode.
+/// `sftp-peer`, `volley`, `volley-sftp-server`) in release mode.
 pub(crate) fn build_release() -> Result<(), String> {
     exec(cargo().args([
         "build",
@@ -209,6 +209,8 @@ pub(crate) fn build_release() -> Result<(), String> {
         "volley-benches",
         "-p",
         "volley-cli",
+        "-p",
+        "volley-sftp-server",
         "--bins",
     ]))
 }

@@ -6,6 +6,9 @@
 //! channel). Every client starts the server through `volley-bench wrap-server`, which
 //! records the server's own CPU time: "server busy" is that over the wall time, and near
 //! 100% says the server, not the client, sets the pace.
+//! volley's and OpenSSH's clients also run against volley's own server
+//! (`volley-sftp-server`), rows marked `@ volley-sftp-server`, for the servers side by
+//! side under the same client.
 //! Files live in /dev/shm so the disk is not what is measured.
 
 use core::time::Duration;
@@ -29,14 +32,22 @@ const VOLLEY_SENDFILE: &str = "volley --sendfile";
 /// `net.core.wmem_max` of 212992 caps volley's 1 MiB request at 416 KiB); this host's
 /// limit is often raised, which would hide how volley does there.
 const VOLLEY_STOCK_BUFFERS: &str = "volley --socket-buffer 212992";
+/// What a client's name ends with when it runs against volley's server.
+const ON_VOLLEY_SERVER: &str = " @ volley-sftp-server";
+/// volley's client against volley's server.
+const VOLLEY_ON_VOLLEY: &str = "volley @ volley-sftp-server";
+/// OpenSSH's client against volley's server.
+const SFTP_ON_VOLLEY: &str = "OpenSSH sftp -D @ volley-sftp-server";
 /// The clients, in table order.
-const CLIENTS: [&str; 6] = [
+const CLIENTS: [&str; 8] = [
     "volley",
     VOLLEY_SENDFILE,
     VOLLEY_STOCK_BUFFERS,
     "OpenSSH sftp -D",
     RUSSH,
     OPENSSH_RUST,
+    VOLLEY_ON_VOLLEY,
+    SFTP_ON_VOLLEY,
 ];
 /// Clients that only differ from `volley` in how a put sends its data.
 const PUT_ONLY: [&str; 2] = [VOLLEY_SENDFILE, VOLLEY_STOCK_BUFFERS];
@@ -72,6 +83,12 @@ pub(crate) fn run(mode: Mode) -> Report {
         "the server command line is split on whitespace: {} and {} must have none",
         bench.display(),
         dir.display()
+    );
+    let volley_server = volley.with_file_name("volley-sftp-server");
+    assert!(
+        volley_server.exists(),
+        "{} is missing: build it with `cargo build --release -p volley-sftp-server` (cargo xtask bench does)",
+        volley_server.display()
     );
     let peer = volley.with_file_name("sftp-peer");
     assert!(
@@ -109,17 +126,22 @@ pub(crate) fn run(mode: Mode) -> Report {
             // records the server's own CPU time.
             let server_cpu = dir.join("server-cpu");
             let _ = std::fs::remove_file(&server_cpu);
+            let (base, server_path) = match client.strip_suffix(ON_VOLLEY_SERVER) {
+                Some(base) => (base, volley_server.as_path()),
+                None => (client, Path::new(SERVER)),
+            };
             let server = format!(
-                "{} wrap-server {} {SERVER}",
+                "{} wrap-server {} {}",
                 bench.display(),
-                server_cpu.display()
+                server_cpu.display(),
+                server_path.display()
             );
-            let run = match client {
+            let run = match base {
                 "volley" | VOLLEY_SENDFILE | VOLLEY_STOCK_BUFFERS => {
                     let mut cmd = Command::new(&volley);
                     cmd.args(["sftp", direction, "--server-cmd", &server]);
                     // The flags are in the client's name.
-                    cmd.args(client.split_whitespace().skip(1));
+                    cmd.args(base.split_whitespace().skip(1));
                     cmd.arg(&source).arg(&target);
                     timed(&mut cmd, &server_cpu)
                 }
@@ -222,7 +244,7 @@ pub(crate) fn run(mode: Mode) -> Report {
 
     let mut report = Report::new(
         "sftp",
-        "SFTP: 256 MiB through OpenSSH's sftp-server, files in /dev/shm",
+        "SFTP: 256 MiB through OpenSSH's sftp-server and volley's, files in /dev/shm",
         mode,
     );
     report.rounds = rounds;
@@ -357,6 +379,27 @@ pub(crate) fn run(mode: Mode) -> Report {
             100.0 * openssh_busy,
             1.0 / busy.max(1e-9)
         ));
+    }
+    for direction in ["get", "put"] {
+        for (client, on_volley) in [
+            ("OpenSSH sftp -D", SFTP_ON_VOLLEY),
+            ("volley", VOLLEY_ON_VOLLEY),
+        ] {
+            let (theirs, _, theirs_cpu) = medians[&(client, direction)];
+            let (ours, busy, ours_cpu) = medians[&(on_volley, direction)];
+            report.notes.push(format!(
+                "{direction} with {client}: volley-sftp-server / OpenSSH's sftp-server = {:.3}x, \
+                 at {:.3}x its server CPU per GiB (volley-sftp-server busy {:.0}%)",
+                ours / theirs,
+                ours_cpu / theirs_cpu,
+                100.0 * busy
+            ));
+            report.data.push(json!({
+                "ratio": format!("{direction} {client}: volley-sftp-server / sftp-server"),
+                "value": ours / theirs,
+                "server_cpu_ratio": ours_cpu / theirs_cpu,
+            }));
+        }
     }
     let stock = medians[&(VOLLEY_STOCK_BUFFERS, "put")].0;
     let openssh = medians[&("OpenSSH sftp -D", "put")].0;

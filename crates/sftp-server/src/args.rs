@@ -12,7 +12,7 @@ use crate::config::{Config, REQUESTS};
 pub const USAGE: &str =
     "usage: volley-sftp-server [-ehR] [-d start_directory] [-f log_facility] [-l log_level]
         [-P denied_requests] [-p allowed_requests] [-u umask] [-Q protocol_feature]
-        [--max-io BYTES] [--threads N] [--budget BYTES]
+        [--max-io BYTES] [--threads N] [--budget BYTES] [--reply-order requests|completion]
 
   -d DIR     start in DIR (%d is the user's home; %u their name), as OpenSSH's -d
   -e         log to standard error (the only place this server logs; sshd passes it on)
@@ -26,6 +26,9 @@ pub const USAGE: &str =
   --max-io BYTES  largest READ and WRITE, stated in limits@openssh.com (default 1048576)
   --threads N     requests run at once (default 8)
   --budget BYTES  memory the session's requests and replies may hold (default 67108864)
+  --reply-order requests|completion
+                  reply in the order requests came (default, as OpenSSH's server; its
+                  scp needs it) or as each completes (for clients that match by id)
 
 In sshd_config: Subsystem sftp /path/to/volley-sftp-server
 It adds no chroot of its own: use sshd's ChrootDirectory.";
@@ -75,6 +78,17 @@ impl Options {
                 "--max-io" => config.max_io = number(&arg, &value("a size")?)?,
                 "--threads" => config.threads = number(&arg, &value("a count")?)?,
                 "--budget" => config.budget = number(&arg, &value("a size")?)?,
+                "--reply-order" => {
+                    config.in_order = match value("`requests` or `completion`")?.as_str() {
+                        "requests" => true,
+                        "completion" => false,
+                        other => {
+                            return Err(format!(
+                                "--reply-order {other}: `requests` or `completion`"
+                            ));
+                        }
+                    }
+                }
                 other => return Err(format!("unknown option {other}\n{USAGE}")),
             }
         }

@@ -111,6 +111,12 @@ pub struct Config {
     pub max_handles: usize,
     /// Requests run at once, each on a thread of the server's pool.
     pub threads: usize,
+    /// Reply in the order the requests came (the default, as OpenSSH's server does:
+    /// OpenSSH's `scp` counts a WRITE's acknowledgement toward the file's length only
+    /// when those before it have come, and cuts the file there); `false`: each reply as
+    /// its request completes (`--reply-order completion`), for clients that match
+    /// replies by id alone.
+    pub in_order: bool,
 }
 
 impl Default for Config {
@@ -125,6 +131,7 @@ impl Default for Config {
             budget: DEFAULT_BUDGET,
             max_handles: DEFAULT_MAX_HANDLES,
             threads: DEFAULT_THREADS,
+            in_order: true,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use bytes::{Bytes, BytesMut};
 use volley_proto::sftp::{Pairs, Request, Response, VERSION};
-use volley_proto::wire::frame::Decoder;
+use volley_proto::wire::frame::{Decoder, Frame};
 
 use crate::config::Config;
 use crate::exec::Session;
@@ -106,6 +106,8 @@ impl Budget {
 
 /// A request on its way to a pool thread.
 struct Job {
+    /// Its place among the session's replies.
+    seq: u64,
     id: u32,
     op: Op,
     order: Order,
@@ -134,12 +136,13 @@ pub fn serve<R: Read, W: Write + Send>(
         limit: config.budget,
     };
     let decoder = Decoder::new(config.max_packet() as usize + 4);
-    let (to_writer, replies) = mpsc::channel::<(Reply, usize)>();
+    let (to_writer, replies) = mpsc::channel::<Answer>();
     let (to_pool, jobs) = mpsc::channel::<Job>();
     let jobs = Arc::new(Mutex::new(jobs));
     let mut report = Report::default();
     std::thread::scope(|scope| -> io::Result<()> {
-        let writer = scope.spawn(|| write_replies(output, replies, &budget));
+        let (in_order, budget_ref) = (config.in_order, &budget);
+        let writer = scope.spawn(move || write_replies(output, replies, budget_ref, in_order));
         for _ in 0..config.threads {
             let (jobs, to_writer) = (jobs.clone(), to_writer.clone());
             let (session, gate) = (&session, &gate);
@@ -148,7 +151,7 @@ pub fn serve<R: Read, W: Write + Send>(
                     let Ok(job) = lock(&jobs).recv() else { return };
                     let reply = session.run(job.id, job.op);
                     gate.leave(job.order);
-                    if to_writer.send((reply, job.cost)).is_err() {
+                    if to_writer.send((job.seq, reply, job.cost)).is_err() {
                         return;
                     }
                 }
@@ -184,11 +187,13 @@ fn read_requests(
     gate: &Gate,
     budget: &Budget,
     to_pool: &mpsc::Sender<Job>,
-    to_writer: &mpsc::Sender<(Reply, usize)>,
+    to_writer: &mpsc::Sender<Answer>,
     report: &mut Report,
 ) -> io::Result<()> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut started = false;
+    // Each request's place among the replies, in the order the requests came.
+    let mut seq = 0u64;
     loop {
         let framed = decoder.frame_len(&buf).map_err(|e| {
             io::Error::new(
@@ -208,14 +213,17 @@ fn read_requests(
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "a frame cut short"))?;
         report.requests += 1;
-        let send = |reply: Reply| to_writer.send((reply, 0)).map_err(|_| broken());
-        let request = match Request::parse(frame) {
+        let this = seq;
+        seq += 1;
+        let send = |reply: Reply| to_writer.send((this, reply, 0)).map_err(|_| broken());
+        let request = match parse_lenient(frame) {
             Ok(request) => request,
             Err(e) => {
-                send(Reply::bad_message(
-                    frame.id,
-                    &format!("cannot parse the request: {e}"),
-                ))?;
+                let why = format!(
+                    "cannot parse the request (type {}, {} bytes): {e}",
+                    frame.ty, len
+                );
+                send(Reply::bad_message(frame.id, &why))?;
                 continue;
             }
         };
@@ -259,6 +267,7 @@ fn read_requests(
                 gate.enter(order);
                 to_pool
                     .send(Job {
+                        seq: this,
                         id,
                         op,
                         order,
@@ -267,6 +276,20 @@ fn read_requests(
                     .map_err(|_| broken())?;
             }
         }
+    }
+}
+
+/// `frame` as a request, bytes after its last field ignored as OpenSSH's server ignores
+/// them (rclone's sftp client sends WRITEs whose frame runs on past their data).
+fn parse_lenient(frame: Frame<'_>) -> Result<Request<'_>, volley_proto::wire::Error> {
+    match Request::parse(frame) {
+        Err(volley_proto::wire::Error::TrailingBytes { extra, .. })
+            if extra <= frame.body.len() =>
+        {
+            let body = &frame.body[..frame.body.len() - extra];
+            Request::parse(Frame { body, ..frame })
+        }
+        other => other,
     }
 }
 
@@ -311,21 +334,38 @@ fn version() -> Reply {
     }
 }
 
-/// Writes replies as they come, buffered while more are queued and flushed when none
-/// is; a reply's DATA goes out from its own buffer. Gives each reply's cost back once
-/// it is written. The DATA bytes it sent.
+/// A reply on its way to the writer: its place in the session's order, the reply, and
+/// what it costs the budget until written.
+type Answer = (u64, Reply, usize);
+
+/// Writes replies, buffered while more are queued and flushed when none is; a reply's
+/// DATA goes out from its own buffer. `in_order`: each waits for the replies to the
+/// requests before it (as OpenSSH's server answers, and as OpenSSH's clients count
+/// acknowledgements); else each goes as it completes. Gives each reply's cost back
+/// once it is written. The DATA bytes it sent.
 fn write_replies(
     output: impl Write,
-    replies: mpsc::Receiver<(Reply, usize)>,
+    replies: mpsc::Receiver<Answer>,
     budget: &Budget,
+    in_order: bool,
 ) -> io::Result<u64> {
     let mut out = BufWriter::with_capacity(64 << 10, output);
     let mut sent = 0u64;
+    // Replies done ahead of their turn, and the turn.
+    let mut early = std::collections::BTreeMap::new();
+    let mut turn = 0u64;
     let mut next = replies.recv().ok();
-    while let Some((reply, cost)) = next {
-        write_all_vectored(&mut out, &reply.head, &reply.payload)?;
-        sent += reply.payload.len() as u64;
-        budget.give(cost);
+    while let Some((seq, reply, cost)) = next {
+        early.insert(seq, (reply, cost));
+        while let Some((reply, cost)) = match in_order {
+            true => early.remove(&turn),
+            false => early.pop_first().map(|(_, answer)| answer),
+        } {
+            write_all_vectored(&mut out, &reply.head, &reply.payload)?;
+            sent += reply.payload.len() as u64;
+            budget.give(cost);
+            turn += 1;
+        }
         next = match replies.try_recv() {
             Ok(more) => Some(more),
             Err(mpsc::TryRecvError::Empty) => {

@@ -136,3 +136,42 @@ fn a_client_that_does_not_read_stops_the_server_reading() {
     running.join().unwrap().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn replies_come_in_the_order_requests_came() {
+    // OpenSSH's scp counts a WRITE's acknowledgement toward the file's length only once
+    // those before it have come: replies out of order cut its files short. Eight slow
+    // READs of 1 MiB, each followed by a quick STAT: the replies must alternate.
+    let dir = volley_testkit::scratch("sftp-server-order");
+    let file = dir.join("data");
+    std::fs::write(&file, vec![3u8; 8 << 20]).unwrap();
+    let (mut client, running) = session(Config::default());
+    let name = string(file.as_os_str().as_encoded_bytes());
+    let open = [
+        name.clone(),
+        1u32.to_be_bytes().to_vec(),
+        0u32.to_be_bytes().to_vec(),
+    ]
+    .concat();
+    client.write_all(&frame(3, 1, &open)).unwrap();
+    let (ty, _, body) = reply(&mut client);
+    assert_eq!(ty, 102, "HANDLE");
+    let handle = string(&body[4..]);
+    let mut ids = Vec::new();
+    for i in 0..8u32 {
+        let read = [
+            handle.clone(),
+            (u64::from(i) << 20).to_be_bytes().to_vec(),
+            (1u32 << 20).to_be_bytes().to_vec(),
+        ]
+        .concat();
+        client.write_all(&frame(5, 100 + 2 * i, &read)).unwrap();
+        client.write_all(&frame(17, 101 + 2 * i, &name)).unwrap();
+        ids.extend([100 + 2 * i, 101 + 2 * i]);
+    }
+    let got: Vec<u32> = (0..16).map(|_| reply(&mut client).1).collect();
+    assert_eq!(got, ids);
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    running.join().unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}

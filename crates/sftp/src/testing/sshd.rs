@@ -20,8 +20,9 @@ pub const RCLONE: &str = "/usr/bin/rclone";
 
 /// Which server.
 #[derive(Clone, Copy)]
-enum Kind {
-    OpenSsh,
+enum Kind<'a> {
+    /// OpenSSH's sshd, running this command as its SFTP subsystem.
+    OpenSsh(&'a str),
     Rclone,
     Asyncssh,
 }
@@ -71,7 +72,13 @@ impl Sshd {
     /// Starts OpenSSH's sshd, waiting (at most 10 s) until it says it is listening.
     /// Fails with a message saying how to install it when `sshd` is missing.
     pub async fn start() -> io::Result<Self> {
-        Self::start_kind(Kind::OpenSsh).await
+        Self::start_kind(Kind::OpenSsh("/usr/lib/openssh/sftp-server")).await
+    }
+
+    /// Starts OpenSSH's sshd with `command` as its `Subsystem sftp` (another SFTP
+    /// server, volley's own say), as [`Sshd::start`] does otherwise.
+    pub async fn with_subsystem(command: &str) -> io::Result<Self> {
+        Self::start_kind(Kind::OpenSsh(command)).await
     }
 
     /// Starts `rclone serve sftp /` instead (Debian's rclone: Go's SFTP server behind
@@ -89,10 +96,10 @@ impl Sshd {
         Self::start_kind(Kind::Asyncssh).await
     }
 
-    async fn start_kind(kind: Kind) -> io::Result<Self> {
+    async fn start_kind(kind: Kind<'_>) -> io::Result<Self> {
         let python = python();
         let (program, package) = match kind {
-            Kind::OpenSsh => (SSHD, "openssh-server"),
+            Kind::OpenSsh(_) => (SSHD, "openssh-server"),
             Kind::Rclone => (RCLONE, "rclone"),
             Kind::Asyncssh => (python.to_str().unwrap_or("python"), "asyncssh into a venv"),
         };
@@ -118,7 +125,7 @@ impl Sshd {
         std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys"))?;
         let d = dir.display();
         let mut command = match kind {
-            Kind::OpenSsh => {
+            Kind::OpenSsh(subsystem) => {
                 // Privilege separation needs it, as root.
                 let _ = std::fs::create_dir_all("/run/sshd");
                 // A free port: bound and let go (another process could take it
@@ -134,7 +141,7 @@ impl Sshd {
                          StrictModes no\nUsePAM no\nPermitRootLogin yes\n\
                          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
                          MaxStartups 100\nMaxSessions 100\nLogLevel INFO\n\
-                         Subsystem sftp /usr/lib/openssh/sftp-server\n"
+                         Subsystem sftp {subsystem}\n"
                     ),
                 )?;
                 let mut command = Command::new(SSHD);
