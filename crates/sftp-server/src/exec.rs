@@ -8,7 +8,7 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use volley_proto::sftp::{NameEntry, OpenFlags, StatusCode};
 
 use crate::handles::{Handles, Listing, Open};
@@ -23,6 +23,50 @@ const NAMES_PER_REPLY: usize = 100;
 pub(crate) struct Session {
     pub(crate) handles: Handles,
     pub(crate) max_io: u32,
+    pub(crate) buffers: Buffers,
+}
+
+/// READ buffers, each `max_io` bytes, reused: a fresh one of a megabyte would cost its
+/// pages' faults and zeroing on every READ.
+pub(crate) struct Buffers {
+    free: Mutex<Vec<Vec<u8>>>,
+    size: usize,
+    keep: usize,
+}
+
+impl Buffers {
+    /// A pool of buffers of `size` bytes, keeping at most `keep` free.
+    pub(crate) fn new(size: usize, keep: usize) -> Self {
+        Self {
+            free: Mutex::new(Vec::new()),
+            size,
+            keep,
+        }
+    }
+
+    /// A buffer of `size` bytes (its contents left from its last use).
+    pub(crate) fn take(&self) -> Vec<u8> {
+        let free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        free.unwrap_or_else(|| vec![0; self.size])
+    }
+
+    /// Gives `buf` back for another READ.
+    pub(crate) fn give(&self, buf: Vec<u8>) {
+        if buf.len() != self.size {
+            return;
+        }
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if free.len() < self.keep {
+            free.push(buf);
+        }
+    }
 }
 
 impl Session {
@@ -121,12 +165,12 @@ impl Session {
         };
         // A READ past the limit stated is clamped, as OpenSSH's server clamps it.
         let len = len.min(self.max_io) as usize;
-        let mut buf = BytesMut::zeroed(len);
+        let mut buf = self.buffers.take();
         let mut got = 0;
         // Filled to the length asked, or to the end of the file: a client then needs no
         // second READ for a tail that was there all along.
         while got < len {
-            match file.read_at(&mut buf[got..], offset + got as u64) {
+            match file.read_at(&mut buf[got..len], offset + got as u64) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -135,10 +179,10 @@ impl Session {
             }
         }
         if got == 0 && len > 0 {
+            self.buffers.give(buf);
             return Ok(Reply::status(id, StatusCode::EOF, "End of file"));
         }
-        buf.truncate(got);
-        Ok(Reply::data(id, buf.freeze()))
+        Ok(Reply::data(id, buf, got))
     }
 
     fn write(&self, id: u32, handle: &[u8], offset: u64, data: &Bytes) -> io::Result<Reply> {

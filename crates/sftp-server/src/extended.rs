@@ -31,7 +31,7 @@ pub(crate) fn run(
                 max_write_len: u64::from(max_io),
                 max_open_handles: handles.max() as u64,
             };
-            Reply::extended(id, &limits.to_bytes())
+            Reply::extended(id, &limits.emit())
         }
         Some("posix-rename") => {
             let (Some(from), Some(to)) = (args.string(), args.string()) else {

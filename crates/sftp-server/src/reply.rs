@@ -3,7 +3,6 @@
 
 use std::io;
 
-use bytes::Bytes;
 use volley_proto::sftp::{Attrs, NameEntry, Names, Response, StatusCode};
 
 /// One reply, ready to write.
@@ -11,8 +10,10 @@ use volley_proto::sftp::{Attrs, NameEntry, Names, Response, StatusCode};
 pub(crate) struct Reply {
     /// The message up to its payload (all of it, but for DATA).
     pub(crate) head: Vec<u8>,
-    /// DATA's payload.
-    pub(crate) payload: Bytes,
+    /// DATA's payload: the first `payload_len` bytes of a buffer of the session's pool,
+    /// given back once written.
+    pub(crate) payload: Vec<u8>,
+    pub(crate) payload_len: usize,
 }
 
 impl Reply {
@@ -25,7 +26,8 @@ impl Reply {
         };
         Self {
             head,
-            payload: Bytes::new(),
+            payload: Vec::new(),
+            payload_len: 0,
         }
     }
 
@@ -39,7 +41,8 @@ impl Reply {
         };
         Self {
             head: response.to_vec().unwrap_or_default(),
-            payload: Bytes::new(),
+            payload: Vec::new(),
+            payload_len: 0,
         }
     }
 
@@ -75,9 +78,12 @@ impl Reply {
         Self::of(&Response::Attrs { id, attrs })
     }
 
-    /// DATA: `data` goes out as it is.
-    pub(crate) fn data(id: u32, data: Bytes) -> Self {
-        let response = Response::Data { id, data: &data };
+    /// DATA: the first `len` bytes of `buf` go out as they are.
+    pub(crate) fn data(id: u32, buf: Vec<u8>, len: usize) -> Self {
+        let response = Response::Data {
+            id,
+            data: &buf[..len],
+        };
         let mut head = vec![0; response.head_len()];
         match response.emit_head(&mut head) {
             Ok(n) => head.truncate(n),
@@ -85,7 +91,8 @@ impl Reply {
         }
         Self {
             head,
-            payload: data,
+            payload: buf,
+            payload_len: len,
         }
     }
 

@@ -6,7 +6,7 @@ use std::io::{self, BufWriter, IoSlice, Read, Write};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use volley_proto::sftp::{Pairs, Request, Response, VERSION};
 use volley_proto::wire::frame::{Decoder, Frame};
 
@@ -128,6 +128,11 @@ pub fn serve<R: Read, W: Write + Send>(
     let session = Session {
         handles: Handles::new(config.max_handles),
         max_io: config.max_io,
+        // As many as the budget lets be in flight, and one a thread.
+        buffers: crate::exec::Buffers::new(
+            config.max_io as usize,
+            config.budget / config.max_io as usize + config.threads,
+        ),
     };
     let gate = Gate::default();
     let budget = Budget {
@@ -142,7 +147,9 @@ pub fn serve<R: Read, W: Write + Send>(
     let mut report = Report::default();
     std::thread::scope(|scope| -> io::Result<()> {
         let (in_order, budget_ref) = (config.in_order, &budget);
-        let writer = scope.spawn(move || write_replies(output, replies, budget_ref, in_order));
+        let buffers = &session.buffers;
+        let writer =
+            scope.spawn(move || write_replies(output, replies, budget_ref, buffers, in_order));
         for _ in 0..config.threads {
             let (jobs, to_writer) = (jobs.clone(), to_writer.clone());
             let (session, gate) = (&session, &gate);
@@ -330,7 +337,8 @@ fn version() -> Reply {
     });
     Reply {
         head: head.unwrap_or_default(),
-        payload: Bytes::new(),
+        payload: Vec::new(),
+        payload_len: 0,
     }
 }
 
@@ -347,6 +355,7 @@ fn write_replies(
     output: impl Write,
     replies: mpsc::Receiver<Answer>,
     budget: &Budget,
+    buffers: &crate::exec::Buffers,
     in_order: bool,
 ) -> io::Result<u64> {
     let mut out = BufWriter::with_capacity(64 << 10, output);
@@ -361,8 +370,12 @@ fn write_replies(
             true => early.remove(&turn),
             false => early.pop_first().map(|(_, answer)| answer),
         } {
-            write_all_vectored(&mut out, &reply.head, &reply.payload)?;
-            sent += reply.payload.len() as u64;
+            let payload = &reply.payload[..reply.payload_len];
+            write_all_vectored(&mut out, &reply.head, payload)?;
+            sent += payload.len() as u64;
+            if !reply.payload.is_empty() {
+                buffers.give(reply.payload);
+            }
             budget.give(cost);
             turn += 1;
         }

@@ -237,7 +237,7 @@ impl State<'_> {
             Request::Extended { request, .. } if request == LIMITS_EXTENSION => {
                 match script.limits {
                     Some(l) => {
-                        limits = l.to_bytes();
+                        limits = l.emit();
                         Response::ExtendedReply { id, data: &limits }
                     }
                     None => status(StatusCode::OP_UNSUPPORTED, b"unsupported"),

@@ -181,7 +181,7 @@ pub struct Limits {
 
 impl Limits {
     /// Bytes of the reply data.
-    pub const ENCODED_LEN: usize = 32;
+    pub const LEN: usize = 32;
 
     /// Decodes the data of the EXTENDED_REPLY to a `limits@openssh.com` request.
     pub fn parse(data: &[u8]) -> Result<Self> {
@@ -197,8 +197,8 @@ impl Limits {
     }
 
     /// The reply data.
-    pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
-        let mut out = [0; Self::ENCODED_LEN];
+    pub fn emit(&self) -> [u8; Self::LEN] {
+        let mut out = [0; Self::LEN];
         for (chunk, v) in out.chunks_exact_mut(8).zip([
             self.max_packet_len,
             self.max_read_len,

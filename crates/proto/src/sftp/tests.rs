@@ -293,7 +293,7 @@ fn limits_extension() {
         max_write_len: 261120,
         max_open_handles: 19995,
     };
-    let data = openssh.to_bytes();
+    let data = openssh.emit();
     let reply = spec_frame(201, &[&be32(1), &data]);
     let Response::ExtendedReply { id: 1, data } = Response::parse(frame(&reply)).unwrap() else {
         panic!("not an EXTENDED_REPLY");
