@@ -2,35 +2,12 @@
 //! size both ways (verified byte for byte), trees, the path requests, and the options
 //! that refuse requests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use tokio::process::Command;
 use volley_sftp::{FileAttrs, SftpClient, SftpError, StatusCode, TransferOptions};
-use volley_testkit::{pattern, within};
-
-/// A scratch directory, removed at the end.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        Self(volley_testkit::scratch(&format!("sftp-server-{name}")))
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    fn bytes(&self, name: &str) -> Vec<u8> {
-        self.path(name).into_os_string().into_encoded_bytes()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use volley_testkit::{TempDir, pattern, within};
 
 fn server(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_volley-sftp-server"));
@@ -53,7 +30,7 @@ async fn files_of_every_size_both_ways_byte_for_byte() {
         assert_eq!(limits.max_read_len, 1 << 20);
         assert_eq!(limits.max_write_len, 1 << 20);
         assert!(sftp.has_extension(b"posix-rename@openssh.com"));
-        let dir = TempDir::new("sizes");
+        let dir = TempDir::new("sftp-server-sizes");
         let chunk = 1usize << 20;
         for (i, size) in [0, 1, chunk - 1, chunk, chunk + 1, 9 * chunk + 17]
             .into_iter()
@@ -81,7 +58,7 @@ async fn files_of_every_size_both_ways_byte_for_byte() {
 async fn trees_both_ways_with_awkward_names() {
     within(120, async {
         let sftp = SftpClient::spawn(&mut server(&[])).await.unwrap();
-        let dir = TempDir::new("trees");
+        let dir = TempDir::new("sftp-server-trees");
         let src = dir.path("src");
         let names = [
             "plain",
@@ -123,7 +100,7 @@ async fn trees_both_ways_with_awkward_names() {
 async fn path_requests_do_what_openssh_s_do() {
     within(60, async {
         let sftp = SftpClient::spawn(&mut server(&[])).await.unwrap();
-        let dir = TempDir::new("paths");
+        let dir = TempDir::new("sftp-server-paths");
         let (a, b) = (dir.bytes("a"), dir.bytes("b"));
         std::fs::write(dir.path("a"), b"alpha").unwrap();
         std::fs::write(dir.path("b"), b"beta").unwrap();
@@ -188,7 +165,7 @@ async fn path_requests_do_what_openssh_s_do() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_and_denied_requests_are_refused() {
     within(60, async {
-        let dir = TempDir::new("refused");
+        let dir = TempDir::new("sftp-server-refused");
         std::fs::write(dir.path("kept"), b"kept").unwrap();
         let local = dir.path("local");
         std::fs::write(&local, b"new").unwrap();

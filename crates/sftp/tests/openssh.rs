@@ -14,7 +14,7 @@ use volley_sftp::{FileAttrs, OpenFlags, SftpClient, SftpError, StatusCode, Trans
 mod common;
 
 use common::{mkfifo, pattern};
-use volley_testkit::within;
+use volley_testkit::{TempDir, within};
 
 fn server_path() -> PathBuf {
     volley_testkit::sftp_server()
@@ -24,31 +24,6 @@ fn server() -> Command {
     let mut command = Command::new(server_path());
     command.args(["-e", "-l", "ERROR"]).stderr(Stdio::null());
     command
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("volley-sftp-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    fn bytes(&self, name: &str) -> Vec<u8> {
-        self.path(name).into_os_string().into_encoded_bytes()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -63,7 +38,7 @@ async fn put_and_get_sizes_around_the_chunk_byte_for_byte() {
         assert_eq!(limits.max_read_len, 261_120);
         assert_eq!(limits.max_write_len, 261_120);
         let chunk = limits.max_write_len as usize;
-        let dir = TempDir::new("sizes");
+        let dir = TempDir::new("sftp-sizes");
         let sizes = [0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 17, 5 << 20];
         // Every size both ways a put can take its data: read into memory, and sent by
         // the kernel from the file.
@@ -126,7 +101,7 @@ async fn file_and_directory_operations() {
     within(60, async {
         let sftp = SftpClient::spawn(&mut server()).await.unwrap();
         assert!(sftp.has_extension(b"posix-rename@openssh.com"));
-        let dir = TempDir::new("ops");
+        let dir = TempDir::new("sftp-ops");
         let sub = dir.bytes("sub");
         sftp.mkdir(&sub, FileAttrs::with_permissions(0o755))
             .await
@@ -281,7 +256,7 @@ async fn a_spawned_server_that_exits_says_how_at_once() {
 
         // A server that may write files of at most 1 MiB: 16 WRITEs of 64 KiB fill it
         // exactly, and the kernel kills it (SIGXFSZ) at the 17th, mid-put.
-        let dir = TempDir::new("exits");
+        let dir = TempDir::new("sftp-exits");
         std::fs::write(dir.path("big"), pattern(8 << 20, 6)).unwrap();
         let mut command = Command::new("prlimit");
         command
@@ -314,7 +289,7 @@ async fn a_spawned_server_that_exits_says_how_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_file_that_shrinks_mid_put_is_a_clear_error() {
     within(60, async {
-        let dir = TempDir::new("shrinks");
+        let dir = TempDir::new("sftp-shrinks");
         for send_from_file in [false, true] {
             std::fs::write(dir.path("big"), pattern(32 << 20, 7)).unwrap();
             let sftp = SftpClient::spawn(&mut server()).await.unwrap();
@@ -351,7 +326,7 @@ async fn a_local_file_that_shrinks_mid_put_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
     within(60, async {
-        let dir = TempDir::new("dies");
+        let dir = TempDir::new("sftp-dies");
         std::fs::write(dir.path("big"), pattern(64 << 20, 5)).unwrap();
         // Run the server ourselves so the test can kill it.
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -398,7 +373,7 @@ async fn a_server_that_dies_mid_transfer_is_an_error_not_a_hang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sources_without_a_size_are_read_to_their_end() {
     within(60, async {
-        let dir = TempDir::new("sizeless");
+        let dir = TempDir::new("sftp-sizeless");
         let sftp = SftpClient::spawn(&mut server()).await.unwrap();
         let opts = TransferOptions {
             requests: 8,
@@ -458,12 +433,12 @@ async fn sources_without_a_size_are_read_to_their_end() {
 
         // A directory is named as one, not an I/O error on the connection.
         let err = sftp
-            .put(&dir.0, &dir.bytes("from-dir"), &opts)
+            .put(dir.root(), &dir.bytes("from-dir"), &opts)
             .await
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("{} is a directory", dir.0.display())
+            format!("{} is a directory", dir.root().display())
         );
         sftp.shutdown().await.unwrap();
     })
@@ -475,7 +450,7 @@ async fn sources_without_a_size_are_read_to_their_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_to_a_directory_lands_inside_it() {
     within(60, async {
-        let dir = TempDir::new("put-into");
+        let dir = TempDir::new("sftp-put-into");
         let sftp = SftpClient::spawn(&mut server()).await.unwrap();
         let data = pattern(300_000, 3);
         std::fs::write(dir.path("src.bin"), &data).unwrap();
@@ -547,9 +522,9 @@ async fn a_put_to_a_directory_lands_inside_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_over_a_kilobyte_puts_and_gets() {
     within(60, async {
-        let dir = TempDir::new("long-path");
+        let dir = TempDir::new("sftp-long-path");
         // Components of 200 bytes (NAME_MAX is 255), six deep.
-        let mut deep = dir.0.clone();
+        let mut deep = dir.root().to_path_buf();
         for i in 0..6 {
             deep.push(format!("{i}{}", "d".repeat(199)));
         }
@@ -580,7 +555,7 @@ async fn a_path_over_a_kilobyte_puts_and_gets() {
 async fn a_remote_file_reads_writes_and_seeks_as_tokio_expects() {
     use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
     within(60, async {
-        let dir = TempDir::new("remote-file");
+        let dir = TempDir::new("sftp-remote-file");
         let data = pattern(1 << 20, 9);
         std::fs::write(dir.path("f"), &data).unwrap();
         let sftp = SftpClient::spawn(&mut server()).await.unwrap();

@@ -45,6 +45,38 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A [`scratch`] directory removed when dropped, with paths in it as a test needs them.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh, empty directory named after `name` and this process.
+    pub fn new(name: &str) -> Self {
+        Self(scratch(name))
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.0
+    }
+
+    /// `name` inside it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// `name` inside it, as the bytes an SFTP request carries.
+    pub fn bytes(&self, name: &str) -> Vec<u8> {
+        self.path(name).into_os_string().into_encoded_bytes()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// `len` pseudo-random bytes (xorshift), the same for the same `seed`, different for
 /// different seeds: test data whose every byte matters.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
