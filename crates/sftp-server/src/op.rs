@@ -28,74 +28,74 @@ impl From<Attrs<'_>> for SetAttrs {
 #[derive(Debug)]
 pub(crate) enum Op {
     Open {
-        path: Vec<u8>,
+        path: Bytes,
         flags: OpenFlags,
         mode: Option<u32>,
     },
     Close {
-        handle: Vec<u8>,
+        handle: Bytes,
     },
     Read {
-        handle: Vec<u8>,
+        handle: Bytes,
         offset: u64,
         len: u32,
     },
     Write {
-        handle: Vec<u8>,
+        handle: Bytes,
         offset: u64,
         data: Bytes,
     },
     Lstat {
-        path: Vec<u8>,
+        path: Bytes,
     },
     Fstat {
-        handle: Vec<u8>,
+        handle: Bytes,
     },
     Setstat {
-        path: Vec<u8>,
+        path: Bytes,
         attrs: SetAttrs,
     },
     Fsetstat {
-        handle: Vec<u8>,
+        handle: Bytes,
         attrs: SetAttrs,
     },
     Opendir {
-        path: Vec<u8>,
+        path: Bytes,
     },
     Readdir {
-        handle: Vec<u8>,
+        handle: Bytes,
     },
     Remove {
-        path: Vec<u8>,
+        path: Bytes,
     },
     Mkdir {
-        path: Vec<u8>,
+        path: Bytes,
         mode: Option<u32>,
     },
     Rmdir {
-        path: Vec<u8>,
+        path: Bytes,
     },
     Realpath {
-        path: Vec<u8>,
+        path: Bytes,
     },
     Stat {
-        path: Vec<u8>,
+        path: Bytes,
     },
     Rename {
-        from: Vec<u8>,
-        to: Vec<u8>,
+        from: Bytes,
+        to: Bytes,
     },
     Readlink {
-        path: Vec<u8>,
+        path: Bytes,
     },
     /// OpenSSH's order: the link's target first, then the link (the reverse of the
     /// draft's, which every client follows OpenSSH in).
     Symlink {
-        target: Vec<u8>,
-        link: Vec<u8>,
+        target: Bytes,
+        link: Bytes,
     },
     Extended {
-        name: Vec<u8>,
+        name: Bytes,
         data: Bytes,
     },
 }
@@ -115,7 +115,8 @@ impl Op {
     /// `request`, owned; `frame` the bytes it was parsed from (WRITE's data is sliced
     /// out of them).
     pub(crate) fn new(request: &Request<'_>, frame: &Bytes) -> Option<Self> {
-        let v = <[u8]>::to_vec;
+        // Paths and handles are slices of the frame too: no allocation per request.
+        let v = |field: &[u8]| frame.slice_ref(field);
         Some(match *request {
             Request::Init { .. } => return None,
             Request::Open {
